@@ -1,0 +1,118 @@
+// Builds the patched fork as one shared library (libstrata.so) on demand and caches it
+// outside the repository, keyed by pin + patches + C API + build flags.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { cacheDir, repoRoot } from "../../util/paths.ts";
+import { progress } from "../../util/progress.ts";
+import { runCommand } from "../../util/run.ts";
+import { log } from "../../util/log.ts";
+
+export type NativeBackend = "cpu" | "vulkan" | "cuda";
+export const NATIVE_BACKENDS: readonly NativeBackend[] = ["cpu", "vulkan", "cuda"];
+
+const FLAGS: Record<NativeBackend, string[]> = {
+  cpu: [],
+  vulkan: ["-DGGML_VULKAN=ON"],
+  cuda: ["-DGGML_CUDA=ON"],
+};
+
+const forkDir = join(repoRoot, "vendor", "llama.cpp");
+
+async function sha256Hex(data: Uint8Array): Promise<string> {
+  const d = await crypto.subtle.digest("SHA-256", data);
+  return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Everything that changes the library's bytes feeds the key. */
+async function buildKey(backend: NativeBackend): Promise<string> {
+  const files = ["pin.json", "CMakeLists.txt", "api/strata.h", "api/strata.cpp"];
+  for (const e of [...Deno.readDirSync(join(forkDir, "patches"))].sort((a, b) => a.name.localeCompare(b.name))) {
+    files.push(join("patches", e.name));
+  }
+  const parts: Uint8Array[] = files.map((f) => Deno.readFileSync(join(forkDir, f)));
+  parts.push(new TextEncoder().encode(JSON.stringify({ backend, flags: FLAGS[backend] })));
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    all.set(p, o);
+    o += p.length;
+  }
+  return (await sha256Hex(all)).slice(0, 16);
+}
+
+async function libraryPath(backend: NativeBackend): Promise<string> {
+  return join(cacheDir("native", `${backend}-${await buildKey(backend)}`), "libstrata.so");
+}
+
+/** Path of the cached library for this backend, without building. */
+export async function findNativeLibrary(backend: NativeBackend = "cpu"): Promise<string | undefined> {
+  const override = Deno.env.get("STRATA_NATIVE_LIB");
+  if (override) return override;
+  const lib = await libraryPath(backend);
+  return existsSync(lib) ? lib : undefined;
+}
+
+/** Path of libstrata.so for this backend, building it first when the cache lacks it. */
+export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promise<string> {
+  const found = await findNativeLibrary(backend);
+  if (found) return found;
+  const lib = await libraryPath(backend);
+  const outDir = lib.slice(0, lib.lastIndexOf("/"));
+  const key = outDir.slice(outDir.lastIndexOf("-") + 1);
+
+  const started = performance.now();
+  await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
+
+  const buildDir = cacheDir("native", `build-${backend}`);
+  const env: Record<string, string> = { CCACHE_BASEDIR: repoRoot, CCACHE_NOHASHDIR: "1" };
+  const launcher = hasCommand("ccache")
+    ? ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    : [];
+  const generator = hasCommand("ninja") ? ["-G", "Ninja"] : [];
+  console.error(`engine: building the native ${backend} library (first use only; a few minutes)`);
+  await runCommand("cmake", [
+    "-S",
+    forkDir,
+    "-B",
+    buildDir,
+    ...generator,
+    "-DCMAKE_BUILD_TYPE=Release",
+    ...launcher,
+    ...FLAGS[backend],
+  ], { env });
+
+  const bar = progress(`engine: compiling (${backend})`, 1);
+  const jobs = String(navigator.hardwareConcurrency ?? 2);
+  let total = 0; // nested builds (the Vulkan shader generator) print their own smaller [n/N]
+  await runCommand("cmake", ["--build", buildDir, "--target", "strata", "-j", jobs], {
+    env,
+    onLine: (line) => {
+      const m = /^\[\s*(\d+)\/(\d+)\]/.exec(line);
+      if (!m || Number(m[2]) < total) return;
+      total = Number(m[2]);
+      bar.update(Number(m[1]), total);
+    },
+  });
+  const seconds = (performance.now() - started) / 1000;
+  bar.finish(`${seconds.toFixed(0)} s`);
+
+  Deno.mkdirSync(outDir, { recursive: true });
+  const tmp = `${lib}.tmp`;
+  Deno.copyFileSync(join(buildDir, "libstrata.so"), tmp);
+  Deno.renameSync(tmp, lib);
+  Deno.writeTextFileSync(
+    join(outDir, "build.json"),
+    JSON.stringify({ backend, key, flags: FLAGS[backend], seconds, built: new Date().toISOString() }, null, 2),
+  );
+  log.info("engine.built", { backend, key, seconds });
+  return lib;
+}
+
+function hasCommand(name: string): boolean {
+  try {
+    return new Deno.Command("sh", { args: ["-c", `command -v ${name}`], stdout: "null", stderr: "null" })
+      .outputSync().success;
+  } catch {
+    return false;
+  }
+}

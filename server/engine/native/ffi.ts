@@ -1,0 +1,68 @@
+// Deno FFI symbols of the flat C API (vendor/llama.cpp/api/strata.h). Loads, context
+// creation and decode are nonblocking: they run on a worker thread and return a Promise,
+// so the event loop that carries seams never waits on the engine.
+const SYMBOLS = {
+  strata_last_error: { parameters: [], result: "pointer" },
+  strata_log_level: { parameters: ["i32"], result: "void" },
+  strata_backends: { parameters: ["buffer", "i32"], result: "i32" },
+  strata_file_arch: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
+  strata_model_load: { parameters: ["buffer", "i32", "i32", "i32", "i32"], result: "pointer", nonblocking: true },
+  strata_model_free: { parameters: ["pointer"], result: "void" },
+  strata_model_facts: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
+  strata_model_arch: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
+  strata_tokenize: { parameters: ["pointer", "buffer", "i32", "i32", "i32", "buffer", "i32"], result: "i32" },
+  strata_token_piece: { parameters: ["pointer", "i32", "buffer", "i32"], result: "i32" },
+  strata_token_is_eog: { parameters: ["pointer", "i32"], result: "i32" },
+  strata_special_tokens: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
+  strata_chat_template: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
+  strata_chat_apply: { parameters: ["buffer", "buffer", "i32", "i32", "buffer", "i32"], result: "i32" },
+  strata_ctx_new: { parameters: ["pointer", "i32", "i32", "i32", "i32", "i32"], result: "pointer", nonblocking: true },
+  strata_ctx_free: { parameters: ["pointer"], result: "void" },
+  strata_ctx_threads: { parameters: ["pointer", "i32"], result: "i32" },
+  strata_decode: {
+    parameters: ["pointer", "i32", "buffer", "buffer", "buffer", "buffer", "buffer"],
+    result: "i32",
+    nonblocking: true,
+  },
+  strata_output_dim: { parameters: ["pointer"], result: "i32" },
+  strata_outputs: { parameters: ["pointer", "buffer", "i64"], result: "i64" },
+  strata_seq_release: { parameters: ["pointer", "i32"], result: "i32" },
+  strata_seq_pos_max: { parameters: ["pointer", "i32"], result: "i32" },
+  strata_ctx_stats: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
+  strata_ctx_capture: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
+  strata_ctx_captured: { parameters: ["pointer", "i32", "buffer", "i64"], result: "i64" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+export type StrataLib = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+
+const opened = new Map<string, StrataLib>();
+
+export function openStrata(path: string): StrataLib {
+  let lib = opened.get(path);
+  if (!lib) {
+    lib = Deno.dlopen(path, SYMBOLS).symbols;
+    const level = { none: 0, error: 1, warn: 2, info: 3, debug: 4 }[Deno.env.get("STRATA_ENGINE_LOG") ?? "none"] ?? 0;
+    lib.strata_log_level(level);
+    opened.set(path, lib);
+  }
+  return lib;
+}
+
+export function lastError(lib: StrataLib): string {
+  const p = lib.strata_last_error();
+  return p ? new Deno.UnsafePointerView(p).getCString() : "";
+}
+
+export const cstr = (s: string): Uint8Array => new TextEncoder().encode(s + "\0");
+
+/** Calls fn with a growing byte buffer until the C side's string fits. */
+export function readString(fn: (buf: Uint8Array, cap: number) => number): string {
+  let cap = 256;
+  for (;;) {
+    const buf = new Uint8Array(cap);
+    const n = fn(buf, cap);
+    if (n < 0) return "";
+    if (n < cap) return new TextDecoder().decode(buf.subarray(0, n));
+    cap = n + 1;
+  }
+}

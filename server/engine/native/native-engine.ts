@@ -1,0 +1,197 @@
+// RangeEngine on the native library through Deno FFI.
+import { existsSync } from "node:fs";
+import { EngineError, type EngineErrorCode } from "../../../src/engine/errors.ts";
+import { layerRange } from "../../../src/engine/layer-range.ts";
+import type {
+  DecodeBatch,
+  DecodeOutputs,
+  EngineMemory,
+  ModelFacts,
+  RangeEngine,
+  SeqId,
+  ShardSpec,
+} from "../../../src/engine/range-engine.ts";
+import { SequenceTable } from "../../../src/engine/sequences.ts";
+import { ensureNativeLibrary, type NativeBackend } from "./build.ts";
+import { cstr, lastError, openStrata, readString, type StrataLib } from "./ffi.ts";
+
+const CODE: Record<number, EngineErrorCode> = { [-1]: "bad_input", [-2]: "kv_full", [-3]: "engine_failed" };
+
+function loadError(message: string): EngineError {
+  if (message.startsWith("unsupported architecture")) return new EngineError("unsupported_arch", message);
+  if (message.startsWith("invalid layer range")) return new EngineError("bad_range", message);
+  return new EngineError("load_failed", message);
+}
+
+/** Loads a model (a range, the whole, or vocab only) and returns its handle. */
+export async function loadModel(
+  lib: StrataLib,
+  path: string,
+  range: ShardSpec["range"],
+  gpuLayers: number,
+  vocabOnly: boolean,
+): Promise<Deno.PointerObject> {
+  if (!existsSync(path)) throw new EngineError("load_failed", `no model file at ${path}`);
+  const [start, end] = range === "whole" ? [0, 0] : [range.start, range.end];
+  const handle = await lib.strata_model_load(cstr(path), start, end, gpuLayers, vocabOnly ? 1 : 0);
+  if (!handle) throw loadError(lastError(lib));
+  return handle;
+}
+
+export function modelFacts(lib: StrataLib, model: Deno.PointerObject): ModelFacts {
+  const f = new BigInt64Array(10);
+  lib.strata_model_facts(model, f, 10);
+  const n = (i: number) => Number(f[i]);
+  return {
+    arch: readString((b, c) => lib.strata_model_arch(model, b, c)),
+    nLayer: n(0),
+    nEmbd: n(1),
+    nVocab: n(2),
+    nCtxTrain: n(3),
+    range: layerRange(n(4), n(5), n(0)),
+    nHead: n(6),
+    nHeadKv: n(7),
+    weightBytes: n(8),
+    nExpert: n(9),
+  };
+}
+
+export class NativeEngine implements RangeEngine {
+  readonly kind = "native" as const;
+  readonly input: "tokens" | "hidden";
+  readonly output: "logits" | "hidden";
+  readonly #seqs: SequenceTable;
+  #queue: Promise<unknown> = Promise.resolve();
+  #closed = false;
+
+  private constructor(
+    private readonly lib: StrataLib,
+    private readonly model: Deno.PointerObject,
+    private readonly ctx: Deno.PointerObject,
+    readonly backend: string,
+    readonly facts: ModelFacts,
+    private readonly spec: ShardSpec,
+  ) {
+    this.input = facts.range.start === 0 ? "tokens" : "hidden";
+    this.output = facts.range.end === facts.nLayer ? "logits" : "hidden";
+    this.#seqs = new SequenceTable(spec.maxSequences);
+  }
+
+  /** capture: record residual streams for reference comparisons (slower; whole-model runs). */
+  static async load(
+    spec: ShardSpec,
+    backend: NativeBackend = "cpu",
+    opts: { capture?: boolean } = {},
+  ): Promise<NativeEngine> {
+    const lib = openStrata(await ensureNativeLibrary(backend));
+    const gpuLayers = spec.gpuLayers ?? (backend === "cpu" ? 0 : 999);
+    const model = await loadModel(lib, spec.modelPath, spec.range, gpuLayers, false);
+    const facts = modelFacts(lib, model);
+    const ctx = await lib.strata_ctx_new(
+      model,
+      spec.kvCells,
+      spec.maxSequences,
+      spec.batchTokens,
+      spec.threads,
+      opts.capture ? 1 : 0,
+    );
+    if (!ctx) {
+      const message = lastError(lib);
+      lib.strata_model_free(model);
+      throw new EngineError(message.startsWith("context:") ? "bad_input" : "engine_failed", message);
+    }
+    return new NativeEngine(lib, model, ctx, backend, facts, spec);
+  }
+
+  openSequence(): SeqId {
+    return this.#seqs.open();
+  }
+
+  nextPosition(seq: SeqId): number {
+    return this.#seqs.nextPosition(seq);
+  }
+
+  releaseSequence(seq: SeqId): Promise<void> {
+    return this.#serial(() => {
+      this.#seqs.release(seq);
+      this.#check(this.lib.strata_seq_release(this.ctx, seq));
+    });
+  }
+
+  decode(batch: DecodeBatch): Promise<DecodeOutputs> {
+    return this.#serial(async () => {
+      this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
+      const n = batch.seq.length;
+      const rows = this.#check(
+        await this.lib.strata_decode(
+          this.ctx,
+          n,
+          batch.tokens ?? null,
+          batch.hidden ?? null,
+          batch.pos,
+          batch.seq,
+          batch.outputs ?? null,
+        ),
+      );
+      this.#seqs.commit(batch);
+      const dim = this.lib.strata_output_dim(this.ctx);
+      const data = new Float32Array(rows * dim);
+      if (rows > 0) this.#check(Number(this.lib.strata_outputs(this.ctx, data, BigInt(data.length))));
+      return { rows, dim, data };
+    });
+  }
+
+  memory(): EngineMemory {
+    const s = new BigInt64Array(4);
+    this.lib.strata_ctx_stats(this.ctx, s, 4);
+    return {
+      weightBytes: this.facts.weightBytes,
+      kvCells: Number(s[0]),
+      kvCellsUsed: Number(s[1]),
+      kvBytes: Number(s[2]),
+      sequencesOpen: this.#seqs.openCount,
+      maxSequences: this.spec.maxSequences,
+    };
+  }
+
+  /** Reference runs: record the residual stream after these layers in later decodes. */
+  capture(layers: number[]): void {
+    this.#check(this.lib.strata_ctx_capture(this.ctx, new Int32Array(layers), layers.length));
+  }
+
+  /** What the last decode recorded after layer il (n_tokens × n_embd). */
+  captured(il: number): Float32Array {
+    const probe = new Float32Array(0);
+    const need = Number(this.lib.strata_ctx_captured(this.ctx, il, probe, 0n));
+    if (need === 0) return probe;
+    // a too-small buffer fails with the size in the message; ask with a generous one
+    let cap = this.spec.batchTokens * this.facts.nEmbd;
+    const out = new Float32Array(cap);
+    cap = this.#check(Number(this.lib.strata_ctx_captured(this.ctx, il, out, BigInt(cap))));
+    return out.subarray(0, cap);
+  }
+
+  close(): Promise<void> {
+    return this.#serial(() => {
+      if (this.#closed) return;
+      this.#closed = true;
+      this.lib.strata_ctx_free(this.ctx);
+      this.lib.strata_model_free(this.model);
+    });
+  }
+
+  #check(code: number): number {
+    if (code >= 0) return code;
+    throw new EngineError(CODE[code] ?? "engine_failed", lastError(this.lib));
+  }
+
+  /** One engine call at a time on this context; others queue behind it. */
+  #serial<T>(fn: () => T | Promise<T>): Promise<T> {
+    const next = this.#queue.then(() => {
+      if (this.#closed) throw new EngineError("engine_failed", "engine is closed");
+      return fn();
+    });
+    this.#queue = next.catch(() => {});
+    return next;
+  }
+}

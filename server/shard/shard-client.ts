@@ -1,0 +1,118 @@
+// The parent's handle on a shard process: one request at a time, replies in order.
+import { EngineError, type EngineErrorCode } from "../../src/engine/errors.ts";
+import type { EngineMemory, ModelFacts, SeqId } from "../../src/engine/range-engine.ts";
+import type { LayerRange } from "../../src/engine/layer-range.ts";
+import type { NativeBackend } from "../engine/native/build.ts";
+import { encodeFrame, type Frame, readFrames, splitPayload } from "./frames.ts";
+
+export interface ShardLoad {
+  modelPath: string;
+  range: LayerRange | "whole";
+  kvCells: number;
+  maxSequences: number;
+  batchTokens: number;
+  threads: number;
+  backend: NativeBackend;
+  capture?: boolean;
+}
+
+export interface ShardStep {
+  rows: number;
+  dim: number;
+  data: Float32Array;
+  captured: Float32Array[];
+}
+
+export class ShardProcess {
+  facts!: ModelFacts;
+  rssAfterLoad = 0;
+  readonly #child: Deno.ChildProcess;
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #frames: AsyncGenerator<Frame>;
+  #busy: Promise<unknown> = Promise.resolve();
+
+  private constructor(env: Record<string, string>) {
+    const script = new URL("./shard-process.ts", import.meta.url).pathname;
+    this.#child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", "--quiet", script],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "inherit",
+      env,
+    }).spawn();
+    this.#writer = this.#child.stdin.getWriter();
+    this.#frames = readFrames(this.#child.stdout);
+  }
+
+  static async spawn(load: ShardLoad, env: Record<string, string> = {}): Promise<ShardProcess> {
+    const p = new ShardProcess(env);
+    const spec = load.range === "whole"
+      ? { ...load, range: undefined }
+      : { ...load, range: undefined, start: load.range.start, end: load.range.end };
+    const r = await p.request({ op: "load", spec, backend: load.backend, capture: load.capture ?? false });
+    p.facts = r.header.facts as ModelFacts;
+    p.rssAfterLoad = Number(r.header.rss);
+    return p;
+  }
+
+  /** A shard process with nothing loaded: the runtime's own memory, for baselines. */
+  static bare(env: Record<string, string> = {}): ShardProcess {
+    return new ShardProcess(env);
+  }
+
+  get pid(): number {
+    return this.#child.pid;
+  }
+
+  async open(): Promise<SeqId> {
+    return (await this.request({ op: "open" })).header.seq as SeqId;
+  }
+
+  async decode(
+    input: Int32Array | Float32Array,
+    pos: Int32Array,
+    seq: Int32Array,
+    outputs: Uint8Array,
+    capture: number[] = [],
+  ): Promise<ShardStep> {
+    const r = await this.request({ op: "decode", n: seq.length, capture }, [input, pos, seq, outputs]);
+    const h = r.header as { rows: number; dim: number; captured: number[] };
+    const parts = splitPayload(r.payload, [["f32", h.rows * h.dim], ...h.captured.map((n) => ["f32", n] as ["f32", number])]);
+    return { rows: h.rows, dim: h.dim, data: parts[0] as Float32Array, captured: parts.slice(1) as Float32Array[] };
+  }
+
+  async release(seq: SeqId): Promise<EngineMemory> {
+    return (await this.request({ op: "release", seq })).header.memory as EngineMemory;
+  }
+
+  async memory(): Promise<{ memory: EngineMemory; rss: number }> {
+    const h = (await this.request({ op: "memory" })).header;
+    return { memory: h.memory as EngineMemory, rss: Number(h.rss) };
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.request({ op: "quit" });
+    } catch { /* already gone */ }
+    await this.#child.status;
+  }
+
+  kill(): void {
+    try {
+      this.#child.kill("SIGKILL");
+    } catch { /* exited */ }
+  }
+
+  request(header: Record<string, unknown>, parts: ArrayBufferView[] = []): Promise<Frame> {
+    const run = this.#busy.then(async () => {
+      await this.#writer.write(encodeFrame(header, parts));
+      const next = await this.#frames.next();
+      if (next.done) throw new EngineError("engine_failed", `shard process ${this.pid} exited`);
+      const err = next.value.header.error as { code: EngineErrorCode; message: string } | undefined;
+      if (err) throw new EngineError(err.code, err.message);
+      return next.value;
+    });
+    this.#busy = run.catch(() => {});
+    return run;
+  }
+}

@@ -1,0 +1,56 @@
+// A Shard's layers: the half-open range [start, end) of one model's blocks.
+// Branded so that a range cannot be mixed up with a token count or a position.
+
+export type LayerRange = { readonly start: number; readonly end: number } & { readonly __brand: "LayerRange" };
+
+export class LayerRangeError extends Error {
+  override name = "LayerRangeError";
+}
+
+/** Checks 0 <= start < end <= nLayer (nLayer when known). */
+export function layerRange(start: number, end: number, nLayer?: number): LayerRange {
+  if (!Number.isInteger(start) || !Number.isInteger(end)) {
+    throw new LayerRangeError(`layer range bounds must be integers, got ${start}:${end}`);
+  }
+  if (start < 0 || start >= end) throw new LayerRangeError(`empty or reversed layer range ${start}:${end}`);
+  if (nLayer !== undefined && end > nLayer) {
+    throw new LayerRangeError(`layer range ${start}:${end} ends past the model's ${nLayer} layers`);
+  }
+  return { start, end } as LayerRange;
+}
+
+/** "a:b" → LayerRange. */
+export function parseLayerRange(text: string, nLayer?: number): LayerRange {
+  const m = /^\s*(\d+)\s*:\s*(\d+)\s*$/.exec(text);
+  if (!m) throw new LayerRangeError(`layer range must look like a:b, got "${text}"`);
+  return layerRange(Number(m[1]), Number(m[2]), nLayer);
+}
+
+/** "0:12,12:30" → ranges that cover [0, nLayer) exactly once, in order. */
+export function parseSplit(text: string, nLayer: number): LayerRange[] {
+  const ranges = text.split(",").map((part) => parseLayerRange(part, nLayer));
+  let next = 0;
+  for (const r of ranges) {
+    if (r.start !== next) {
+      throw new LayerRangeError(`split ${text} must be contiguous from layer 0: expected a range starting at ${next}`);
+    }
+    next = r.end;
+  }
+  if (next !== nLayer) throw new LayerRangeError(`split ${text} stops at layer ${next}; the model has ${nLayer}`);
+  return ranges;
+}
+
+/** Splits nLayer layers into `parts` contiguous ranges of near-equal size. */
+export function evenSplit(nLayer: number, parts: number): LayerRange[] {
+  if (!Number.isInteger(parts) || parts < 1 || parts > nLayer) {
+    throw new LayerRangeError(`cannot split ${nLayer} layers into ${parts} ranges`);
+  }
+  const out: LayerRange[] = [];
+  for (let i = 0; i < parts; i++) {
+    out.push(layerRange(Math.round((i * nLayer) / parts), Math.round(((i + 1) * nLayer) / parts), nLayer));
+  }
+  return out;
+}
+
+export const formatRange = (r: LayerRange): string => `${r.start}:${r.end}`;
+export const rangeLength = (r: LayerRange): number => r.end - r.start;

@@ -1,0 +1,83 @@
+// The one interface every engine implements (native through FFI, WASM in a worker).
+// Nothing above it knows which engine runs.
+import type { LayerRange } from "./layer-range.ts";
+
+/** An engine-local sequence slot: one per Route Session on this shard. */
+export type SeqId = number & { readonly __brand: "SeqId" };
+
+export interface ModelFacts {
+  readonly arch: string;
+  readonly nLayer: number;
+  readonly nEmbd: number;
+  readonly nVocab: number;
+  readonly nCtxTrain: number;
+  readonly nHead: number;
+  readonly nHeadKv: number;
+  readonly nExpert: number;
+  /** The layers this engine holds. */
+  readonly range: LayerRange;
+  /** Bytes of weights held (the shard's share, not the file). */
+  readonly weightBytes: number;
+}
+
+export interface ShardSpec {
+  readonly modelPath: string;
+  readonly range: LayerRange | "whole";
+  /** KV pool shared by all sequences, in cells (one cell = one token of one sequence). */
+  readonly kvCells: number;
+  readonly maxSequences: number;
+  /** Most tokens one decode call may carry. */
+  readonly batchTokens: number;
+  readonly threads: number;
+  /** Layers offloaded to a GPU backend (0 = CPU). */
+  readonly gpuLayers?: number;
+}
+
+/**
+ * One mixed batch: token ids on the first shard, hidden states (n_tokens × n_embd, f32)
+ * on the others; a sequence and a position per token. `outputs` marks the tokens whose
+ * logits the last shard returns; other shards return every token's hidden state.
+ */
+export interface DecodeBatch {
+  readonly tokens?: Int32Array;
+  readonly hidden?: Float32Array;
+  readonly seq: Int32Array;
+  readonly pos: Int32Array;
+  readonly outputs?: Uint8Array;
+}
+
+/** Output rows in batch order: logits (n_vocab wide) or hidden states (n_embd wide). */
+export interface DecodeOutputs {
+  readonly rows: number;
+  readonly dim: number;
+  readonly data: Float32Array;
+}
+
+export interface EngineMemory {
+  readonly weightBytes: number;
+  readonly kvCells: number;
+  readonly kvCellsUsed: number;
+  readonly kvBytes: number;
+  readonly sequencesOpen: number;
+  readonly maxSequences: number;
+}
+
+export interface RangeEngine {
+  readonly kind: "native" | "wasm";
+  /** e.g. "cpu", "vulkan", "cuda", "webgpu". */
+  readonly backend: string;
+  readonly facts: ModelFacts;
+  /** What decode() takes and returns on this shard. */
+  readonly input: "tokens" | "hidden";
+  readonly output: "logits" | "hidden";
+
+  /** Claims a free sequence slot; EngineError kv_full when none is left. */
+  openSequence(): SeqId;
+  /** Frees the sequence's KV cells; other sequences are untouched. */
+  releaseSequence(seq: SeqId): Promise<void>;
+  /** Next position the sequence expects. */
+  nextPosition(seq: SeqId): number;
+  decode(batch: DecodeBatch): Promise<DecodeOutputs>;
+  memory(): EngineMemory;
+  close(): Promise<void>;
+}

