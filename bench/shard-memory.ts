@@ -32,8 +32,8 @@ export async function benchShardMemory(path: string, name: string, splitText: st
     const out = await p.decode(input, Int32Array.from({ length: n }, (_, i) => i), new Int32Array(n).fill(seq), outputs);
     return out.data;
   };
-  const prompt = Int32Array.from({ length: 32 }, (_, i) => (i * 977) % facts.nVocab);
   const whole = await ShardProcess.spawn({ ...base, range: "whole" });
+  const prompt = Int32Array.from({ length: 32 }, (_, i) => (i * 977) % whole.facts.nVocab);
   await touch(whole, prompt, prompt.length);
   const wholeRss = (await whole.memory()).rss;
   const wholeWeights = whole.facts.weightBytes;

@@ -26,6 +26,7 @@ export interface ShardStep {
 export class ShardProcess {
   facts!: ModelFacts;
   rssAfterLoad = 0;
+  label = "shard";
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #frames: AsyncGenerator<Frame>;
@@ -46,6 +47,7 @@ export class ShardProcess {
 
   static async spawn(load: ShardLoad, env: Record<string, string> = {}): Promise<ShardProcess> {
     const p = new ShardProcess(env);
+    p.label = load.range === "whole" ? "whole model" : `shard ${load.range.start}:${load.range.end}`;
     const spec = load.range === "whole"
       ? { ...load, range: undefined }
       : { ...load, range: undefined, start: load.range.start, end: load.range.end };
@@ -107,7 +109,10 @@ export class ShardProcess {
     const run = this.#busy.then(async () => {
       await this.#writer.write(encodeFrame(header, parts));
       const next = await this.#frames.next();
-      if (next.done) throw new EngineError("engine_failed", `shard process ${this.pid} exited`);
+      if (next.done) {
+        const st = await this.#child.status;
+        throw new EngineError("engine_failed", `${this.label} (process ${this.pid}) exited (${st.signal ?? `code ${st.code}`})`);
+      }
       const err = next.value.header.error as { code: EngineErrorCode; message: string } | undefined;
       if (err) throw new EngineError(err.code, err.message);
       return next.value;

@@ -1,5 +1,5 @@
 // Pure comparisons for parity runs: greedy picks, gaps and differences.
-import { LOGIT_TOL_SIGMA, TIE_GAP_SIGMA } from "./tolerance.ts";
+import { BATCH_TOLERANCE, type BatchTolerance } from "./tolerance.ts";
 
 export interface Top2 {
   readonly best: number;
@@ -72,11 +72,15 @@ export type Agreement =
 
 /**
  * Compares a run against its reference step by step. The first divergence is a
- * near-tie only when the reference's top-2 gap there is under TIE_GAP_SIGMA and all
- * earlier logits agree within LOGIT_TOL_SIGMA (both in units of the step's σ); after a
+ * near-tie only when the reference's top-2 gap there is under tol.tieGapSigma and all
+ * earlier logits agree within tol.logitTolSigma (both in units of the step's σ); after a
  * divergence the runs differ by construction, so comparison stops there.
  */
-export function agreement(reference: readonly Step[], run: readonly Step[]): Agreement {
+export function agreement(
+  reference: readonly Step[],
+  run: readonly Step[],
+  tol: BatchTolerance = BATCH_TOLERANCE.cpu,
+): Agreement {
   const n = Math.min(reference.length, run.length);
   let before = 0;
   let beforeSigma = 0;
@@ -85,7 +89,7 @@ export function agreement(reference: readonly Step[], run: readonly Step[]): Agr
     if (reference[i].token !== run[i].token) {
       const gap = top2(ref).gap;
       const gapSigma = gap / sigma(ref);
-      const nearTie = gapSigma < TIE_GAP_SIGMA && beforeSigma <= LOGIT_TOL_SIGMA;
+      const nearTie = gapSigma < tol.tieGapSigma && beforeSigma <= tol.logitTolSigma;
       return {
         kind: nearTie ? "near_tie" : "mismatch",
         step: i,

@@ -13,11 +13,23 @@ export const HIDDEN_REL_TOL = 1e-4;
  * and llama.cpp picks kernels by batch size, so sums are taken in another order. Those
  * differences are measured in units of σ, the standard deviation of the reference step's
  * logits (≈2.6 on SmolLM2, ≈6 on the synthetic models), because absolute logit scales
- * differ between models. Measured drift over 32 steps: 0 on SmolLM2 Q4_1 (bit-identical),
- * up to 0.9 % σ on synthetic F32 models (qwen3moe). A divergence is a near-tie only when
- * the reference's top-2 gap there is under TIE_GAP_SIGMA and all earlier logits agree
- * within LOGIT_TOL_SIGMA: twice the largest drift seen, so noise passes and a real
- * difference (a wrong KV cell, a missing layer: tens of % σ) does not.
+ * differ between models. A divergence is a near-tie only when the reference's top-2 gap
+ * there is under tieGapSigma and all earlier logits agree within logitTolSigma. Each
+ * backend's bound is twice the largest drift measured on it over the suite's 32-step runs,
+ * so noise passes and a real difference (a wrong KV cell, a missing layer: tens of % σ)
+ * does not.
  */
-export const TIE_GAP_SIGMA = 0.02;
-export const LOGIT_TOL_SIGMA = 0.02;
+export interface BatchTolerance {
+  readonly tieGapSigma: number;
+  readonly logitTolSigma: number;
+}
+
+export const BATCH_TOLERANCE: Readonly<Record<string, BatchTolerance>> = {
+  // measured: 0 on SmolLM2 Q4_1 (bit-identical), ≤ 0.9 % σ on the synthetic F32 models
+  cpu: { tieGapSigma: 0.02, logitTolSigma: 0.02 },
+  // measured: ≤ 3.6 % σ on lavapipe; batched matmuls round activations to f16 there,
+  // the one-row path keeps them in f32
+  vulkan: { tieGapSigma: 0.075, logitTolSigma: 0.075 },
+  // not measured yet (no GPU here): the Vulkan bound, as its batched kernels also use f16
+  cuda: { tieGapSigma: 0.075, logitTolSigma: 0.075 },
+};

@@ -52,7 +52,7 @@ const hid = await head.decode({ tokens: iota(big).map((i) => i % 300 + 1), seq: 
 await tail.decode({ hidden: hid.data, seq: new Int32Array(big).fill(s), pos: iota(big) });
 const s2 = tail.openSequence();
 await expectError("kv_cells_exhausted", () => tail.decode({ hidden: hid.data.subarray(0, 40 * E), seq: new Int32Array(40).fill(s2), pos: iota(40) }));
-await expectError("sequences_exhausted", async () => tail.openSequence());
+await expectError("sequences_exhausted", () => Promise.resolve().then(() => tail.openSequence()));
 
 // past the TypeScript checks, straight into the C API: still an error code, no crash
 const lib = openStrata(await ensureNativeLibrary("cpu"));

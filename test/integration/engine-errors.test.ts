@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { denoRun, root } from "./strata.ts";
 
 describe("native engine: bad input is a clear error, never a crash", () => {
-  it("refuses each bad input with its code and keeps working", () => {
-    const r = denoRun(`${root}test/integration/engine-errors.deno.ts`);
+  it("refuses each bad input with its code and keeps working", async () => {
+    const r = await denoRun(`${root}test/integration/engine-errors.deno.ts`);
     expect(r.code, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
     expect(out.range_reversed).toMatch(/^bad_range: invalid layer range \[4, 2\)/);

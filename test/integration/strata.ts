@@ -1,23 +1,31 @@
-// Runs the `strata` entry script from tests and returns what it printed.
-import { spawnSync } from "node:child_process";
+// Runs the `strata` entry script (or a Deno script) from tests without blocking the test
+// worker, and returns what it printed.
+import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 export const root = fileURLToPath(new URL("../../", import.meta.url));
 export const deno = `${root}node_modules/.bin/deno`;
 
-export function strata(args: string[], env: Record<string, string> = {}) {
-  const r = spawnSync(`${root}strata`, args, {
-    encoding: "utf8",
-    env: { ...process.env, ...env },
-    maxBuffer: 64 << 20,
-  });
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+export interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
 }
 
-export function denoRun(script: string) {
-  const r = spawnSync(deno, ["run", "--allow-all", "--quiet", "--config", `${root}deno.json`, script], {
-    encoding: "utf8",
-    maxBuffer: 64 << 20,
+function run(cmd: string, args: string[], env: Record<string, string>): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (d) => (stdout += d));
+    child.stderr.setEncoding("utf8").on("data", (d) => (stderr += d));
+    child.on("error", reject);
+    child.on("close", (code, signal) => resolve({ code: code ?? (signal ? 128 : -1), stdout, stderr }));
   });
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
+
+export const strata = (args: string[], env: Record<string, string> = {}): Promise<Ran> =>
+  run(`${root}strata`, args, env);
+
+export const denoRun = (script: string): Promise<Ran> =>
+  run(deno, ["run", "--allow-all", "--quiet", "--config", `${root}deno.json`, script], {});

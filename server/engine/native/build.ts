@@ -18,7 +18,7 @@ const FLAGS: Record<NativeBackend, string[]> = {
 
 const forkDir = join(repoRoot, "vendor", "llama.cpp");
 
-async function sha256Hex(data: Uint8Array): Promise<string> {
+async function sha256Hex(data: Uint8Array<ArrayBuffer>): Promise<string> {
   const d = await crypto.subtle.digest("SHA-256", data);
   return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, "0")).join("");
 }
