@@ -25,9 +25,25 @@ export function modelCommands(): Command {
     .requiredOption("--out <file>", "where to write the .gguf")
     .option("--seed <n>", "weight seed", int, 1)
     .option("--layers <n>", "number of layers", int)
+    .option("--embd <n>", "embedding width", int)
+    .option("--ff <n>", "feed-forward width", int)
+    .option("--heads <n>", "attention heads", int)
+    .option("--vocab <n>", "vocabulary size (at least 259)", int)
+    .option("--type <type>", "weight type: f32, f16 or q8_0")
     .option("--tied", "tie the output head to the token embedding")
     .action((o) => {
-      const bytes = synthModel({ arch: o.arch, seed: o.seed, nLayer: o.layers, tiedEmbeddings: Boolean(o.tied) });
+      const bytes = synthModel({
+        arch: o.arch,
+        seed: o.seed,
+        nLayer: o.layers,
+        nEmbd: o.embd,
+        nFf: o.ff,
+        nHead: o.heads,
+        nHeadKv: o.heads,
+        nVocab: o.vocab,
+        weightType: o.type,
+        tiedEmbeddings: Boolean(o.tied),
+      });
       Deno.writeFileSync(o.out, bytes);
       console.log(`${o.out}: ${o.arch}, ${bytes.length} bytes`);
     });

@@ -57,8 +57,8 @@ export async function runParity(o: ParityOptions) {
     threads: o.threads,
     backend: o.backend,
   };
-  // one after another: GPU drivers build their shader caches on first load, and two
-  // processes filling the same cache at once is not something every driver survives
+  // loads one after another, so that shard loads (and a GPU driver's shader builds) do not
+  // compete for the cores
   const whole = await ShardProcess.spawn({ ...base, range: "whole", capture: true });
   const shards: ShardProcess[] = [];
   for (const range of o.split) shards.push(await ShardProcess.spawn({ ...base, range }));
@@ -70,6 +70,7 @@ export async function runParity(o: ParityOptions) {
     // 1. each session alone: whole model vs the route, step by step
     const seamDiff = seamLayers.map(() => 0);
     const seamScale = seamLayers.map(() => 0);
+    let logitDiff = 0;
     const aloneRoute: Step[][] = [];
     let compared = 0;
     let firstMismatch: Record<string, number> | null = null;
@@ -87,6 +88,7 @@ export async function runParity(o: ParityOptions) {
           seamDiff[k] = Math.max(seamDiff[k], maxAbsDiff(r.seams[k], w.captured[k]));
           seamScale[k] = Math.max(seamScale[k], maxAbs(w.captured[k]));
         });
+        logitDiff = Math.max(logitDiff, maxAbsDiff(w.data, r.logits));
         const wTok = top2(w.data).best;
         const rTok = top2(r.logits).best;
         rSteps.push({ token: rTok, logits: r.logits });
@@ -139,6 +141,7 @@ export async function runParity(o: ParityOptions) {
       first_mismatch: firstMismatch,
       max_abs_diff_hidden: seamLayers.map((il, k) => ({ after_layer: il, diff: seamDiff[k], max_abs: seamScale[k] })),
       hidden_tolerance_rel: HIDDEN_REL_TOL,
+      max_abs_diff_logits: logitDiff,
       hidden_within_tolerance: hiddenOk,
       batched_match: batchedMatch,
       batched: {
