@@ -118,13 +118,15 @@ export async function runParity(o: ParityOptions) {
     const release = withRelease.release!;
     const maxBatchTokens = together.maxBatchTokens;
     const maxBatchSessions = together.maxBatchSessions;
-    const tol = BATCH_TOLERANCE[o.backend];
+    const tol = BATCH_TOLERANCE;
     const afterRelease = prompts.map((_, s) => s === 0 ? null : agreement(aloneRoute[s], withRelease.steps[s], tol));
     const agreements: Agreement[] = prompts.map((_, s) =>
       agreement(aloneRoute[s].slice(0, batched[s].length), batched[s], tol)
     );
     const rss = await Promise.all([whole, ...shards].map(async (p) => (await p.memory()).rss));
-    const releaseOk = release.cells_freed.every((c) => c === release.cells_expected) && release.others_cells_kept;
+    // released: exactly its cells; the others keep theirs and go on as they would alone
+    const releaseOk = release.cells_freed.every((c) => c === release.cells_expected) && release.others_cells_kept &&
+      afterRelease.every((a) => a === null || a.kind !== "mismatch");
     const hiddenOk = seamDiff.every((d, k) => d <= HIDDEN_REL_TOL * Math.max(1, seamScale[k]));
     const tokensMatch = firstMismatch === null;
     const batchedMatch = agreements.every((a) => a.kind !== "mismatch");

@@ -79,7 +79,7 @@ export type Agreement =
 export function agreement(
   reference: readonly Step[],
   run: readonly Step[],
-  tol: BatchTolerance = BATCH_TOLERANCE.cpu,
+  tol: BatchTolerance = BATCH_TOLERANCE,
 ): Agreement {
   const n = Math.min(reference.length, run.length);
   let before = 0;

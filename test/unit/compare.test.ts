@@ -19,16 +19,17 @@ describe("parity comparisons", () => {
   });
 
   it("calls a divergence a near-tie only at a small gap (in σ) after close logits", () => {
+    const tol = { tieGapSigma: 0.02, logitTolSigma: 0.02 };
     const ref = [step(6, logits(20, 5)), step(6, logits(20.1, 20))];
-    expect(agreement(ref, ref)).toMatchObject({ kind: "identical", steps: 2, maxDiffSigma: 0 });
+    expect(agreement(ref, ref, tol)).toMatchObject({ kind: "identical", steps: 2, maxDiffSigma: 0 });
     // gap 0.1 with σ ≈ 10.6: under 2 % σ; earlier drift 0.05: under 2 % σ
     const close = [step(6, logits(20.05, 5)), step(7, logits(20, 20.1))];
-    expect(agreement(ref, close).kind).toBe("near_tie");
+    expect(agreement(ref, close, tol).kind).toBe("near_tie");
     // the same divergence after earlier logits drifted by 1.0 (≈ 9 % σ) is a mismatch
     const drifted = [step(6, logits(21, 5)), step(7, logits(20, 20.1))];
-    expect(agreement(ref, drifted).kind).toBe("mismatch");
+    expect(agreement(ref, drifted, tol).kind).toBe("mismatch");
     // a wide gap is never a tie
     const wide = [step(6, logits(20, 5)), step(6, logits(25, 20))];
-    expect(agreement(wide, close)).toMatchObject({ kind: "mismatch", step: 1 });
+    expect(agreement(wide, close, tol)).toMatchObject({ kind: "mismatch", step: 1 });
   });
 });
