@@ -1,0 +1,20 @@
+// Seam errors: a code a peer can act on, mapped to a gRPC/Connect status at the edge.
+
+export type SeamErrorCode =
+  | "malformed" // bytes that do not decode as a frame, or a frame missing what its phase needs
+  | "wrong_schema" // another schema version
+  | "too_large" // a frame or tensor past the limits
+  | "checksum" // tensor bytes that do not match their CRC-32C
+  | "bad_tensor" // shape, element type, byte order or compression that do not fit
+  | "wrong_epoch" // a route epoch other than the session's
+  | "unknown_session"
+  | "unauthenticated" // missing, forged or expired route ticket
+  | "kv_full"
+  | "overloaded"; // queue bound reached
+
+export class SeamError extends Error {
+  override name = "SeamError";
+  constructor(readonly code: SeamErrorCode, message: string) {
+    super(message);
+  }
+}
