@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/seam/v1/seam.proto.
  */
 export const file_strata_seam_v1_seam: GenFile = /*@__PURE__*/
-  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIksKCFNhbXBsaW5nEhMKC3RlbXBlcmF0dXJlGAEgASgCEg0KBXRvcF9rGAIgASgNEg0KBXRvcF9wGAMgASgCEgwKBHNlZWQYBCABKAQipgEKBE9wZW4SFAoMcm91dGVfdGlja2V0GAEgASgMEioKCHNhbXBsaW5nGAIgASgLMhguc3RyYXRhLnNlYW0udjEuU2FtcGxpbmcSEQoJbmV4dF9ob3BzGAMgAygJEhIKCm1heF90b2tlbnMYBCABKA0SNQoQc2VhbV9jb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uIicKBlN0YXR1cxIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAki7QMKCVNlYW1GcmFtZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd3b3JrX2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEwoLcm91dGVfZXBvY2gYBCABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAUgASgMEhoKEnJlY2lwZV9maW5nZXJwcmludBgGIAEoDBIpCgVyYW5nZRgHIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USJAoFcGhhc2UYCCABKA4yFS5zdHJhdGEuc2VhbS52MS5QaGFzZRIsCglwb3NpdGlvbnMYCSABKAsyGS5zdHJhdGEuc2VhbS52MS5Qb3NpdGlvbnMSDwoHc3RlcF9pZBgKIAEoBBIUCgxjYWNoZV9leHBlY3QYCyABKA0SFAoMY2FjaGVfcmVzdWx0GAwgASgNEhMKC2NodW5rX2luZGV4GA0gASgNEhMKC2NodW5rX2NvdW50GA4gASgNEicKB3RlbnNvcnMYDyADKAsyFi5zdHJhdGEuc2VhbS52MS5UZW5zb3ISIgoEb3BlbhgQIAEoCzIULnN0cmF0YS5zZWFtLnYxLk9wZW4SJgoGc3RhdHVzGBEgASgLMhYuc3RyYXRhLnNlYW0udjEuU3RhdHVzKngKBVBoYXNlEhUKEVBIQVNFX1VOU1BFQ0lGSUVEEAASDgoKUEhBU0VfT1BFThABEhEKDVBIQVNFX1BSRUZJTEwQAhIQCgxQSEFTRV9ERUNPREUQAxIRCg1QSEFTRV9SRUxFQVNFEAQSEAoMUEhBU0VfQ0FOQ0VMEAUqbQoLRWxlbWVudFR5cGUSHAoYRUxFTUVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRUxFTUVOVF9UWVBFX0YzMhABEhQKEEVMRU1FTlRfVFlQRV9GMTYQAhIUChBFTEVNRU5UX1RZUEVfSTMyEAMqYAoJQnl0ZU9yZGVyEhoKFkJZVEVfT1JERVJfVU5TUEVDSUZJRUQQABIcChhCWVRFX09SREVSX0xJVFRMRV9FTkRJQU4QARIZChVCWVRFX09SREVSX0JJR19FTkRJQU4QAipYCgtDb21wcmVzc2lvbhIbChdDT01QUkVTU0lPTl9VTlNQRUNJRklFRBAAEhQKEENPTVBSRVNTSU9OX05PTkUQARIWChJDT01QUkVTU0lPTl9ROF9ST1cQAjJRCgtTZWFtU2VydmljZRJCCgZTdHJlYW0SGS5zdHJhdGEuc2VhbS52MS5TZWFtRnJhbWUaGS5zdHJhdGEuc2VhbS52MS5TZWFtRnJhbWUoATABYgZwcm90bzM");
+  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIksKCFNhbXBsaW5nEhMKC3RlbXBlcmF0dXJlGAEgASgCEg0KBXRvcF9rGAIgASgNEg0KBXRvcF9wGAMgASgCEgwKBHNlZWQYBCABKAQipgEKBE9wZW4SFAoMcm91dGVfdGlja2V0GAEgASgMEioKCHNhbXBsaW5nGAIgASgLMhguc3RyYXRhLnNlYW0udjEuU2FtcGxpbmcSEQoJbmV4dF9ob3BzGAMgAygJEhIKCm1heF90b2tlbnMYBCABKA0SNQoQc2VhbV9jb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uIicKBlN0YXR1cxIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAki7QMKCVNlYW1GcmFtZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd3b3JrX2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEwoLcm91dGVfZXBvY2gYBCABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAUgASgMEhoKEnJlY2lwZV9maW5nZXJwcmludBgGIAEoDBIpCgVyYW5nZRgHIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USJAoFcGhhc2UYCCABKA4yFS5zdHJhdGEuc2VhbS52MS5QaGFzZRIsCglwb3NpdGlvbnMYCSABKAsyGS5zdHJhdGEuc2VhbS52MS5Qb3NpdGlvbnMSDwoHc3RlcF9pZBgKIAEoBBIUCgxjYWNoZV9leHBlY3QYCyABKA0SFAoMY2FjaGVfcmVzdWx0GAwgASgNEhMKC2NodW5rX2luZGV4GA0gASgNEhMKC2NodW5rX2NvdW50GA4gASgNEicKB3RlbnNvcnMYDyADKAsyFi5zdHJhdGEuc2VhbS52MS5UZW5zb3ISIgoEb3BlbhgQIAEoCzIULnN0cmF0YS5zZWFtLnYxLk9wZW4SJgoGc3RhdHVzGBEgASgLMhYuc3RyYXRhLnNlYW0udjEuU3RhdHVzIqcBChFSb3V0ZVRpY2tldENsYWltcxISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3JvdXRlX2Vwb2NoGAIgASgEEhcKD2FydGlmYWN0X3NoYTI1NhgDIAEoDBIpCgVyYW5nZRgEIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USFQoNZXhwaXJlc19hdF9tcxgFIAEoBBIOCgZpc3N1ZXIYBiABKAkiMAoLUm91dGVUaWNrZXQSDgoGY2xhaW1zGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDCp4CgVQaGFzZRIVChFQSEFTRV9VTlNQRUNJRklFRBAAEg4KClBIQVNFX09QRU4QARIRCg1QSEFTRV9QUkVGSUxMEAISEAoMUEhBU0VfREVDT0RFEAMSEQoNUEhBU0VfUkVMRUFTRRAEEhAKDFBIQVNFX0NBTkNFTBAFKm0KC0VsZW1lbnRUeXBlEhwKGEVMRU1FTlRfVFlQRV9VTlNQRUNJRklFRBAAEhQKEEVMRU1FTlRfVFlQRV9GMzIQARIUChBFTEVNRU5UX1RZUEVfRjE2EAISFAoQRUxFTUVOVF9UWVBFX0kzMhADKmAKCUJ5dGVPcmRlchIaChZCWVRFX09SREVSX1VOU1BFQ0lGSUVEEAASHAoYQllURV9PUkRFUl9MSVRUTEVfRU5ESUFOEAESGQoVQllURV9PUkRFUl9CSUdfRU5ESUFOEAIqWAoLQ29tcHJlc3Npb24SGwoXQ09NUFJFU1NJT05fVU5TUEVDSUZJRUQQABIUChBDT01QUkVTU0lPTl9OT05FEAESFgoSQ09NUFJFU1NJT05fUThfUk9XEAIyUQoLU2VhbVNlcnZpY2USQgoGU3RyZWFtEhkuc3RyYXRhLnNlYW0udjEuU2VhbUZyYW1lGhkuc3RyYXRhLnNlYW0udjEuU2VhbUZyYW1lKAEwAWIGcHJvdG8z");
 
 /**
  * One named tensor of a bundle ("hidden_states", "token_ids", "logits", ...).
@@ -341,6 +341,77 @@ export type SeamFrame = Message<"strata.seam.v1.SeamFrame"> & {
  */
 export const SeamFrameSchema: GenMessage<SeamFrame> = /*@__PURE__*/
   messageDesc(file_strata_seam_v1_seam, 6);
+
+/**
+ * What a route ticket grants: one session, at one epoch, on one artifact's layer range,
+ * until it expires. Signed by the tracker (Ed25519); nodes hold the tracker's public key.
+ *
+ * @generated from message strata.seam.v1.RouteTicketClaims
+ */
+export type RouteTicketClaims = Message<"strata.seam.v1.RouteTicketClaims"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: uint64 route_epoch = 2;
+   */
+  routeEpoch: bigint;
+
+  /**
+   * @generated from field: bytes artifact_sha256 = 3;
+   */
+  artifactSha256: Uint8Array;
+
+  /**
+   * @generated from field: strata.seam.v1.LayerRange range = 4;
+   */
+  range?: LayerRange | undefined;
+
+  /**
+   * milliseconds since the Unix epoch
+   *
+   * @generated from field: uint64 expires_at_ms = 5;
+   */
+  expiresAtMs: bigint;
+
+  /**
+   * @generated from field: string issuer = 6;
+   */
+  issuer: string;
+};
+
+/**
+ * Describes the message strata.seam.v1.RouteTicketClaims.
+ * Use `create(RouteTicketClaimsSchema)` to create a new message.
+ */
+export const RouteTicketClaimsSchema: GenMessage<RouteTicketClaims> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 7);
+
+/**
+ * @generated from message strata.seam.v1.RouteTicket
+ */
+export type RouteTicket = Message<"strata.seam.v1.RouteTicket"> & {
+  /**
+   * RouteTicketClaims, serialized: the signature covers these exact bytes
+   *
+   * @generated from field: bytes claims = 1;
+   */
+  claims: Uint8Array;
+
+  /**
+   * @generated from field: bytes signature = 2;
+   */
+  signature: Uint8Array;
+};
+
+/**
+ * Describes the message strata.seam.v1.RouteTicket.
+ * Use `create(RouteTicketSchema)` to create a new message.
+ */
+export const RouteTicketSchema: GenMessage<RouteTicket> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 8);
 
 /**
  * @generated from enum strata.seam.v1.Phase
