@@ -10,7 +10,8 @@ export type SeamErrorCode =
   | "unknown_session"
   | "unauthenticated" // missing, forged or expired route ticket
   | "kv_full"
-  | "overloaded"; // queue bound reached
+  | "overloaded" // queue bound reached
+  | "cancelled"; // the session was released or cancelled before the step ran
 
 export class SeamError extends Error {
   override name = "SeamError";

@@ -1,0 +1,211 @@
+// Continuous batching on one shard: every iteration takes the next ready step of each
+// active session (prefill chunks and decode tokens alike), packs them into one engine
+// call within a token bound, and hands each step its own output rows. Sessions never
+// wait for each other's completion, only for the batch they share.
+import { EngineError } from "../engine/errors.ts";
+import type { DecodeOutputs, RangeEngine, SeqId } from "../engine/range-engine.ts";
+import { SeamError } from "../seam/errors.ts";
+
+/** One unit of a session's work: a prefill chunk or one decode token. */
+export interface Step {
+  /** token ids (first shard) or hidden states (n × n_embd) */
+  readonly tokens?: Int32Array;
+  readonly hidden?: Float32Array;
+  /** whether the last shard should return logits for the step's last token */
+  readonly wantLogits: boolean;
+}
+
+export interface StepResult {
+  /** hidden rows of every token (middle shards) or logits of the last token (last shard) */
+  readonly rows: number;
+  readonly dim: number;
+  readonly data: Float32Array;
+  readonly batchTokens: number;
+  readonly batchSessions: number;
+}
+
+export interface BatcherLimits {
+  /** most tokens in one engine call */
+  readonly maxBatchTokens: number;
+  /** most steps queued per session before its sender is pushed back */
+  readonly maxQueuedPerSession: number;
+  /** KV cells this shard may promise to sessions in total */
+  readonly kvCells: number;
+}
+
+interface Pending {
+  readonly step: Step;
+  readonly n: number;
+  readonly resolve: (r: StepResult) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+interface SessionSlot {
+  readonly seq: SeqId;
+  readonly reservedCells: number;
+  readonly queue: Pending[];
+  lastUsed: number;
+}
+
+export interface BatcherStats {
+  readonly sessions: number;
+  readonly queued: number;
+  readonly reservedCells: number;
+  readonly batches: number;
+  readonly lastBatchTokens: number;
+  readonly lastBatchSessions: number;
+  readonly maxBatchSessions: number;
+  readonly prefillTokens: number;
+  readonly decodeTokens: number;
+}
+
+export class Batcher {
+  readonly #sessions = new Map<string, SessionSlot>();
+  #reserved = 0;
+  #running = false;
+  #stats = { batches: 0, lastBatchTokens: 0, lastBatchSessions: 0, maxBatchSessions: 0, prefillTokens: 0, decodeTokens: 0 };
+
+  constructor(private readonly engine: RangeEngine, private readonly limits: BatcherLimits) {}
+
+  /** Admits a session within the KV budget, or refuses it with kv_full. */
+  open(sessionId: string, maxTokens: number, now = Date.now()): void {
+    if (this.#sessions.has(sessionId)) throw new SeamError("malformed", `session ${sessionId} is already open`);
+    if (!(maxTokens > 0)) throw new SeamError("malformed", "a session must ask for at least one KV cell");
+    if (this.#reserved + maxTokens > this.limits.kvCells) {
+      throw new SeamError(
+        "kv_full",
+        `KV budget: ${maxTokens} cells asked, ${this.limits.kvCells - this.#reserved} of ${this.limits.kvCells} free`,
+      );
+    }
+    let seq: SeqId;
+    try {
+      seq = this.engine.openSequence();
+    } catch (e) {
+      throw e instanceof EngineError ? new SeamError("kv_full", e.message) : e;
+    }
+    this.#reserved += maxTokens;
+    this.#sessions.set(sessionId, { seq, reservedCells: maxTokens, queue: [], lastUsed: now });
+  }
+
+  /** Queues a step; resolves with its outputs once the batch that carried it ran. */
+  submit(sessionId: string, step: Step, now = Date.now()): Promise<StepResult> {
+    const s = this.#sessions.get(sessionId);
+    if (!s) return Promise.reject(new SeamError("unknown_session", `session ${sessionId} is not open here`));
+    if (s.queue.length >= this.limits.maxQueuedPerSession) {
+      return Promise.reject(new SeamError("overloaded", `session ${sessionId} has ${s.queue.length} steps queued`));
+    }
+    const n = step.tokens?.length ?? (step.hidden ? step.hidden.length / this.engine.facts.nEmbd : 0);
+    if (!Number.isInteger(n) || n < 1 || n > this.limits.maxBatchTokens) {
+      return Promise.reject(new SeamError("bad_tensor", `a step of ${n} tokens (1 to ${this.limits.maxBatchTokens})`));
+    }
+    s.lastUsed = now;
+    const done = new Promise<StepResult>((resolve, reject) => s.queue.push({ step, n, resolve, reject }));
+    this.#kick();
+    return done;
+  }
+
+  /** Cancels queued steps and frees the session's KV; the others are untouched. */
+  async release(sessionId: string, why = "released"): Promise<void> {
+    const s = this.#sessions.get(sessionId);
+    if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
+    this.#sessions.delete(sessionId);
+    this.#reserved -= s.reservedCells;
+    for (const p of s.queue.splice(0)) p.reject(new SeamError("cancelled", `session ${sessionId} ${why}`));
+    await this.engine.releaseSequence(s.seq);
+  }
+
+  /** Releases sessions idle for longer than leaseMs; returns their ids. */
+  async expireIdle(leaseMs: number, now = Date.now()): Promise<string[]> {
+    const idle = [...this.#sessions].filter(([, s]) => s.queue.length === 0 && now - s.lastUsed > leaseMs);
+    for (const [id] of idle) await this.release(id, "expired");
+    return idle.map(([id]) => id);
+  }
+
+  stats(): BatcherStats {
+    let queued = 0;
+    for (const s of this.#sessions.values()) queued += s.queue.length;
+    return { sessions: this.#sessions.size, queued, reservedCells: this.#reserved, ...this.#stats };
+  }
+
+  #kick(): void {
+    if (this.#running) return;
+    this.#running = true;
+    // let submissions of the same tick join the first batch
+    queueMicrotask(() => void this.#loop());
+  }
+
+  async #loop(): Promise<void> {
+    try {
+      for (;;) {
+        const picked = this.#pick();
+        if (picked.length === 0) return;
+        await this.#run(picked);
+      }
+    } finally {
+      this.#running = false;
+      if ([...this.#sessions.values()].some((s) => s.queue.length > 0)) this.#kick();
+    }
+  }
+
+  /** The head step of each session with work, oldest sessions first, within the token bound. */
+  #pick(): Array<{ slot: SessionSlot; p: Pending }> {
+    const out: Array<{ slot: SessionSlot; p: Pending }> = [];
+    let tokens = 0;
+    for (const slot of this.#sessions.values()) {
+      const p = slot.queue[0];
+      if (!p || tokens + p.n > this.limits.maxBatchTokens) continue;
+      slot.queue.shift();
+      out.push({ slot, p });
+      tokens += p.n;
+    }
+    return out;
+  }
+
+  async #run(picked: Array<{ slot: SessionSlot; p: Pending }>): Promise<void> {
+    const e = this.engine;
+    const n = picked.reduce((k, x) => k + x.p.n, 0);
+    const seq = new Int32Array(n);
+    const pos = new Int32Array(n);
+    const outputs = new Uint8Array(n);
+    const tokens = e.input === "tokens" ? new Int32Array(n) : undefined;
+    const hidden = e.input === "hidden" ? new Float32Array(n * e.facts.nEmbd) : undefined;
+    let o = 0;
+    for (const { slot, p } of picked) {
+      const start = e.nextPosition(slot.seq);
+      for (let i = 0; i < p.n; i++) {
+        seq[o + i] = slot.seq;
+        pos[o + i] = start + i;
+      }
+      if (p.step.wantLogits) outputs[o + p.n - 1] = 1;
+      if (tokens) tokens.set(p.step.tokens ?? new Int32Array(p.n).fill(-1), o);
+      if (hidden) hidden.set(p.step.hidden ?? new Float32Array(p.n * e.facts.nEmbd).fill(NaN), o * e.facts.nEmbd);
+      o += p.n;
+    }
+    let out: DecodeOutputs;
+    try {
+      out = await e.decode({ tokens, hidden, seq, pos, outputs });
+    } catch (err) {
+      // one bad step must not sink the others: run them again without the batch-mates
+      if (picked.length > 1) {
+        for (const x of picked) await this.#run([x]);
+        return;
+      }
+      picked[0].p.reject(err);
+      return;
+    }
+    this.#stats.batches++;
+    this.#stats.lastBatchTokens = n;
+    this.#stats.lastBatchSessions = picked.length;
+    this.#stats.maxBatchSessions = Math.max(this.#stats.maxBatchSessions, picked.length);
+    let row = 0;
+    for (const { p } of picked) {
+      if (p.n > 1) this.#stats.prefillTokens += p.n;
+      else this.#stats.decodeTokens += 1;
+      // middle shards return every token's row; the last shard only the marked ones
+      const rows = e.output === "hidden" ? p.n : p.step.wantLogits ? 1 : 0;
+      const data = out.data.slice(row * out.dim, (row + rows) * out.dim);
+      row += rows;
+      p.resolve({ rows, dim: out.dim, data, batchTokens: n, batchSessions: picked.length });
+    }
+  }
+}
