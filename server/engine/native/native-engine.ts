@@ -161,14 +161,10 @@ export class NativeEngine implements RangeEngine {
 
   /** What the last decode recorded after layer il (n_tokens × n_embd). */
   captured(il: number): Float32Array {
-    const probe = new Float32Array(0);
-    const need = Number(this.lib.strata_ctx_captured(this.ctx, il, probe, 0n));
-    if (need === 0) return probe;
-    // a too-small buffer fails with the size in the message; ask with a generous one
-    let cap = this.spec.batchTokens * this.facts.nEmbd;
-    const out = new Float32Array(cap);
-    cap = this.#check(Number(this.lib.strata_ctx_captured(this.ctx, il, out, BigInt(cap))));
-    return out.subarray(0, cap);
+    // one decode records at most batchTokens rows of n_embd after a layer
+    const out = new Float32Array(this.spec.batchTokens * this.facts.nEmbd);
+    const n = this.#check(Number(this.lib.strata_ctx_captured(this.ctx, il, out, BigInt(out.length))));
+    return out.slice(0, n);
   }
 
   close(): Promise<void> {
