@@ -6,6 +6,7 @@ import { cacheDir, repoRoot } from "../../util/paths.ts";
 import { progress } from "../../util/progress.ts";
 import { runCommand } from "../../util/run.ts";
 import { log } from "../../util/log.ts";
+import { sha256Hex } from "../../../src/gguf/manifest.ts";
 
 export type NativeBackend = "cpu" | "vulkan" | "cuda";
 export const NATIVE_BACKENDS: readonly NativeBackend[] = ["cpu", "vulkan", "cuda"];
@@ -17,11 +18,6 @@ const FLAGS: Record<NativeBackend, string[]> = {
 };
 
 const forkDir = join(repoRoot, "vendor", "llama.cpp");
-
-async function sha256Hex(data: Uint8Array<ArrayBuffer>): Promise<string> {
-  const d = await crypto.subtle.digest("SHA-256", data);
-  return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, "0")).join("");
-}
 
 /** Everything that changes the library's bytes feeds the key. */
 async function buildKey(backend: NativeBackend): Promise<string> {
