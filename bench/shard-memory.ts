@@ -8,7 +8,12 @@ import { type ShardLoad, ShardProcess } from "../server/shard/shard-client.ts";
 
 const MB = 2 ** 20;
 
-export async function benchShardMemory(path: string, name: string, splitText: string, backend: NativeBackend) {
+export async function benchShardMemory(
+  path: string,
+  name: string,
+  splitText: string,
+  backend: NativeBackend,
+) {
   const facts = await fileFacts(path);
   const split = parseSplit(splitText, facts.nLayer);
   const base: Omit<ShardLoad, "range"> = {
@@ -29,7 +34,12 @@ export async function benchShardMemory(path: string, name: string, splitText: st
     // as in real prefill: the last shard returns logits of the last token only
     const outputs = new Uint8Array(n);
     outputs[n - 1] = 1;
-    const out = await p.decode(input, Int32Array.from({ length: n }, (_, i) => i), new Int32Array(n).fill(seq), outputs);
+    const out = await p.decode(
+      input,
+      Int32Array.from({ length: n }, (_, i) => i),
+      new Int32Array(n).fill(seq),
+      outputs,
+    );
     return out.data;
   };
   const whole = await ShardProcess.spawn({ ...base, range: "whole" });
@@ -65,11 +75,17 @@ export async function benchShardMemory(path: string, name: string, splitText: st
     target_vs_whole: 0.65,
   };
   const rows = shards.map((s) =>
-    `  shard ${s.range.padEnd(6)} rss ${s.rss_mb.toFixed(1).padStart(6)} MB  weights ${s.weights_mb.toFixed(1).padStart(6)} MB  ${s.vs_whole.toFixed(2)}× whole (engine share ${s.engine_vs_whole.toFixed(2)}×)`
+    `  shard ${s.range.padEnd(6)} rss ${s.rss_mb.toFixed(1).padStart(6)} MB  weights ${
+      s.weights_mb.toFixed(1).padStart(6)
+    } MB  ${s.vs_whole.toFixed(2)}× whole (engine share ${s.engine_vs_whole.toFixed(2)}×)`
   );
   const table = [
-    `${name} on native-${backend} (file ${result.file_mb.toFixed(1)} MB; a bare Deno process: ${result.runtime_rss_mb.toFixed(1)} MB)`,
-    `  whole        rss ${result.whole.rss_mb.toFixed(1).padStart(6)} MB  weights ${result.whole.weights_mb.toFixed(1).padStart(6)} MB`,
+    `${name} on native-${backend} (file ${result.file_mb.toFixed(1)} MB; a bare Deno process: ${
+      result.runtime_rss_mb.toFixed(1)
+    } MB)`,
+    `  whole        rss ${result.whole.rss_mb.toFixed(1).padStart(6)} MB  weights ${
+      result.whole.weights_mb.toFixed(1).padStart(6)
+    } MB`,
     ...rows,
     `  target: each shard ≤ ${result.target_vs_whole}× the whole model's RSS`,
   ].join("\n");

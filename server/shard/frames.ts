@@ -36,7 +36,9 @@ export async function* readFrames(stream: ReadableStream<Uint8Array>): AsyncGene
       const view = new DataView(buf.buffer, buf.byteOffset);
       const size = view.getUint32(0, true);
       const jsonLen = view.getUint32(4, true);
-      if (size < 8 + jsonLen || size > MAX_FRAME) throw new Error(`malformed frame: size ${size}, header ${jsonLen}`);
+      if (size < 8 + jsonLen || size > MAX_FRAME) {
+        throw new Error(`malformed frame: size ${size}, header ${jsonLen}`);
+      }
       if (buf.length < size) break;
       const header = JSON.parse(new TextDecoder().decode(buf.subarray(8, 8 + jsonLen)));
       yield { header, payload: buf.slice(8 + jsonLen, size) };
@@ -56,6 +58,10 @@ export function splitPayload(
     const bytes = payload.slice(o, o + n * width);
     if (bytes.length !== n * width) throw new Error(`payload too short for ${n} × ${kind}`);
     o += n * width;
-    return kind === "i32" ? new Int32Array(bytes.buffer) : kind === "f32" ? new Float32Array(bytes.buffer) : bytes;
+    return kind === "i32"
+      ? new Int32Array(bytes.buffer)
+      : kind === "f32"
+      ? new Float32Array(bytes.buffer)
+      : bytes;
   });
 }

@@ -79,8 +79,16 @@ export class ShardProcess {
   ): Promise<ShardStep> {
     const r = await this.request({ op: "decode", n: seq.length, capture }, [input, pos, seq, outputs]);
     const h = r.header as { rows: number; dim: number; captured: number[] };
-    const parts = splitPayload(r.payload, [["f32", h.rows * h.dim], ...h.captured.map((n) => ["f32", n] as ["f32", number])]);
-    return { rows: h.rows, dim: h.dim, data: parts[0] as Float32Array, captured: parts.slice(1) as Float32Array[] };
+    const parts = splitPayload(r.payload, [
+      ["f32", h.rows * h.dim],
+      ...h.captured.map((n) => ["f32", n] as ["f32", number]),
+    ]);
+    return {
+      rows: h.rows,
+      dim: h.dim,
+      data: parts[0] as Float32Array,
+      captured: parts.slice(1) as Float32Array[],
+    };
   }
 
   async release(seq: SeqId): Promise<EngineMemory> {
@@ -111,7 +119,10 @@ export class ShardProcess {
       const next = await this.#frames.next();
       if (next.done) {
         const st = await this.#child.status;
-        throw new EngineError("engine_failed", `${this.label} (process ${this.pid}) exited (${st.signal ?? `code ${st.code}`})`);
+        throw new EngineError(
+          "engine_failed",
+          `${this.label} (process ${this.pid}) exited (${st.signal ?? `code ${st.code}`})`,
+        );
       }
       const err = next.value.header.error as { code: EngineErrorCode; message: string } | undefined;
       if (err) throw new EngineError(err.code, err.message);

@@ -25,14 +25,18 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
     switch (h.op) {
       case "load": {
         const s = h.spec as Record<string, number | string>;
-        engine = await NativeEngine.load({
-          modelPath: String(s.modelPath),
-          range: s.start === undefined ? "whole" : layerRange(Number(s.start), Number(s.end)),
-          kvCells: Number(s.kvCells),
-          maxSequences: Number(s.maxSequences),
-          batchTokens: Number(s.batchTokens),
-          threads: Number(s.threads),
-        }, h.backend as NativeBackend, { capture: Boolean(h.capture) });
+        engine = await NativeEngine.load(
+          {
+            modelPath: String(s.modelPath),
+            range: s.start === undefined ? "whole" : layerRange(Number(s.start), Number(s.end)),
+            kvCells: Number(s.kvCells),
+            maxSequences: Number(s.maxSequences),
+            batchTokens: Number(s.batchTokens),
+            threads: Number(s.threads),
+          },
+          h.backend as NativeBackend,
+          { capture: Boolean(h.capture) },
+        );
         await reply({ facts: engine.facts, memory: engine.memory(), rss: rss() });
         break;
       }
@@ -59,7 +63,10 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
           outputs: outputs as Uint8Array,
         });
         const captured = capture.map((il) => e.captured(il));
-        await reply({ rows: r.rows, dim: r.dim, captured: captured.map((c) => c.length) }, [r.data, ...captured]);
+        await reply({ rows: r.rows, dim: r.dim, captured: captured.map((c) => c.length) }, [
+          r.data,
+          ...captured,
+        ]);
         break;
       }
       case "release":

@@ -15,7 +15,9 @@ export async function runCommand(
   const tail: string[] = [];
   const pump = async (stream: ReadableStream<Uint8Array>) => {
     let buf = "";
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream() as TransformStream<Uint8Array, string>)) {
+    for await (
+      const chunk of stream.pipeThrough(new TextDecoderStream() as TransformStream<Uint8Array, string>)
+    ) {
       buf += chunk;
       let i;
       while ((i = buf.indexOf("\n")) >= 0) {

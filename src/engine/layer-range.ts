@@ -1,7 +1,9 @@
 // A Shard's layers: the half-open range [start, end) of one model's blocks.
 // Branded so that a range cannot be mixed up with a token count or a position.
 
-export type LayerRange = { readonly start: number; readonly end: number } & { readonly __brand: "LayerRange" };
+export type LayerRange = { readonly start: number; readonly end: number } & {
+  readonly __brand: "LayerRange";
+};
 
 export class LayerRangeError extends Error {
   override name = "LayerRangeError";
@@ -32,11 +34,15 @@ export function parseSplit(text: string, nLayer: number): LayerRange[] {
   let next = 0;
   for (const r of ranges) {
     if (r.start !== next) {
-      throw new LayerRangeError(`split ${text} must be contiguous from layer 0: expected a range starting at ${next}`);
+      throw new LayerRangeError(
+        `split ${text} must be contiguous from layer 0: expected a range starting at ${next}`,
+      );
     }
     next = r.end;
   }
-  if (next !== nLayer) throw new LayerRangeError(`split ${text} stops at layer ${next}; the model has ${nLayer}`);
+  if (next !== nLayer) {
+    throw new LayerRangeError(`split ${text} stops at layer ${next}; the model has ${nLayer}`);
+  }
   return ranges;
 }
 

@@ -38,16 +38,24 @@ export class SequenceTable {
   check(batch: DecodeBatch, facts: ModelFacts, input: "tokens" | "hidden", maxTokens: number): number {
     const n = batch.seq.length;
     if (n === 0) throw new EngineError("bad_input", "empty batch");
-    if (n > maxTokens) throw new EngineError("bad_input", `batch of ${n} tokens exceeds the engine's ${maxTokens}`);
-    if (batch.pos.length !== n) throw new EngineError("bad_input", `${batch.pos.length} positions for ${n} tokens`);
+    if (n > maxTokens) {
+      throw new EngineError("bad_input", `batch of ${n} tokens exceeds the engine's ${maxTokens}`);
+    }
+    if (batch.pos.length !== n) {
+      throw new EngineError("bad_input", `${batch.pos.length} positions for ${n} tokens`);
+    }
     if (batch.outputs && batch.outputs.length !== n) {
       throw new EngineError("bad_input", `${batch.outputs.length} output flags for ${n} tokens`);
     }
     if (input === "tokens") {
       if (!batch.tokens || batch.hidden) throw new EngineError("bad_input", "this shard takes token ids");
-      if (batch.tokens.length !== n) throw new EngineError("bad_input", `${batch.tokens.length} tokens for ${n} slots`);
+      if (batch.tokens.length !== n) {
+        throw new EngineError("bad_input", `${batch.tokens.length} tokens for ${n} slots`);
+      }
       for (const t of batch.tokens) {
-        if (!(t >= 0 && t < facts.nVocab)) throw new EngineError("bad_input", `token id ${t} outside the vocabulary`);
+        if (!(t >= 0 && t < facts.nVocab)) {
+          throw new EngineError("bad_input", `token id ${t} outside the vocabulary`);
+        }
       }
     } else {
       if (!batch.hidden || batch.tokens) throw new EngineError("bad_input", "this shard takes hidden states");

@@ -106,3 +106,26 @@ export function agreement(
   }
   return { kind: "identical", steps: n, maxDiffSigma: beforeSigma };
 }
+
+/** A route's tokens against the whole model's steps, when the route returns tokens only. */
+export type TokenAgreement =
+  | { readonly kind: "identical"; readonly steps: number }
+  | { readonly kind: "near_tie" | "mismatch"; readonly step: number; readonly gapSigma: number };
+
+/**
+ * The first divergence is a near-tie only when the reference was itself that close to
+ * choosing otherwise: its margin (top-2 gap in σ units, greedy) under tieSigma.
+ */
+export function tokenAgreement(
+  reference: readonly { token: number; marginSigma: number }[],
+  run: readonly number[],
+  tieSigma: number,
+): TokenAgreement {
+  const n = Math.min(reference.length, run.length);
+  for (let i = 0; i < n; i++) {
+    if (reference[i].token === run[i]) continue;
+    const gapSigma = reference[i].marginSigma;
+    return { kind: gapSigma < tieSigma ? "near_tie" : "mismatch", step: i, gapSigma };
+  }
+  return { kind: "identical", steps: n };
+}

@@ -55,10 +55,14 @@ export async function verifyTicket(
   } catch (e) {
     throw e instanceof SeamError ? e : refuse("malformed");
   }
-  if (BigInt(now) >= claims.expiresAtMs) throw refuse(`expired at ${new Date(Number(claims.expiresAtMs)).toISOString()}`);
+  if (BigInt(now) >= claims.expiresAtMs) {
+    throw refuse(`expired at ${new Date(Number(claims.expiresAtMs)).toISOString()}`);
+  }
   if (claims.sessionId !== want.sessionId) throw refuse("issued for another session");
   if (claims.routeEpoch !== want.routeEpoch) throw refuse(`issued for epoch ${claims.routeEpoch}`);
-  if (!sameBytes(claims.artifactSha256, want.artifactSha256)) throw refuse("issued for another model artifact");
+  if (!sameBytes(claims.artifactSha256, want.artifactSha256)) {
+    throw refuse("issued for another model artifact");
+  }
   if (claims.range?.start !== want.range.start || claims.range?.end !== want.range.end) {
     throw refuse(`issued for layers ${claims.range?.start}:${claims.range?.end}`);
   }

@@ -22,6 +22,9 @@ export interface StepResult {
   readonly data: Float32Array;
   readonly batchTokens: number;
   readonly batchSessions: number;
+  /** waiting for a batch, then the engine call that carried the step */
+  readonly queuedMs: number;
+  readonly computeMs: number;
 }
 
 export interface BatcherLimits {
@@ -36,6 +39,7 @@ export interface BatcherLimits {
 interface Pending {
   readonly step: Step;
   readonly n: number;
+  readonly at: number;
   readonly resolve: (r: StepResult) => void;
   readonly reject: (e: unknown) => void;
 }
@@ -63,18 +67,29 @@ export class Batcher {
   readonly #sessions = new Map<string, SessionSlot>();
   #reserved = 0;
   #running = false;
-  #stats = { batches: 0, lastBatchTokens: 0, lastBatchSessions: 0, maxBatchSessions: 0, prefillTokens: 0, decodeTokens: 0 };
+  #stats = {
+    batches: 0,
+    lastBatchTokens: 0,
+    lastBatchSessions: 0,
+    maxBatchSessions: 0,
+    prefillTokens: 0,
+    decodeTokens: 0,
+  };
 
   constructor(private readonly engine: RangeEngine, private readonly limits: BatcherLimits) {}
 
   /** Admits a session within the KV budget, or refuses it with kv_full. */
   open(sessionId: string, maxTokens: number, now = Date.now()): void {
-    if (this.#sessions.has(sessionId)) throw new SeamError("malformed", `session ${sessionId} is already open`);
+    if (this.#sessions.has(sessionId)) {
+      throw new SeamError("malformed", `session ${sessionId} is already open`);
+    }
     if (!(maxTokens > 0)) throw new SeamError("malformed", "a session must ask for at least one KV cell");
     if (this.#reserved + maxTokens > this.limits.kvCells) {
       throw new SeamError(
         "kv_full",
-        `KV budget: ${maxTokens} cells asked, ${this.limits.kvCells - this.#reserved} of ${this.limits.kvCells} free`,
+        `KV budget: ${maxTokens} cells asked, ${
+          this.limits.kvCells - this.#reserved
+        } of ${this.limits.kvCells} free`,
       );
     }
     let seq: SeqId;
@@ -89,19 +104,35 @@ export class Batcher {
 
   /** Queues a step; resolves with its outputs once the batch that carried it ran. */
   submit(sessionId: string, step: Step, now = Date.now()): Promise<StepResult> {
+    let s: SessionSlot, n: number;
+    try {
+      ({ s, n } = this.#admit(sessionId, step));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    s.lastUsed = now;
+    const at = performance.now();
+    const done = new Promise<StepResult>((resolve, reject) => s.queue.push({ step, n, at, resolve, reject }));
+    this.#kick();
+    return done;
+  }
+
+  /** Throws the refusal submit() would give this step now (a caller that must know at once). */
+  check(sessionId: string, step: Step): void {
+    this.#admit(sessionId, step);
+  }
+
+  #admit(sessionId: string, step: Step): { s: SessionSlot; n: number } {
     const s = this.#sessions.get(sessionId);
-    if (!s) return Promise.reject(new SeamError("unknown_session", `session ${sessionId} is not open here`));
+    if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
     if (s.queue.length >= this.limits.maxQueuedPerSession) {
-      return Promise.reject(new SeamError("overloaded", `session ${sessionId} has ${s.queue.length} steps queued`));
+      throw new SeamError("overloaded", `session ${sessionId} has ${s.queue.length} steps queued`);
     }
     const n = step.tokens?.length ?? (step.hidden ? step.hidden.length / this.engine.facts.nEmbd : 0);
     if (!Number.isInteger(n) || n < 1 || n > this.limits.maxBatchTokens) {
-      return Promise.reject(new SeamError("bad_tensor", `a step of ${n} tokens (1 to ${this.limits.maxBatchTokens})`));
+      throw new SeamError("bad_tensor", `a step of ${n} tokens (1 to ${this.limits.maxBatchTokens})`);
     }
-    s.lastUsed = now;
-    const done = new Promise<StepResult>((resolve, reject) => s.queue.push({ step, n, resolve, reject }));
-    this.#kick();
-    return done;
+    return { s, n };
   }
 
   /** Cancels queued steps and frees the session's KV; the others are untouched. */
@@ -178,10 +209,13 @@ export class Batcher {
       }
       if (p.step.wantLogits) outputs[o + p.n - 1] = 1;
       if (tokens) tokens.set(p.step.tokens ?? new Int32Array(p.n).fill(-1), o);
-      if (hidden) hidden.set(p.step.hidden ?? new Float32Array(p.n * e.facts.nEmbd).fill(NaN), o * e.facts.nEmbd);
+      if (hidden) {
+        hidden.set(p.step.hidden ?? new Float32Array(p.n * e.facts.nEmbd).fill(NaN), o * e.facts.nEmbd);
+      }
       o += p.n;
     }
     let out: DecodeOutputs;
+    const t0 = performance.now();
     try {
       out = await e.decode({ tokens, hidden, seq, pos, outputs });
     } catch (err) {
@@ -193,6 +227,7 @@ export class Batcher {
       picked[0].p.reject(err);
       return;
     }
+    const t1 = performance.now();
     this.#stats.batches++;
     this.#stats.lastBatchTokens = n;
     this.#stats.lastBatchSessions = picked.length;
@@ -205,7 +240,15 @@ export class Batcher {
       const rows = e.output === "hidden" ? p.n : p.step.wantLogits ? 1 : 0;
       const data = out.data.slice(row * out.dim, (row + rows) * out.dim);
       row += rows;
-      p.resolve({ rows, dim: out.dim, data, batchTokens: n, batchSessions: picked.length });
+      p.resolve({
+        rows,
+        dim: out.dim,
+        data,
+        batchTokens: n,
+        batchSessions: picked.length,
+        queuedMs: t0 - p.at,
+        computeMs: t1 - t0,
+      });
     }
   }
 }

@@ -7,6 +7,11 @@ export type SeamErrorCode =
   | "checksum" // tensor bytes that do not match their CRC-32C
   | "bad_tensor" // shape, element type, byte order or compression that do not fit
   | "wrong_epoch" // a route epoch other than the session's
+  | "wrong_shard" // a frame addressed to another layer range or model artifact
+  | "bad_position" // positions that do not continue the session's cache
+  | "unavailable" // the next shard cannot be reached or went away
+  | "deadline" // no reply within the step deadline
+  | "expired" // the session's lease lapsed while idle
   | "unknown_session"
   | "unauthenticated" // missing, forged or expired route ticket
   | "kv_full"

@@ -2,7 +2,13 @@
 // that trusts nothing a peer sent — sizes are checked against the bytes and the limits
 // before anything is allocated.
 import { create } from "@bufbuild/protobuf";
-import { ByteOrder, Compression, ElementType, type Tensor, TensorSchema } from "../gen/strata/seam/v1/seam_pb.ts";
+import {
+  ByteOrder,
+  Compression,
+  ElementType,
+  type Tensor,
+  TensorSchema,
+} from "../gen/strata/seam/v1/seam_pb.ts";
 import { crc32c } from "./crc32c.ts";
 import { SeamError } from "./errors.ts";
 import { MAX_TENSOR_BYTES, MAX_TENSOR_DIMS } from "./limits.ts";
@@ -11,7 +17,8 @@ import { dequantizeRows, quantizeRows } from "./q8.ts";
 const HOST_LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const HOST_ORDER = HOST_LITTLE ? ByteOrder.LITTLE_ENDIAN : ByteOrder.BIG_ENDIAN;
 
-const bytesOf = (a: Float32Array | Int32Array | Int8Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+const bytesOf = (a: Float32Array | Int32Array | Int8Array) =>
+  new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 
 /** Packs f32 rows ([rows, cols]) or i32 ids ([n]) as a checksummed tensor. */
 export function packTensor(
@@ -71,7 +78,9 @@ export function unpackTensor(t: Tensor, want: TensorExpectation): Unpacked {
     throw bad(`shape [${t.shape}] is not 1 to ${MAX_TENSOR_DIMS} positive dimensions`);
   }
   const count = t.shape.reduce((n, d) => n * d, 1);
-  if (count * 4 > MAX_TENSOR_BYTES) throw new SeamError("too_large", `tensor "${t.name}" of ${count} elements`);
+  if (count * 4 > MAX_TENSOR_BYTES) {
+    throw new SeamError("too_large", `tensor "${t.name}" of ${count} elements`);
+  }
   const cols = t.shape[t.shape.length - 1];
   const rows = count / cols;
   if (want.cols !== undefined && cols !== want.cols) {
@@ -89,7 +98,10 @@ export function unpackTensor(t: Tensor, want: TensorExpectation): Unpacked {
     case Compression.NONE: {
       if (t.data.length !== count * 4) throw bad(`${t.data.length} bytes for ${count} elements`);
       const raw = words(t.data, swap);
-      return { shape: [...t.shape], values: want.elementType === ElementType.F32 ? new Float32Array(raw) : new Int32Array(raw) };
+      return {
+        shape: [...t.shape],
+        values: want.elementType === ElementType.F32 ? new Float32Array(raw) : new Int32Array(raw),
+      };
     }
     case Compression.Q8_ROW: {
       if (want.elementType !== ElementType.F32) throw bad("q8 rows carry f32 only");

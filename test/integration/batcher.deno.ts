@@ -18,7 +18,10 @@ const engine = await NativeEngine.load({
 });
 const batcher = new Batcher(engine, { maxBatchTokens: 256, maxQueuedPerSession: 4, kvCells: 1024 });
 const STEPS = 12;
-const prompts = Array.from({ length: 8 }, (_, i) => Int32Array.from({ length: 4 + 3 * i }, (_, j) => (j * 31 + i * 7) % 380 + 1));
+const prompts = Array.from(
+  { length: 8 },
+  (_, i) => Int32Array.from({ length: 4 + 3 * i }, (_, j) => (j * 31 + i * 7) % 380 + 1),
+);
 
 async function generate(id: string, prompt: Int32Array, stopAfter = STEPS): Promise<Gen[]> {
   const out: Gen[] = [];
@@ -75,11 +78,19 @@ const attempt = async (name: string, fn: () => unknown) => {
   }
 };
 await attempt("over_budget", () => batcher.open("greedy", 1025));
-await attempt("unknown_session", () => batcher.submit("nobody", { tokens: Int32Array.of(1), wantLogits: true }));
+await attempt(
+  "unknown_session",
+  () => batcher.submit("nobody", { tokens: Int32Array.of(1), wantLogits: true }),
+);
 batcher.open("flood", 8);
-const flood = Array.from({ length: 6 }, () => batcher.submit("flood", { tokens: Int32Array.of(1), wantLogits: false }));
+const flood = Array.from(
+  { length: 6 },
+  () => batcher.submit("flood", { tokens: Int32Array.of(1), wantLogits: false }),
+);
 const floodResults = await Promise.allSettled(flood);
-refusals["flood"] = floodResults.map((r) => r.status === "fulfilled" ? "ok" : (r.reason as { code: string }).code).join(",");
+refusals["flood"] = floodResults.map((r) =>
+  r.status === "fulfilled" ? "ok" : (r.reason as { code: string }).code
+).join(",");
 batcher.open("bad", 8);
 batcher.open("good", 8);
 const [bad, good] = await Promise.allSettled([
@@ -87,7 +98,9 @@ const [bad, good] = await Promise.allSettled([
   batcher.submit("good", { tokens: Int32Array.of(5, 6), wantLogits: true }),
 ]);
 refusals["bad_step"] = bad.status === "rejected" ? `${(bad.reason as { code: string }).code}` : "accepted";
-refusals["good_beside_bad"] = good.status === "fulfilled" ? `${good.value.rows}x${good.value.dim}` : String(good.reason);
+refusals["good_beside_bad"] = good.status === "fulfilled"
+  ? `${good.value.rows}x${good.value.dim}`
+  : String(good.reason);
 const expired = await batcher.expireIdle(0, Date.now() + 1);
 
 console.log(JSON.stringify({

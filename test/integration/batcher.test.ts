@@ -8,10 +8,15 @@ describe("continuous batching on one shard (native engine)", () => {
     const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
     // equal in the parity sense: identical greedy tokens, or a reported near-tie
     for (const a of out.agreements) expect(a.kind, JSON.stringify(a)).not.toBe("mismatch");
-    expect(out.agreements.slice(0, 6).every((a: { steps?: number }) => a.kind !== "identical" || a.steps === 12))
+    expect(
+      out.agreements.slice(0, 6).every((a: { steps?: number }) => a.kind !== "identical" || a.steps === 12),
+    )
       .toBe(true);
     expect(out.statsTogether.maxBatchSessions).toBeGreaterThanOrEqual(4);
-    expect(out.cancelled).toEqual({ "s-6": "cancelled: session s-6 cancelled", "s-7": "cancelled: session s-7 cancelled" });
+    expect(out.cancelled).toEqual({
+      "s-6": "cancelled: session s-6 cancelled",
+      "s-7": "cancelled: session s-7 cancelled",
+    });
     expect(out.kvAfterCancel).toBe(out.expectedKvAfterCancel);
     expect(out.refusals.over_budget).toBe("kv_full: KV budget: 1025 cells asked, 1024 of 1024 free");
     expect(out.refusals.unknown_session).toMatch(/^unknown_session/);

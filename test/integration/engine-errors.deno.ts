@@ -25,46 +25,97 @@ async function expectError(name: string, fn: () => Promise<unknown>) {
 }
 const spec = { modelPath: llama, kvCells: 256, maxSequences: 2, batchTokens: 256, threads: 1 };
 
-await expectError("range_reversed", () => NativeEngine.load({ ...spec, range: { start: 4, end: 2 } as never }));
+await expectError(
+  "range_reversed",
+  () => NativeEngine.load({ ...spec, range: { start: 4, end: 2 } as never }),
+);
 await expectError("range_past_end", () => NativeEngine.load({ ...spec, range: layerRange(2, 7) }));
 await expectError("unsupported_arch", () => NativeEngine.load({ ...spec, modelPath: gemma, range: "whole" }));
-await expectError("missing_file", () => NativeEngine.load({ ...spec, modelPath: `${dir}/none.gguf`, range: "whole" }));
+await expectError(
+  "missing_file",
+  () => NativeEngine.load({ ...spec, modelPath: `${dir}/none.gguf`, range: "whole" }),
+);
 
 const head = await NativeEngine.load({ ...spec, range: layerRange(0, 3) });
 const tail = await NativeEngine.load({ ...spec, range: layerRange(3, 6) });
 const s = tail.openSequence();
 const E = tail.facts.nEmbd;
-await expectError("hidden_wrong_width", () => tail.decode({ hidden: new Float32Array(E - 1), seq: Int32Array.of(s), pos: Int32Array.of(0) }));
-await expectError("hidden_non_finite", () => tail.decode({ hidden: new Float32Array(E).fill(NaN), seq: Int32Array.of(s), pos: Int32Array.of(0) }));
-await expectError("tokens_to_hidden_shard", () => tail.decode({ tokens: Int32Array.of(1), seq: Int32Array.of(s), pos: Int32Array.of(0) }));
-await expectError("unknown_sequence", () => tail.decode({ hidden: new Float32Array(E), seq: Int32Array.of(1), pos: Int32Array.of(0) }));
+await expectError(
+  "hidden_wrong_width",
+  () => tail.decode({ hidden: new Float32Array(E - 1), seq: Int32Array.of(s), pos: Int32Array.of(0) }),
+);
+await expectError(
+  "hidden_non_finite",
+  () => tail.decode({ hidden: new Float32Array(E).fill(NaN), seq: Int32Array.of(s), pos: Int32Array.of(0) }),
+);
+await expectError(
+  "tokens_to_hidden_shard",
+  () => tail.decode({ tokens: Int32Array.of(1), seq: Int32Array.of(s), pos: Int32Array.of(0) }),
+);
+await expectError(
+  "unknown_sequence",
+  () => tail.decode({ hidden: new Float32Array(E), seq: Int32Array.of(1), pos: Int32Array.of(0) }),
+);
 await expectError("release_unknown", () => tail.releaseSequence(1 as SeqId));
-await expectError("position_gap", () => tail.decode({ hidden: new Float32Array(E), seq: Int32Array.of(s), pos: Int32Array.of(5) }));
+await expectError(
+  "position_gap",
+  () => tail.decode({ hidden: new Float32Array(E), seq: Int32Array.of(s), pos: Int32Array.of(5) }),
+);
 const h = head.openSequence();
-await expectError("token_outside_vocab", () => head.decode({ tokens: Int32Array.of(1 << 20), seq: Int32Array.of(h), pos: Int32Array.of(0) }));
+await expectError(
+  "token_outside_vocab",
+  () => head.decode({ tokens: Int32Array.of(1 << 20), seq: Int32Array.of(h), pos: Int32Array.of(0) }),
+);
 
 // KV budget: a pool of C cells; a sequence of C-10 tokens leaves no room for another of 40
 const C = tail.memory().kvCells;
 results["kv_pool"] = String(C);
 const iota = (n: number) => Int32Array.from({ length: n }, (_, i) => i);
 const big = C - 10;
-const hid = await head.decode({ tokens: iota(big).map((i) => i % 300 + 1), seq: new Int32Array(big).fill(h), pos: iota(big) });
+const hid = await head.decode({
+  tokens: iota(big).map((i) => i % 300 + 1),
+  seq: new Int32Array(big).fill(h),
+  pos: iota(big),
+});
 await tail.decode({ hidden: hid.data, seq: new Int32Array(big).fill(s), pos: iota(big) });
 const s2 = tail.openSequence();
-await expectError("kv_cells_exhausted", () => tail.decode({ hidden: hid.data.subarray(0, 40 * E), seq: new Int32Array(40).fill(s2), pos: iota(40) }));
+await expectError(
+  "kv_cells_exhausted",
+  () =>
+    tail.decode({ hidden: hid.data.subarray(0, 40 * E), seq: new Int32Array(40).fill(s2), pos: iota(40) }),
+);
 await expectError("sequences_exhausted", () => Promise.resolve().then(() => tail.openSequence()));
 
 // past the TypeScript checks, straight into the C API: still an error code, no crash
 const lib = openStrata(await ensureNativeLibrary("cpu"));
 const model = await lib.strata_model_load(new TextEncoder().encode(`${llama}\0`), 0, 3, 0, 0);
 const ctx = await lib.strata_ctx_new(model, 64, 2, 8, 1, 0);
-results["c_api_bad_sequence"] = String(await lib.strata_decode(ctx, 1, Int32Array.of(1), null, Int32Array.of(0), Int32Array.of(9), null));
-results["c_api_bad_count"] = String(await lib.strata_decode(ctx, 100, Int32Array.of(1), null, Int32Array.of(0), Int32Array.of(0), null));
-results["c_api_both_inputs"] = String(await lib.strata_decode(ctx, 1, Int32Array.of(1), new Float32Array(E), Int32Array.of(0), Int32Array.of(0), null));
+results["c_api_bad_sequence"] = String(
+  await lib.strata_decode(ctx, 1, Int32Array.of(1), null, Int32Array.of(0), Int32Array.of(9), null),
+);
+results["c_api_bad_count"] = String(
+  await lib.strata_decode(ctx, 100, Int32Array.of(1), null, Int32Array.of(0), Int32Array.of(0), null),
+);
+results["c_api_both_inputs"] = String(
+  await lib.strata_decode(
+    ctx,
+    1,
+    Int32Array.of(1),
+    new Float32Array(E),
+    Int32Array.of(0),
+    Int32Array.of(0),
+    null,
+  ),
+);
 
 // the engines still work after all of that, and release frees the cells
 await tail.releaseSequence(s2);
-const ok = await tail.decode({ hidden: hid.data.subarray(0, E), seq: Int32Array.of(s), pos: Int32Array.of(big), outputs: Uint8Array.of(1) });
+const ok = await tail.decode({
+  hidden: hid.data.subarray(0, E),
+  seq: Int32Array.of(s),
+  pos: Int32Array.of(big),
+  outputs: Uint8Array.of(1),
+});
 results["still_decodes"] = `${ok.rows}x${ok.dim}`;
 await tail.releaseSequence(s);
 results["cells_after_release"] = String(tail.memory().kvCellsUsed);

@@ -10,7 +10,9 @@ describe("native engine: bad input is a clear error, never a crash", () => {
     expect(out.range_past_end).toMatch(/^bad_range: invalid layer range \[2, 7\) for a model with 6 layers/);
     expect(out.unsupported_arch).toMatch(/^unsupported_arch: unsupported architecture 'gemma'/);
     expect(out.missing_file).toMatch(/^load_failed: no model file/);
-    expect(out.hidden_wrong_width).toMatch(/^bad_input: hidden state of 63 floats for 1 tokens; expected 1 × n_embd 64/);
+    expect(out.hidden_wrong_width).toMatch(
+      /^bad_input: hidden state of 63 floats for 1 tokens; expected 1 × n_embd 64/,
+    );
     expect(out.hidden_non_finite).toMatch(/^bad_input: hidden state holds a non-finite value/);
     expect(out.tokens_to_hidden_shard).toMatch(/^bad_input: this shard takes hidden states/);
     expect(out.unknown_sequence).toMatch(/^unknown_sequence: sequence 1 is not open/);

@@ -18,7 +18,9 @@ function expectParity(r: Awaited<ReturnType<typeof parity>>, seams: number) {
   expect(p.tokens_compared).toBe(4 * 32);
   expect(p.max_abs_diff_hidden).toHaveLength(seams);
   expect(p.hidden_within_tolerance).toBe(true);
-  for (const s of p.max_abs_diff_hidden) expect(s.diff).toBeLessThanOrEqual(p.hidden_tolerance_rel * Math.max(1, s.max_abs));
+  for (const s of p.max_abs_diff_hidden) {
+    expect(s.diff).toBeLessThanOrEqual(p.hidden_tolerance_rel * Math.max(1, s.max_abs));
+  }
   // batched: 4 sessions of different prompt lengths decoded in mixed batches
   expect(new Set(p.prompt_tokens).size).toBe(4);
   expect(p.batched.max_batch_sessions).toBe(4);
@@ -26,7 +28,9 @@ function expectParity(r: Awaited<ReturnType<typeof parity>>, seams: number) {
   // releasing one session frees exactly its cells and keeps the others' cells
   expect(p.release.cells_freed.every((c: number) => c === p.release.cells_expected)).toBe(true);
   expect(p.release.others_cells_kept).toBe(true);
-  for (const a of p.release.others_after_release) if (a) expect(a.kind, JSON.stringify(a)).not.toBe("mismatch");
+  for (const a of p.release.others_after_release) {
+    if (a) expect(a.kind, JSON.stringify(a)).not.toBe("mismatch");
+  }
   expect(p.kv_cells_used_after_alone.every((c: number) => c === 0)).toBe(true);
   expect(p.ok).toBe(true);
   expect(r.code).toBe(0);
@@ -56,14 +60,29 @@ describe.each(["llama", "qwen3", "qwen3moe"])("parity on a synthetic %s model", 
 });
 
 describe("parity on the Vulkan build (lavapipe)", () => {
-  const vulkan = spawnSync(`${root}strata`, ["build", "--backend", "vulkan", "--cached-only"], { encoding: "utf8" });
+  const vulkan = spawnSync(`${root}strata`, ["build", "--backend", "vulkan", "--cached-only"], {
+    encoding: "utf8",
+  });
   const built = vulkan.status === 0 && existsSync(vulkan.stdout.trim());
   // lavapipe computes on the CPU at ~1 token/s and compiles every shader on first use,
   // so this run is small: 2 sessions, 8 steps
   it.skipIf(!built)("a synthetic llama split on Vulkan equals whole-model Vulkan", async () => {
     const file = join(dir, "vk-llama.gguf");
     await strata(["model", "synth", "--arch", "llama", "--out", file, "--seed", "5"]);
-    const r = await strata(["parity", "--json", "--backend", "vulkan", "--model", file, "--split", "0:3,3:6", "--tokens", "8", "--sessions", "2"], {
+    const r = await strata([
+      "parity",
+      "--json",
+      "--backend",
+      "vulkan",
+      "--model",
+      file,
+      "--split",
+      "0:3,3:6",
+      "--tokens",
+      "8",
+      "--sessions",
+      "2",
+    ], {
       GGML_VK_VISIBLE_DEVICES: "0",
     });
     expect(r.stdout.trim().startsWith("{"), r.stderr).toBe(true);

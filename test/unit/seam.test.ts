@@ -59,7 +59,10 @@ describe("seam tensors", () => {
     });
     expect(back.values).toEqual(h);
     const ids = Int32Array.of(1, 2, 49151);
-    expect(unpackTensor(packTensor("token_ids", ids, [3]), { name: "token_ids", elementType: ElementType.I32 }).values)
+    expect(
+      unpackTensor(packTensor("token_ids", ids, [3]), { name: "token_ids", elementType: ElementType.I32 })
+        .values,
+    )
       .toEqual(ids);
   });
 
@@ -72,7 +75,9 @@ describe("seam tensors", () => {
     for (let r = 0; r < 4; r++) {
       const row = h.subarray(r * 576, (r + 1) * 576);
       const step = Math.max(...row.map(Math.abs)) / 127;
-      for (let c = 0; c < 576; c++) expect(Math.abs(back[r * 576 + c] - row[c])).toBeLessThanOrEqual(step / 2 + 1e-6);
+      for (let c = 0; c < 576; c++) {
+        expect(Math.abs(back[r * 576 + c] - row[c])).toBeLessThanOrEqual(step / 2 + 1e-6);
+      }
     }
   });
 
@@ -81,7 +86,9 @@ describe("seam tensors", () => {
     const want = { name: "hidden_states", elementType: ElementType.F32 as const, cols: 8 };
     t.data[3] ^= 1;
     expect(code(() => unpackTensor(t, want))).toBe("checksum");
-    expect(code(() => unpackTensor(packTensor("hidden_states", hidden(2, 8), [2, 8]), { ...want, cols: 576 })))
+    expect(
+      code(() => unpackTensor(packTensor("hidden_states", hidden(2, 8), [2, 8]), { ...want, cols: 576 })),
+    )
       .toBe("bad_tensor");
     expect(code(() => unpackTensor(packTensor("hidden_states", hidden(2, 8), [2, 8]), { ...want, rows: 3 })))
       .toBe("bad_tensor");
@@ -105,7 +112,9 @@ describe("seam tensors", () => {
     t.data = be;
     t.byteOrder = ByteOrder.BIG_ENDIAN;
     t.crc32c = crc32c(be);
-    expect(unpackTensor(t, { name: "hidden_states", elementType: ElementType.F32, cols: 4 }).values).toEqual(h);
+    expect(unpackTensor(t, { name: "hidden_states", elementType: ElementType.F32, cols: 4 }).values).toEqual(
+      h,
+    );
   });
 });
 
@@ -121,12 +130,18 @@ describe("seam frames", () => {
   it("refuses truncated, foreign-schema, oversized and incomplete frames", () => {
     const bytes = encodeFrame(frame({ tensors: [packTensor("hidden_states", hidden(1, 64), [1, 64])] }));
     expect(code(() => decodeFrame(bytes.subarray(0, bytes.length - 7)))).toBe("malformed");
-    expect(code(() => decodeFrame(toBinary(SeamFrameSchema, frame({ schemaVersion: 2 }))))).toBe("wrong_schema");
+    expect(code(() => decodeFrame(toBinary(SeamFrameSchema, frame({ schemaVersion: 2 }))))).toBe(
+      "wrong_schema",
+    );
     expect(code(() => decodeFrame(new Uint8Array(MAX_FRAME_BYTES + 1)))).toBe("too_large");
-    expect(code(() => decodeFrame(toBinary(SeamFrameSchema, frame({ phase: Phase.UNSPECIFIED }))))).toBe("malformed");
+    expect(code(() => decodeFrame(toBinary(SeamFrameSchema, frame({ phase: Phase.UNSPECIFIED }))))).toBe(
+      "malformed",
+    );
     expect(code(() => decodeFrame(toBinary(SeamFrameSchema, frame({ positions: { start: 0, count: 2 } })))))
       .toBe("malformed");
-    expect(code(() => decodeFrame(toBinary(SeamFrameSchema, frame({ phase: Phase.OPEN }))))).toBe("malformed");
+    expect(code(() => decodeFrame(toBinary(SeamFrameSchema, frame({ phase: Phase.OPEN }))))).toBe(
+      "malformed",
+    );
   });
 
   it("chunks a long prefill into bounded frames that cover it once", () => {

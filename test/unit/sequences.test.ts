@@ -4,8 +4,16 @@ import type { ModelFacts } from "../../src/engine/range-engine.ts";
 import { SequenceTable } from "../../src/engine/sequences.ts";
 
 const facts: ModelFacts = {
-  arch: "llama", nLayer: 6, nEmbd: 4, nVocab: 10, nCtxTrain: 64, nHead: 2, nHeadKv: 1, nExpert: 0,
-  range: layerRange(3, 6), weightBytes: 0,
+  arch: "llama",
+  nLayer: 6,
+  nEmbd: 4,
+  nVocab: 10,
+  nCtxTrain: 64,
+  nHead: 2,
+  nHeadKv: 1,
+  nExpert: 0,
+  range: layerRange(3, 6),
+  weightBytes: 0,
 };
 const code = (fn: () => unknown) => {
   try {
@@ -39,7 +47,11 @@ describe("sequence table", () => {
       .toBe("unknown_sequence");
     expect(code(() => t.check({ ...one({ hidden: hidden(4) }), pos: Int32Array.of(3) }, facts, "hidden", 8)))
       .toBe("bad_position");
-    expect(code(() => t.check({ seq: new Int32Array(9), pos: new Int32Array(9), hidden: hidden(36) }, facts, "hidden", 8)))
+    expect(
+      code(() =>
+        t.check({ seq: new Int32Array(9), pos: new Int32Array(9), hidden: hidden(36) }, facts, "hidden", 8)
+      ),
+    )
       .toBe("bad_input");
   });
 
@@ -47,11 +59,24 @@ describe("sequence table", () => {
     const t = new SequenceTable(2);
     const a = t.open();
     const b = t.open();
-    const batch = { tokens: Int32Array.of(1, 2, 3), seq: Int32Array.of(a, a, b), pos: Int32Array.of(0, 1, 0) };
+    const batch = {
+      tokens: Int32Array.of(1, 2, 3),
+      seq: Int32Array.of(a, a, b),
+      pos: Int32Array.of(0, 1, 0),
+    };
     t.check(batch, facts, "tokens", 8);
     t.commit(batch);
     expect([t.nextPosition(a), t.nextPosition(b)]).toEqual([2, 1]);
-    expect(code(() => t.check({ tokens: Int32Array.of(1), seq: Int32Array.of(a), pos: Int32Array.of(1) }, facts, "tokens", 8)))
+    expect(
+      code(() =>
+        t.check(
+          { tokens: Int32Array.of(1), seq: Int32Array.of(a), pos: Int32Array.of(1) },
+          facts,
+          "tokens",
+          8,
+        )
+      ),
+    )
       .toBe("bad_position");
   });
 });

@@ -30,8 +30,12 @@ describe("route tickets", () => {
     const other = await generateRouteKey();
     const now = 1_000_000;
     const t = await signTicket(privateKey, grant, 1_000, "tracker", now);
-    expect(await refusal(verifyTicket(publicKey, t, grant, now + 1_000))).toMatch(/^unauthenticated: .*expired/);
-    expect(await refusal(verifyTicket(publicKey, t, { ...grant, sessionId: "sess-2" }, now))).toMatch(/another session/);
+    expect(await refusal(verifyTicket(publicKey, t, grant, now + 1_000))).toMatch(
+      /^unauthenticated: .*expired/,
+    );
+    expect(await refusal(verifyTicket(publicKey, t, { ...grant, sessionId: "sess-2" }, now))).toMatch(
+      /another session/,
+    );
     expect(await refusal(verifyTicket(publicKey, t, { ...grant, routeEpoch: 5n }, now))).toMatch(/epoch 4/);
     expect(await refusal(verifyTicket(publicKey, t, { ...grant, range: { start: 0, end: 12 } }, now)))
       .toMatch(/layers 12:30/);

@@ -22,7 +22,9 @@ const forkDir = join(repoRoot, "vendor", "llama.cpp");
 /** Everything that changes the library's bytes feeds the key. */
 async function buildKey(backend: NativeBackend): Promise<string> {
   const files = ["pin.json", "CMakeLists.txt", "api/strata.h", "api/strata.cpp"];
-  for (const e of [...Deno.readDirSync(join(forkDir, "patches"))].sort((a, b) => a.name.localeCompare(b.name))) {
+  for (
+    const e of [...Deno.readDirSync(join(forkDir, "patches"))].sort((a, b) => a.name.localeCompare(b.name))
+  ) {
     files.push(join("patches", e.name));
   }
   const parts: Uint8Array[] = files.map((f) => Deno.readFileSync(join(forkDir, f)));
@@ -98,7 +100,11 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
   Deno.renameSync(tmp, lib);
   Deno.writeTextFileSync(
     join(outDir, "build.json"),
-    JSON.stringify({ backend, key, flags: FLAGS[backend], seconds, built: new Date().toISOString() }, null, 2),
+    JSON.stringify(
+      { backend, key, flags: FLAGS[backend], seconds, built: new Date().toISOString() },
+      null,
+      2,
+    ),
   );
   log.info("engine.built", { backend, key, seconds });
   return lib;

@@ -6,7 +6,11 @@ const SYMBOLS = {
   strata_log_level: { parameters: ["i32"], result: "void" },
   strata_backends: { parameters: ["buffer", "i32"], result: "i32" },
   strata_file_arch: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
-  strata_model_load: { parameters: ["buffer", "i32", "i32", "i32", "i32"], result: "pointer", nonblocking: true },
+  strata_model_load: {
+    parameters: ["buffer", "i32", "i32", "i32", "i32"],
+    result: "pointer",
+    nonblocking: true,
+  },
   strata_model_free: { parameters: ["pointer"], result: "void" },
   strata_model_facts: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_model_arch: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
@@ -16,7 +20,11 @@ const SYMBOLS = {
   strata_special_tokens: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_chat_template: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_chat_apply: { parameters: ["buffer", "buffer", "i32", "i32", "buffer", "i32"], result: "i32" },
-  strata_ctx_new: { parameters: ["pointer", "i32", "i32", "i32", "i32", "i32"], result: "pointer", nonblocking: true },
+  strata_ctx_new: {
+    parameters: ["pointer", "i32", "i32", "i32", "i32", "i32"],
+    result: "pointer",
+    nonblocking: true,
+  },
   strata_ctx_free: { parameters: ["pointer"], result: "void" },
   strata_ctx_threads: { parameters: ["pointer", "i32"], result: "i32" },
   strata_decode: {
@@ -41,7 +49,8 @@ export function openStrata(path: string): StrataLib {
   let lib = opened.get(path);
   if (!lib) {
     lib = Deno.dlopen(path, SYMBOLS).symbols;
-    const level = { none: 0, error: 1, warn: 2, info: 3, debug: 4 }[Deno.env.get("STRATA_ENGINE_LOG") ?? "none"] ?? 0;
+    const level =
+      { none: 0, error: 1, warn: 2, info: 3, debug: 4 }[Deno.env.get("STRATA_ENGINE_LOG") ?? "none"] ?? 0;
     lib.strata_log_level(level);
     opened.set(path, lib);
   }

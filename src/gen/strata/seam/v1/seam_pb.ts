@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/seam/v1/seam.proto.
  */
 export const file_strata_seam_v1_seam: GenFile = /*@__PURE__*/
-  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIksKCFNhbXBsaW5nEhMKC3RlbXBlcmF0dXJlGAEgASgCEg0KBXRvcF9rGAIgASgNEg0KBXRvcF9wGAMgASgCEgwKBHNlZWQYBCABKAQipgEKBE9wZW4SFAoMcm91dGVfdGlja2V0GAEgASgMEioKCHNhbXBsaW5nGAIgASgLMhguc3RyYXRhLnNlYW0udjEuU2FtcGxpbmcSEQoJbmV4dF9ob3BzGAMgAygJEhIKCm1heF90b2tlbnMYBCABKA0SNQoQc2VhbV9jb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uIicKBlN0YXR1cxIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAki7QMKCVNlYW1GcmFtZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd3b3JrX2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEwoLcm91dGVfZXBvY2gYBCABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAUgASgMEhoKEnJlY2lwZV9maW5nZXJwcmludBgGIAEoDBIpCgVyYW5nZRgHIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USJAoFcGhhc2UYCCABKA4yFS5zdHJhdGEuc2VhbS52MS5QaGFzZRIsCglwb3NpdGlvbnMYCSABKAsyGS5zdHJhdGEuc2VhbS52MS5Qb3NpdGlvbnMSDwoHc3RlcF9pZBgKIAEoBBIUCgxjYWNoZV9leHBlY3QYCyABKA0SFAoMY2FjaGVfcmVzdWx0GAwgASgNEhMKC2NodW5rX2luZGV4GA0gASgNEhMKC2NodW5rX2NvdW50GA4gASgNEicKB3RlbnNvcnMYDyADKAsyFi5zdHJhdGEuc2VhbS52MS5UZW5zb3ISIgoEb3BlbhgQIAEoCzIULnN0cmF0YS5zZWFtLnYxLk9wZW4SJgoGc3RhdHVzGBEgASgLMhYuc3RyYXRhLnNlYW0udjEuU3RhdHVzIqcBChFSb3V0ZVRpY2tldENsYWltcxISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3JvdXRlX2Vwb2NoGAIgASgEEhcKD2FydGlmYWN0X3NoYTI1NhgDIAEoDBIpCgVyYW5nZRgEIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USFQoNZXhwaXJlc19hdF9tcxgFIAEoBBIOCgZpc3N1ZXIYBiABKAkiMAoLUm91dGVUaWNrZXQSDgoGY2xhaW1zGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDCp4CgVQaGFzZRIVChFQSEFTRV9VTlNQRUNJRklFRBAAEg4KClBIQVNFX09QRU4QARIRCg1QSEFTRV9QUkVGSUxMEAISEAoMUEhBU0VfREVDT0RFEAMSEQoNUEhBU0VfUkVMRUFTRRAEEhAKDFBIQVNFX0NBTkNFTBAFKm0KC0VsZW1lbnRUeXBlEhwKGEVMRU1FTlRfVFlQRV9VTlNQRUNJRklFRBAAEhQKEEVMRU1FTlRfVFlQRV9GMzIQARIUChBFTEVNRU5UX1RZUEVfRjE2EAISFAoQRUxFTUVOVF9UWVBFX0kzMhADKmAKCUJ5dGVPcmRlchIaChZCWVRFX09SREVSX1VOU1BFQ0lGSUVEEAASHAoYQllURV9PUkRFUl9MSVRUTEVfRU5ESUFOEAESGQoVQllURV9PUkRFUl9CSUdfRU5ESUFOEAIqWAoLQ29tcHJlc3Npb24SGwoXQ09NUFJFU1NJT05fVU5TUEVDSUZJRUQQABIUChBDT01QUkVTU0lPTl9OT05FEAESFgoSQ09NUFJFU1NJT05fUThfUk9XEAIyUQoLU2VhbVNlcnZpY2USQgoGU3RyZWFtEhkuc3RyYXRhLnNlYW0udjEuU2VhbUZyYW1lGhkuc3RyYXRhLnNlYW0udjEuU2VhbUZyYW1lKAEwAWIGcHJvdG8z");
+  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIksKCFNhbXBsaW5nEhMKC3RlbXBlcmF0dXJlGAEgASgCEg0KBXRvcF9rGAIgASgNEg0KBXRvcF9wGAMgASgCEgwKBHNlZWQYBCABKAQiUwoDSG9wEgsKA3VybBgBIAEoCRIpCgVyYW5nZRgCIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USFAoMcm91dGVfdGlja2V0GAMgASgMIrsBCgRPcGVuEhQKDHJvdXRlX3RpY2tldBgBIAEoDBIqCghzYW1wbGluZxgCIAEoCzIYLnN0cmF0YS5zZWFtLnYxLlNhbXBsaW5nEiYKCW5leHRfaG9wcxgDIAMoCzITLnN0cmF0YS5zZWFtLnYxLkhvcBISCgptYXhfdG9rZW5zGAQgASgNEjUKEHNlYW1fY29tcHJlc3Npb24YBSABKA4yGy5zdHJhdGEuc2VhbS52MS5Db21wcmVzc2lvbiInCgZTdGF0dXMSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIsEBCg1Ob2RlVGVsZW1ldHJ5EgwKBG5vZGUYASABKAkSKQoFcmFuZ2UYAiABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlEhAKCHF1ZXVlX21zGAMgASgCEhIKCmNvbXB1dGVfbXMYBCABKAISFgoOYmF0Y2hfc2Vzc2lvbnMYBSABKA0SFAoMYmF0Y2hfdG9rZW5zGAYgASgNEhAKCGJ5dGVzX2luGAcgASgNEhEKCWJ5dGVzX291dBgIIAEoDSIoCgdTYW1wbGVkEg0KBXRva2VuGAEgASgFEg4KBm1hcmdpbhgCIAEoAiLJBAoJU2VhbUZyYW1lEhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEg8KB3dvcmtfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRITCgtyb3V0ZV9lcG9jaBgEIAEoBBIXCg9hcnRpZmFjdF9zaGEyNTYYBSABKAwSGgoScmVjaXBlX2ZpbmdlcnByaW50GAYgASgMEikKBXJhbmdlGAcgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIkCgVwaGFzZRgIIAEoDjIVLnN0cmF0YS5zZWFtLnYxLlBoYXNlEiwKCXBvc2l0aW9ucxgJIAEoCzIZLnN0cmF0YS5zZWFtLnYxLlBvc2l0aW9ucxIPCgdzdGVwX2lkGAogASgEEhQKDGNhY2hlX2V4cGVjdBgLIAEoDRIUCgxjYWNoZV9yZXN1bHQYDCABKA0SEwoLY2h1bmtfaW5kZXgYDSABKA0SEwoLY2h1bmtfY291bnQYDiABKA0SJwoHdGVuc29ycxgPIAMoCzIWLnN0cmF0YS5zZWFtLnYxLlRlbnNvchIiCgRvcGVuGBAgASgLMhQuc3RyYXRhLnNlYW0udjEuT3BlbhImCgZzdGF0dXMYESABKAsyFi5zdHJhdGEuc2VhbS52MS5TdGF0dXMSMAoJdGVsZW1ldHJ5GBIgAygLMh0uc3RyYXRhLnNlYW0udjEuTm9kZVRlbGVtZXRyeRIoCgdzYW1wbGVkGBMgASgLMhcuc3RyYXRhLnNlYW0udjEuU2FtcGxlZCINCgtJbmZvUmVxdWVzdCL2AwoITm9kZUluZm8SDAoEbm9kZRgBIAEoCRIXCg9hcnRpZmFjdF9zaGEyNTYYAiABKAwSGgoScmVjaXBlX2ZpbmdlcnByaW50GAMgASgMEikKBXJhbmdlGAQgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIPCgduX2xheWVyGAUgASgNEg4KBm5fZW1iZBgGIAEoDRIPCgduX3ZvY2FiGAcgASgNEg4KBmVuZ2luZRgIIAEoCRIQCghrdl9jZWxscxgJIAEoDRIVCg1rdl9jZWxsc191c2VkGAogASgNEhkKEWt2X2NlbGxzX3Jlc2VydmVkGAsgASgNEhAKCHNlc3Npb25zGAwgASgNEhQKDG1heF9zZXNzaW9ucxgNIAEoDRIOCgZxdWV1ZWQYDiABKA0SDwoHYmF0Y2hlcxgPIAEoBBIbChNsYXN0X2JhdGNoX3Nlc3Npb25zGBAgASgNEhoKEm1heF9iYXRjaF9zZXNzaW9ucxgRIAEoDRIWCg5wcmVmaWxsX3Rva2VucxgSIAEoBBIVCg1kZWNvZGVfdG9rZW5zGBMgASgEEhUKDXNlYW1fYnl0ZXNfaW4YFCABKAQSFgoOc2VhbV9ieXRlc19vdXQYFSABKAQSFgoOcmVmdXNlZF9mcmFtZXMYFiABKAQipwEKEVJvdXRlVGlja2V0Q2xhaW1zEhIKCnNlc3Npb25faWQYASABKAkSEwoLcm91dGVfZXBvY2gYAiABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAMgASgMEikKBXJhbmdlGAQgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIVCg1leHBpcmVzX2F0X21zGAUgASgEEg4KBmlzc3VlchgGIAEoCSIwCgtSb3V0ZVRpY2tldBIOCgZjbGFpbXMYASABKAwSEQoJc2lnbmF0dXJlGAIgASgMKngKBVBoYXNlEhUKEVBIQVNFX1VOU1BFQ0lGSUVEEAASDgoKUEhBU0VfT1BFThABEhEKDVBIQVNFX1BSRUZJTEwQAhIQCgxQSEFTRV9ERUNPREUQAxIRCg1QSEFTRV9SRUxFQVNFEAQSEAoMUEhBU0VfQ0FOQ0VMEAUqbQoLRWxlbWVudFR5cGUSHAoYRUxFTUVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRUxFTUVOVF9UWVBFX0YzMhABEhQKEEVMRU1FTlRfVFlQRV9GMTYQAhIUChBFTEVNRU5UX1RZUEVfSTMyEAMqYAoJQnl0ZU9yZGVyEhoKFkJZVEVfT1JERVJfVU5TUEVDSUZJRUQQABIcChhCWVRFX09SREVSX0xJVFRMRV9FTkRJQU4QARIZChVCWVRFX09SREVSX0JJR19FTkRJQU4QAipYCgtDb21wcmVzc2lvbhIbChdDT01QUkVTU0lPTl9VTlNQRUNJRklFRBAAEhQKEENPTVBSRVNTSU9OX05PTkUQARIWChJDT01QUkVTU0lPTl9ROF9ST1cQAjKQAQoLU2VhbVNlcnZpY2USQgoGU3RyZWFtEhkuc3RyYXRhLnNlYW0udjEuU2VhbUZyYW1lGhkuc3RyYXRhLnNlYW0udjEuU2VhbUZyYW1lKAEwARI9CgRJbmZvEhsuc3RyYXRhLnNlYW0udjEuSW5mb1JlcXVlc3QaGC5zdHJhdGEuc2VhbS52MS5Ob2RlSW5mb2IGcHJvdG8z");
 
 /**
  * One named tensor of a bundle ("hidden_states", "token_ids", "logits", ...).
@@ -159,6 +159,37 @@ export const SamplingSchema: GenMessage<Sampling> = /*@__PURE__*/
   messageDesc(file_strata_seam_v1_seam, 3);
 
 /**
+ * One shard further down the route: where to reach it and its own ticket.
+ *
+ * @generated from message strata.seam.v1.Hop
+ */
+export type Hop = Message<"strata.seam.v1.Hop"> & {
+  /**
+   * http://host:port (direct) or relay+ws://host:port/peer (through a relay)
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * @generated from field: strata.seam.v1.LayerRange range = 2;
+   */
+  range?: LayerRange | undefined;
+
+  /**
+   * @generated from field: bytes route_ticket = 3;
+   */
+  routeTicket: Uint8Array;
+};
+
+/**
+ * Describes the message strata.seam.v1.Hop.
+ * Use `create(HopSchema)` to create a new message.
+ */
+export const HopSchema: GenMessage<Hop> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 4);
+
+/**
  * @generated from message strata.seam.v1.Open
  */
 export type Open = Message<"strata.seam.v1.Open"> & {
@@ -177,11 +208,11 @@ export type Open = Message<"strata.seam.v1.Open"> & {
   sampling?: Sampling | undefined;
 
   /**
-   * where each shard forwards its output, in route order after the receiver
+   * the shards after the receiver, in route order: each forwards its output to the first
    *
-   * @generated from field: repeated string next_hops = 3;
+   * @generated from field: repeated strata.seam.v1.Hop next_hops = 3;
    */
-  nextHops: string[];
+  nextHops: Hop[];
 
   /**
    * most KV cells the session may claim on a shard
@@ -203,7 +234,7 @@ export type Open = Message<"strata.seam.v1.Open"> & {
  * Use `create(OpenSchema)` to create a new message.
  */
 export const OpenSchema: GenMessage<Open> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 4);
+  messageDesc(file_strata_seam_v1_seam, 5);
 
 /**
  * @generated from message strata.seam.v1.Status
@@ -227,7 +258,92 @@ export type Status = Message<"strata.seam.v1.Status"> & {
  * Use `create(StatusSchema)` to create a new message.
  */
 export const StatusSchema: GenMessage<Status> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 5);
+  messageDesc(file_strata_seam_v1_seam, 6);
+
+/**
+ * What one node spent on one step, appended by each node as a reply travels back.
+ *
+ * @generated from message strata.seam.v1.NodeTelemetry
+ */
+export type NodeTelemetry = Message<"strata.seam.v1.NodeTelemetry"> & {
+  /**
+   * @generated from field: string node = 1;
+   */
+  node: string;
+
+  /**
+   * @generated from field: strata.seam.v1.LayerRange range = 2;
+   */
+  range?: LayerRange | undefined;
+
+  /**
+   * waiting for a batch, then the engine call that carried the step
+   *
+   * @generated from field: float queue_ms = 3;
+   */
+  queueMs: number;
+
+  /**
+   * @generated from field: float compute_ms = 4;
+   */
+  computeMs: number;
+
+  /**
+   * @generated from field: uint32 batch_sessions = 5;
+   */
+  batchSessions: number;
+
+  /**
+   * @generated from field: uint32 batch_tokens = 6;
+   */
+  batchTokens: number;
+
+  /**
+   * encoded frame bytes this node received for the step and sent on
+   *
+   * @generated from field: uint32 bytes_in = 7;
+   */
+  bytesIn: number;
+
+  /**
+   * @generated from field: uint32 bytes_out = 8;
+   */
+  bytesOut: number;
+};
+
+/**
+ * Describes the message strata.seam.v1.NodeTelemetry.
+ * Use `create(NodeTelemetrySchema)` to create a new message.
+ */
+export const NodeTelemetrySchema: GenMessage<NodeTelemetry> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 7);
+
+/**
+ * The last shard's choice for a step.
+ *
+ * @generated from message strata.seam.v1.Sampled
+ */
+export type Sampled = Message<"strata.seam.v1.Sampled"> & {
+  /**
+   * @generated from field: int32 token = 1;
+   */
+  token: number;
+
+  /**
+   * distance of the random draw from the nearest boundary of the chosen token's
+   * probability interval (greedy: the top-2 logit gap); small means a near-tie
+   *
+   * @generated from field: float margin = 2;
+   */
+  margin: number;
+};
+
+/**
+ * Describes the message strata.seam.v1.Sampled.
+ * Use `create(SampledSchema)` to create a new message.
+ */
+export const SampledSchema: GenMessage<Sampled> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 8);
 
 /**
  * @generated from message strata.seam.v1.SeamFrame
@@ -333,6 +449,20 @@ export type SeamFrame = Message<"strata.seam.v1.SeamFrame"> & {
    * @generated from field: strata.seam.v1.Status status = 17;
    */
   status?: Status | undefined;
+
+  /**
+   * replies: one entry per node the step passed, last shard first
+   *
+   * @generated from field: repeated strata.seam.v1.NodeTelemetry telemetry = 18;
+   */
+  telemetry: NodeTelemetry[];
+
+  /**
+   * replies from the last shard to a decode step or a prompt's last chunk
+   *
+   * @generated from field: strata.seam.v1.Sampled sampled = 19;
+   */
+  sampled?: Sampled | undefined;
 };
 
 /**
@@ -340,7 +470,144 @@ export type SeamFrame = Message<"strata.seam.v1.SeamFrame"> & {
  * Use `create(SeamFrameSchema)` to create a new message.
  */
 export const SeamFrameSchema: GenMessage<SeamFrame> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 6);
+  messageDesc(file_strata_seam_v1_seam, 9);
+
+/**
+ * @generated from message strata.seam.v1.InfoRequest
+ */
+export type InfoRequest = Message<"strata.seam.v1.InfoRequest"> & {
+};
+
+/**
+ * Describes the message strata.seam.v1.InfoRequest.
+ * Use `create(InfoRequestSchema)` to create a new message.
+ */
+export const InfoRequestSchema: GenMessage<InfoRequest> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 10);
+
+/**
+ * @generated from message strata.seam.v1.NodeInfo
+ */
+export type NodeInfo = Message<"strata.seam.v1.NodeInfo"> & {
+  /**
+   * @generated from field: string node = 1;
+   */
+  node: string;
+
+  /**
+   * @generated from field: bytes artifact_sha256 = 2;
+   */
+  artifactSha256: Uint8Array;
+
+  /**
+   * @generated from field: bytes recipe_fingerprint = 3;
+   */
+  recipeFingerprint: Uint8Array;
+
+  /**
+   * @generated from field: strata.seam.v1.LayerRange range = 4;
+   */
+  range?: LayerRange | undefined;
+
+  /**
+   * @generated from field: uint32 n_layer = 5;
+   */
+  nLayer: number;
+
+  /**
+   * @generated from field: uint32 n_embd = 6;
+   */
+  nEmbd: number;
+
+  /**
+   * @generated from field: uint32 n_vocab = 7;
+   */
+  nVocab: number;
+
+  /**
+   * e.g. "native-cpu"
+   *
+   * @generated from field: string engine = 8;
+   */
+  engine: string;
+
+  /**
+   * @generated from field: uint32 kv_cells = 9;
+   */
+  kvCells: number;
+
+  /**
+   * @generated from field: uint32 kv_cells_used = 10;
+   */
+  kvCellsUsed: number;
+
+  /**
+   * @generated from field: uint32 kv_cells_reserved = 11;
+   */
+  kvCellsReserved: number;
+
+  /**
+   * @generated from field: uint32 sessions = 12;
+   */
+  sessions: number;
+
+  /**
+   * @generated from field: uint32 max_sessions = 13;
+   */
+  maxSessions: number;
+
+  /**
+   * @generated from field: uint32 queued = 14;
+   */
+  queued: number;
+
+  /**
+   * @generated from field: uint64 batches = 15;
+   */
+  batches: bigint;
+
+  /**
+   * @generated from field: uint32 last_batch_sessions = 16;
+   */
+  lastBatchSessions: number;
+
+  /**
+   * @generated from field: uint32 max_batch_sessions = 17;
+   */
+  maxBatchSessions: number;
+
+  /**
+   * @generated from field: uint64 prefill_tokens = 18;
+   */
+  prefillTokens: bigint;
+
+  /**
+   * @generated from field: uint64 decode_tokens = 19;
+   */
+  decodeTokens: bigint;
+
+  /**
+   * @generated from field: uint64 seam_bytes_in = 20;
+   */
+  seamBytesIn: bigint;
+
+  /**
+   * @generated from field: uint64 seam_bytes_out = 21;
+   */
+  seamBytesOut: bigint;
+
+  /**
+   * @generated from field: uint64 refused_frames = 22;
+   */
+  refusedFrames: bigint;
+};
+
+/**
+ * Describes the message strata.seam.v1.NodeInfo.
+ * Use `create(NodeInfoSchema)` to create a new message.
+ */
+export const NodeInfoSchema: GenMessage<NodeInfo> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 11);
 
 /**
  * What a route ticket grants: one session, at one epoch, on one artifact's layer range,
@@ -387,7 +654,7 @@ export type RouteTicketClaims = Message<"strata.seam.v1.RouteTicketClaims"> & {
  * Use `create(RouteTicketClaimsSchema)` to create a new message.
  */
 export const RouteTicketClaimsSchema: GenMessage<RouteTicketClaims> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 7);
+  messageDesc(file_strata_seam_v1_seam, 12);
 
 /**
  * @generated from message strata.seam.v1.RouteTicket
@@ -411,7 +678,7 @@ export type RouteTicket = Message<"strata.seam.v1.RouteTicket"> & {
  * Use `create(RouteTicketSchema)` to create a new message.
  */
 export const RouteTicketSchema: GenMessage<RouteTicket> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 8);
+  messageDesc(file_strata_seam_v1_seam, 13);
 
 /**
  * @generated from enum strata.seam.v1.Phase
@@ -564,6 +831,16 @@ export const SeamService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof SeamFrameSchema;
     output: typeof SeamFrameSchema;
+  },
+  /**
+   * What the node serves and how busy it is.
+   *
+   * @generated from rpc strata.seam.v1.SeamService.Info
+   */
+  info: {
+    methodKind: "unary";
+    input: typeof InfoRequestSchema;
+    output: typeof NodeInfoSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_strata_seam_v1_seam, 0);

@@ -1,0 +1,57 @@
+// `strata node`: serve one shard until Ctrl-C.
+import { Command, InvalidArgumentError } from "commander";
+import { parseLayerRange } from "../../src/engine/layer-range.ts";
+import { importPublicRouteKey, type RouteKeyText } from "../../src/route/keys.ts";
+import { DEFAULT_MODEL } from "../model/default-model.ts";
+import { fileFacts } from "../model/facts.ts";
+import { resolveModel } from "../model/fetch.ts";
+import { backendOption, hostPort, int, nativeBackend, readJsonFile, untilSignal } from "../util/options.ts";
+import { startNode } from "./start-node.ts";
+
+export function nodeCommand(): Command {
+  return new Command("node")
+    .description("serve one layer range of a model to routes (direct HTTP/2, a relay, or both)")
+    .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
+    .requiredOption("--layers <a:b>", "the layer range to hold, e.g. 0:12")
+    .requiredOption("--route-key <file>", "route key file (its public half verifies route tickets)")
+    .option("--listen <host:port>", "serve seams here (port 0: any free port)")
+    .option("--relay <ws-url>", "also (or only) be reachable through this relay")
+    .option(
+      "--relay-token <token>",
+      "this node's relay token (strata relay token --name …); its name is the node's",
+    )
+    .option("--name <name>", "node name in telemetry (defaults to the relay token's name)")
+    .addOption(backendOption())
+    .option("--threads <n>", "engine threads", int("threads"), navigator.hardwareConcurrency)
+    .option("--kv-cells <n>", "KV cells shared by all sessions", int("kv-cells"), 8192)
+    .option("--max-sessions <n>", "concurrent Route Sessions", int("max-sessions"), 16)
+    .option("--batch-tokens <n>", "most tokens in one engine call", int("batch-tokens"), 512)
+    .option("--lease-ms <n>", "release a session idle this long", int("lease-ms"), 300_000)
+    .action(async (o) => {
+      if (!o.listen && !o.relay) throw new InvalidArgumentError("give --listen, --relay, or both");
+      if (o.relay && !o.relayToken) throw new InvalidArgumentError("--relay needs --relay-token");
+      const { path } = await resolveModel(o.model);
+      const facts = await fileFacts(path);
+      const key = await readJsonFile<RouteKeyText>(o.routeKey, "route key");
+      const name = o.name ?? (o.relayToken ? String(o.relayToken).split(".")[0] : `node-${o.layers}`);
+      const running = await startNode({
+        name,
+        modelPath: path,
+        range: parseLayerRange(o.layers, facts.nLayer),
+        backend: nativeBackend(o.backend),
+        threads: o.threads,
+        kvCells: o.kvCells,
+        maxSessions: o.maxSessions,
+        batchTokens: o.batchTokens,
+        leaseMs: o.leaseMs,
+        routeKey: await importPublicRouteKey(key),
+        listen: o.listen ? hostPort(o.listen) : undefined,
+        relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
+      });
+      // one line a supervisor (or a test) can wait for
+      console.log(JSON.stringify({ event: "ready", name, layers: o.layers, urls: running.urls }));
+      await untilSignal();
+      await running.close();
+      Deno.exit(0);
+    });
+}

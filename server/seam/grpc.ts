@@ -1,0 +1,101 @@
+// Seams over HTTP/2: the SeamService served with connect-node (gRPC, gRPC-web and Connect
+// on one port) and a gRPC client link per Route Session. Deno.serve cannot carry gRPC
+// trailers, hence node:http2.
+import * as http2 from "node:http2";
+import { toBinary } from "@bufbuild/protobuf";
+import { type Client, createClient } from "@connectrpc/connect";
+import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
+import {
+  type NodeInfo,
+  type SeamFrame,
+  SeamFrameSchema,
+  SeamService,
+} from "../../src/gen/strata/seam/v1/seam_pb.ts";
+import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
+import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
+import { AsyncQueue } from "../../src/util/async-queue.ts";
+
+export interface SeamServer {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** Serves seam streams and node info on host:port (port 0 picks a free one). */
+export function serveSeams(
+  serve: SeamServe,
+  info: () => NodeInfo,
+  host: string,
+  port: number,
+): Promise<SeamServer> {
+  const handler = connectNodeAdapter({
+    readMaxBytes: MAX_FRAME_BYTES,
+    writeMaxBytes: MAX_FRAME_BYTES,
+    routes: (router) =>
+      router.service(SeamService, {
+        async *stream(frames) {
+          const out = new AsyncQueue<SeamFrame>();
+          const done = serve(frames, (f) => void out.push(f)).finally(() => out.end());
+          yield* out;
+          await done;
+        },
+        info: () => info(),
+      }),
+  });
+  const server = http2.createServer(handler);
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      const addr = server.address() as { port: number };
+      resolve({
+        url: `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`,
+        close: () => new Promise<void>((r) => server.close(() => r())),
+      });
+    });
+  });
+}
+
+/** gRPC clients share one HTTP/2 connection per node. */
+export class GrpcSeams {
+  readonly #clients = new Map<string, Client<typeof SeamService>>();
+
+  constructor(private readonly tap?: FrameTap) {}
+
+  client(baseUrl: string): Client<typeof SeamService> {
+    let c = this.#clients.get(baseUrl);
+    if (!c) {
+      const transport = createGrpcTransport({
+        baseUrl,
+        readMaxBytes: MAX_FRAME_BYTES,
+        writeMaxBytes: MAX_FRAME_BYTES,
+        pingIntervalMs: 10_000,
+        pingTimeoutMs: 10_000,
+      });
+      c = createClient(SeamService, transport);
+      this.#clients.set(baseUrl, c);
+    }
+    return c;
+  }
+
+  dial(baseUrl: string): SeamLink {
+    const requests = new AsyncQueue<SeamFrame>();
+    const abort = new AbortController();
+    const replies = this.client(baseUrl).stream(requests, { signal: abort.signal });
+    const tap = this.tap;
+    return {
+      send(frame) {
+        tap?.(toBinary(SeamFrameSchema, frame), frame);
+        return requests.push(frame);
+      },
+      replies,
+      close: () => requests.end(),
+      abort: (reason) => {
+        requests.end();
+        abort.abort(new Error(reason));
+      },
+    };
+  }
+
+  async info(baseUrl: string, timeoutMs = 10_000): Promise<NodeInfo> {
+    return await this.client(baseUrl).info({}, { timeoutMs });
+  }
+}

@@ -1,0 +1,64 @@
+// A `strata` subcommand (node, relay) in its own OS process, started and awaited until it
+// prints its one-line JSON "ready" event.
+const cli = new URL("../cli.ts", import.meta.url).pathname;
+const config = new URL("../../deno.json", import.meta.url).pathname;
+
+export class ServiceProcess {
+  private constructor(
+    readonly child: Deno.ChildProcess,
+    readonly ready: Record<string, unknown>,
+    readonly label: string,
+  ) {}
+
+  static async start(label: string, args: string[], env: Record<string, string> = {}, timeoutMs = 120_000) {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "--quiet", "--config", config, cli, ...args],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "inherit",
+      env,
+    }).spawn();
+    const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    try {
+      for (;;) {
+        const { value, done } = await lines.read();
+        if (done) throw new Error(`${label} exited before it was ready (${(await child.status).code})`);
+        buf += value;
+        const nl = buf.indexOf("\n");
+        if (nl < 0) continue;
+        const ready = JSON.parse(buf.slice(0, nl));
+        // keep draining stdout so the child never blocks on a full pipe
+        void (async () => {
+          while (!(await lines.read()).done);
+        })();
+        return new ServiceProcess(child, ready, label);
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** SIGTERM, then SIGKILL if it lingers. */
+  async stop(graceMs = 5000): Promise<void> {
+    try {
+      this.child.kill("SIGTERM");
+    } catch {
+      return;
+    }
+    const t = setTimeout(() => {
+      try {
+        this.child.kill("SIGKILL");
+      } catch { /* gone */ }
+    }, graceMs);
+    await this.child.status;
+    clearTimeout(t);
+  }
+
+  kill(): void {
+    try {
+      this.child.kill("SIGKILL");
+    } catch { /* gone */ }
+  }
+}

@@ -1,0 +1,47 @@
+// One Route Session as a shard node holds it: its epoch, where its cache stands, the
+// replies it may have to give again, and its stream to the next shard.
+import type { NodeTelemetry, Open, SeamFrame } from "../gen/strata/seam/v1/seam_pb.ts";
+import type { SeamLink } from "../seam/link.ts";
+
+/** Replies kept per session for duplicate step ids. */
+const REMEMBERED = 32;
+
+export class NodeSession {
+  /** the position the next frame must start at (tokens this shard holds or has queued) */
+  nextPos = 0;
+  /** highest step id taken; lower or equal ids are duplicates */
+  lastStep = 0n;
+  /** released, cancelled or failed: late results are dropped */
+  closed = false;
+  /** a release or cancel is travelling down the route */
+  ending = false;
+  downstream?: SeamLink;
+  readonly #replies = new Map<bigint, SeamFrame>();
+  /** this node's share of a step's telemetry, added when the step's reply passes back */
+  readonly ownTelemetry = new Map<bigint, NodeTelemetry>();
+
+  constructor(
+    readonly id: string,
+    readonly epoch: bigint,
+    readonly workId: string,
+    readonly open: Open,
+    readonly reply: (f: SeamFrame) => void,
+  ) {}
+
+  get identity() {
+    return { sessionId: this.id, routeEpoch: this.epoch, workId: this.workId };
+  }
+
+  /** Sends a reply up the route and keeps it for a duplicate of its step. */
+  answer(f: SeamFrame): void {
+    if (f.stepId > 0n && !f.status) {
+      this.#replies.set(f.stepId, f);
+      if (this.#replies.size > REMEMBERED) this.#replies.delete(this.#replies.keys().next().value!);
+    }
+    this.reply(f);
+  }
+
+  remembered(stepId: bigint): SeamFrame | undefined {
+    return this.#replies.get(stepId);
+  }
+}

@@ -1,0 +1,370 @@
+// A shard node: one layer range of one Model Artifact, serving its seams. Each incoming
+// stream carries one Route Session; the node checks the session's ticket, holds its KV
+// through the batcher, forwards its activations to the next shard and passes the replies
+// back. Runtime-agnostic: a Deno server and a browser tab run the same class.
+import { create } from "@bufbuild/protobuf";
+import {
+  ElementType,
+  type NodeInfo,
+  NodeInfoSchema,
+  NodeTelemetrySchema,
+  OpenSchema,
+  Phase,
+  SampledSchema,
+  type SeamFrame,
+  SeamFrameSchema,
+} from "../gen/strata/seam/v1/seam_pb.ts";
+import type { RangeEngine } from "../engine/range-engine.ts";
+import { verifyTicket } from "../route/ticket.ts";
+import { choose } from "../sampling/sampler.ts";
+import { Batcher, type BatcherLimits, type Step, type StepResult } from "../scheduler/batcher.ts";
+import { SeamError } from "../seam/errors.ts";
+import { checkFrame } from "../seam/frame.ts";
+import type { SeamDialer, SeamServe } from "../seam/link.ts";
+import { packTensor, unpackTensor } from "../seam/tensor.ts";
+import { NodeSession } from "./node-session.ts";
+import { errorCode, errorText, refusal, replyTo, sessionFailure, tensorBytes } from "./replies.ts";
+
+export interface ShardNodeOptions {
+  readonly nodeId: string;
+  readonly artifactSha256: Uint8Array;
+  /** fingerprint of this node's engine build, backend and numerics settings */
+  readonly recipe: Uint8Array;
+  /** e.g. "native-cpu" */
+  readonly engineLabel: string;
+  /** the public key route tickets must be signed with */
+  readonly routeKey: CryptoKey;
+  readonly dial: SeamDialer;
+  readonly limits: BatcherLimits;
+  /** a session with no step for this long is released */
+  readonly leaseMs: number;
+}
+
+const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((v, i) => v === b[i]);
+
+export class ShardNode {
+  readonly #batcher: Batcher;
+  readonly #sessions = new Map<string, NodeSession>();
+  readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0 };
+  readonly #leaseTimer: ReturnType<typeof setInterval>;
+
+  constructor(readonly engine: RangeEngine, readonly options: ShardNodeOptions) {
+    this.#batcher = new Batcher(engine, options.limits);
+    this.#leaseTimer = setInterval(
+      () => void this.#expire(),
+      Math.min(60_000, Math.max(250, options.leaseMs / 4)),
+    );
+  }
+
+  get #first(): boolean {
+    return this.engine.input === "tokens";
+  }
+
+  get #last(): boolean {
+    return this.engine.output === "logits";
+  }
+
+  /** Serves one seam stream (one Route Session) until the peer ends it or goes away. */
+  readonly serve: SeamServe = async (frames, reply) => {
+    let session: NodeSession | undefined;
+    let why = "the previous shard ended the stream without a release";
+    try {
+      for await (const f of frames) {
+        this.#counters.bytesIn += tensorBytes(f);
+        try {
+          session = await this.#accept(f, session, reply);
+        } catch (e) {
+          this.#counters.refused++;
+          reply(refusal(f, e));
+        }
+      }
+    } catch (e) {
+      why = `the previous shard went away: ${errorText(e)}`;
+    } finally {
+      if (session && !session.closed && !session.ending) await this.#drop(session, why);
+    }
+  };
+
+  info(): NodeInfo {
+    const f = this.engine.facts;
+    const m = this.engine.memory();
+    const b = this.#batcher.stats();
+    return create(NodeInfoSchema, {
+      node: this.options.nodeId,
+      artifactSha256: this.options.artifactSha256,
+      recipeFingerprint: this.options.recipe,
+      range: { start: f.range.start, end: f.range.end },
+      nLayer: f.nLayer,
+      nEmbd: f.nEmbd,
+      nVocab: f.nVocab,
+      engine: this.options.engineLabel,
+      kvCells: this.options.limits.kvCells,
+      kvCellsUsed: m.kvCellsUsed,
+      kvCellsReserved: b.reservedCells,
+      sessions: b.sessions,
+      maxSessions: m.maxSequences,
+      queued: b.queued,
+      batches: BigInt(b.batches),
+      lastBatchSessions: b.lastBatchSessions,
+      maxBatchSessions: b.maxBatchSessions,
+      prefillTokens: BigInt(b.prefillTokens),
+      decodeTokens: BigInt(b.decodeTokens),
+      seamBytesIn: BigInt(this.#counters.bytesIn),
+      seamBytesOut: BigInt(this.#counters.bytesOut),
+      refusedFrames: BigInt(this.#counters.refused),
+    });
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#leaseTimer);
+    for (const s of [...this.#sessions.values()]) {
+      s.reply(sessionFailure(s.identity, "unavailable", `node ${this.options.nodeId} is shutting down`));
+      await this.#drop(s, "node shutting down");
+    }
+  }
+
+  async #accept(f: SeamFrame, session: NodeSession | undefined, reply: (f: SeamFrame) => void) {
+    checkFrame(f);
+    const mine = this.engine.facts.range;
+    if (f.range!.start !== mine.start || f.range!.end !== mine.end) {
+      throw new SeamError(
+        "wrong_shard",
+        `frame for layers ${f.range!.start}:${f.range!.end}; this node holds ${mine.start}:${mine.end}`,
+      );
+    }
+    if (!sameBytes(f.artifactSha256, this.options.artifactSha256)) {
+      throw new SeamError("wrong_shard", "frame for another model artifact");
+    }
+    if (f.phase === Phase.OPEN) return await this.#open(f, session, reply);
+    if (!session || session.closed) {
+      throw new SeamError("unknown_session", `session ${f.sessionId} is not open on this stream`);
+    }
+    if (session.id !== f.sessionId) {
+      throw new SeamError("malformed", `this stream carries session ${session.id}, not ${f.sessionId}`);
+    }
+    if (f.routeEpoch !== session.epoch) {
+      throw new SeamError(
+        "wrong_epoch",
+        `session ${session.id} is at epoch ${session.epoch}, frame at ${f.routeEpoch}`,
+      );
+    }
+    if (f.phase === Phase.PREFILL || f.phase === Phase.DECODE) this.#step(session, f);
+    else await this.#end(session, f);
+    return session;
+  }
+
+  async #open(f: SeamFrame, current: NodeSession | undefined, reply: (f: SeamFrame) => void) {
+    if (current && !current.closed) {
+      throw new SeamError("malformed", `this stream already carries session ${current.id}`);
+    }
+    const open = f.open!;
+    const range = this.engine.facts.range;
+    await verifyTicket(this.options.routeKey, open.routeTicket, {
+      sessionId: f.sessionId,
+      routeEpoch: f.routeEpoch,
+      artifactSha256: this.options.artifactSha256,
+      range,
+    });
+    const next = open.nextHops[0];
+    if (this.#last && next) throw new SeamError("malformed", "the route goes on past the last layer");
+    if (!this.#last && !next) throw new SeamError("malformed", `the route ends at layer ${range.end}`);
+    if (next && next.range?.start !== range.end) {
+      throw new SeamError("malformed", `the next hop starts at layer ${next.range?.start}, not ${range.end}`);
+    }
+    const existing = this.#sessions.get(f.sessionId);
+    if (existing) {
+      if (f.routeEpoch <= existing.epoch) {
+        throw new SeamError("wrong_epoch", `session ${f.sessionId} is open at epoch ${existing.epoch}`);
+      }
+      // a newer epoch supersedes the old route of the same session
+      existing.reply(sessionFailure(existing.identity, "wrong_epoch", `re-opened at epoch ${f.routeEpoch}`));
+      await this.#drop(existing, "superseded");
+    }
+    this.#batcher.open(f.sessionId, open.maxTokens);
+    const s = new NodeSession(f.sessionId, f.routeEpoch, f.workId, open, reply);
+    this.#sessions.set(s.id, s);
+    if (!next) {
+      s.answer(replyTo(f, { cacheResult: 0 }));
+      return s;
+    }
+    try {
+      s.downstream = this.options.dial(next.url);
+    } catch (e) {
+      await this.#drop(s, "no next shard");
+      throw new SeamError("unavailable", `cannot reach ${next.url}: ${errorText(e)}`);
+    }
+    s.downstream.send(create(SeamFrameSchema, {
+      ...f,
+      range: next.range,
+      recipeFingerprint: this.options.recipe,
+      open: create(OpenSchema, { ...open, routeTicket: next.routeTicket, nextHops: open.nextHops.slice(1) }),
+    }));
+    void this.#pump(s, next.url);
+    return s;
+  }
+
+  /** Takes a prefill chunk or decode step: checks it whole, then queues it for a batch. */
+  #step(s: NodeSession, f: SeamFrame): void {
+    if (f.stepId === 0n) throw new SeamError("malformed", "a step needs a step id");
+    if (f.stepId <= s.lastStep) {
+      // a duplicate never runs twice: answered again if done, otherwise its reply is coming
+      const again = s.remembered(f.stepId);
+      if (again) s.reply(again);
+      return;
+    }
+    const { start, count } = f.positions!;
+    if (start !== s.nextPos || f.cacheExpect !== s.nextPos) {
+      throw new SeamError(
+        "bad_position",
+        `session ${s.id} continues at ${s.nextPos}; frame at ${start} expecting ${f.cacheExpect}`,
+      );
+    }
+    if (f.phase === Phase.PREFILL && !(f.chunkCount > 0 && f.chunkIndex < f.chunkCount)) {
+      throw new SeamError("malformed", `prefill chunk ${f.chunkIndex} of ${f.chunkCount}`);
+    }
+    if (f.tensors.length !== 1) {
+      throw new SeamError("bad_tensor", `${f.tensors.length} tensors; a step carries one`);
+    }
+    const wantLogits = this.#last && (f.phase === Phase.DECODE || f.chunkIndex === f.chunkCount - 1);
+    const step: Step = this.#first ? { tokens: this.#tokens(f, count), wantLogits } : {
+      hidden: unpackTensor(f.tensors[0], {
+        name: "hidden_states",
+        elementType: ElementType.F32,
+        cols: this.engine.facts.nEmbd,
+        rows: count,
+      }).values as Float32Array,
+      wantLogits,
+    };
+    this.#batcher.check(s.id, step);
+    s.nextPos += count;
+    s.lastStep = f.stepId;
+    this.#batcher.submit(s.id, step).then(
+      (r) => this.#stepDone(s, f, r),
+      (e) => this.#stepFailed(s, f, e),
+    );
+  }
+
+  #tokens(f: SeamFrame, count: number): Int32Array {
+    const ids = unpackTensor(f.tensors[0], { name: "token_ids", elementType: ElementType.I32, cols: count })
+      .values as Int32Array;
+    const nVocab = this.engine.facts.nVocab;
+    const bad = ids.findIndex((t) => t < 0 || t >= nVocab);
+    if (bad >= 0) {
+      throw new SeamError("bad_tensor", `token id ${ids[bad]} outside the vocabulary (${nVocab})`);
+    }
+    return ids;
+  }
+
+  #stepDone(s: NodeSession, f: SeamFrame, r: StepResult): void {
+    if (s.closed) return;
+    const range = this.engine.facts.range;
+    const telemetry = create(NodeTelemetrySchema, {
+      node: this.options.nodeId,
+      range: { start: range.start, end: range.end },
+      queueMs: r.queuedMs,
+      computeMs: r.computeMs,
+      batchSessions: r.batchSessions,
+      batchTokens: r.batchTokens,
+      bytesIn: tensorBytes(f),
+    });
+    if (!this.#last) {
+      const hop = s.open.nextHops[0];
+      const out = create(SeamFrameSchema, {
+        ...f,
+        range: hop.range,
+        recipeFingerprint: this.options.recipe,
+        tensors: [packTensor("hidden_states", r.data, [r.rows, r.dim], s.open.seamCompression || undefined)],
+      });
+      telemetry.bytesOut = tensorBytes(out);
+      this.#counters.bytesOut += telemetry.bytesOut;
+      s.ownTelemetry.set(f.stepId, telemetry);
+      s.downstream!.send(out);
+      return;
+    }
+    const { start, count } = f.positions!;
+    const sampled = r.rows === 1
+      ? create(SampledSchema, choose(r.data, s.open.sampling, start + count - 1))
+      : undefined;
+    s.answer(replyTo(f, { cacheResult: start + count, telemetry: [telemetry], sampled }));
+  }
+
+  #stepFailed(s: NodeSession, f: SeamFrame, e: unknown): void {
+    if (s.closed) return;
+    s.reply(refusal(f, e));
+    // an engine failure leaves the session's cache where no frame expects it
+    if (errorCode(e) !== "cancelled") void this.#drop(s, `step failed: ${errorText(e)}`);
+  }
+
+  /** Release or cancel: frees this shard's KV at once, then passes the frame down the route. */
+  async #end(s: NodeSession, f: SeamFrame): Promise<void> {
+    if (s.ending) return;
+    s.ending = true;
+    this.#sessions.delete(s.id);
+    await this.#batcher.release(s.id, f.phase === Phase.CANCEL ? "cancelled" : "released").catch(() => {});
+    if (!s.downstream) {
+      s.closed = true;
+      s.answer(replyTo(f, { cacheResult: 0 }));
+      return;
+    }
+    s.downstream.send(create(SeamFrameSchema, { ...f, range: s.open.nextHops[0].range }));
+  }
+
+  /** Passes the next shard's replies back up, adding this node's telemetry to each. */
+  async #pump(s: NodeSession, url: string): Promise<void> {
+    const link = s.downstream!;
+    try {
+      for await (const r of link.replies) {
+        const own = s.ownTelemetry.get(r.stepId);
+        if (own) {
+          s.ownTelemetry.delete(r.stepId);
+          if (!r.status) r.telemetry.push(own);
+        }
+        if (r.stepId === 0n && r.status) {
+          // the rest of the route lost the session: so does this shard
+          s.reply(r);
+          await this.#drop(s, r.status.message);
+          return;
+        }
+        s.answer(r);
+        if (s.ending && (r.phase === Phase.RELEASE || r.phase === Phase.CANCEL)) {
+          s.closed = true;
+          link.close();
+          return;
+        }
+      }
+      throw new Error("it ended the stream");
+    } catch (e) {
+      if (s.closed) return;
+      if (s.ending) {
+        s.closed = true;
+        return;
+      }
+      s.reply(sessionFailure(s.identity, "unavailable", `next shard ${url}: ${errorText(e)}`));
+      await this.#drop(s, "next shard gone");
+    }
+  }
+
+  /** Ends a session this node cannot keep: frees its KV and tears down its downstream. */
+  async #drop(s: NodeSession, why: string): Promise<void> {
+    if (s.closed) return;
+    s.closed = true;
+    if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id);
+    if (!s.ending) await this.#batcher.release(s.id, why).catch(() => {});
+    s.downstream?.abort(why);
+  }
+
+  async #expire(): Promise<void> {
+    const ids = await this.#batcher.expireIdle(this.options.leaseMs);
+    for (const id of ids) {
+      const s = this.#sessions.get(id);
+      if (!s) continue;
+      s.ending = true; // the batcher already freed its KV
+      s.reply(
+        sessionFailure(s.identity, "expired", `session ${id} idle past its ${this.options.leaseMs} ms lease`),
+      );
+      this.#sessions.delete(id);
+      s.closed = true;
+      s.downstream?.abort("lease expired");
+    }
+  }
+}

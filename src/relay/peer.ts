@@ -1,0 +1,157 @@
+// One peer's connection to a relay, multiplexing seam streams as channels: streams it
+// opens to other peers (dial) and streams other peers open to it (serve). The same Seam
+// Frame bytes as on a direct seam ride inside relay envelopes. Runtime-agnostic: a Deno
+// node and a browser tab plug in their own WebSocket.
+import { Kind } from "../gen/strata/relay/v1/relay_pb.ts";
+import type { SeamFrame } from "../gen/strata/seam/v1/seam_pb.ts";
+import { SeamError } from "../seam/errors.ts";
+import { decodeFrame, decodeReply, encodeFrame } from "../seam/frame.ts";
+import type { FrameTap, SeamLink, SeamServe } from "../seam/link.ts";
+import { AsyncQueue } from "../util/async-queue.ts";
+import { decodeEnvelope, encodeEnvelope } from "./envelope.ts";
+
+/** The little a relay peer needs from a WebSocket. */
+export interface RelaySocket {
+  send(bytes: Uint8Array): void;
+  close(): void;
+  onMessage(handler: (bytes: Uint8Array) => void): void;
+  onClose(handler: (why: string) => void): void;
+}
+
+const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+export class RelayPeer {
+  readonly #dialed = new Map<string, { to: string; replies: AsyncQueue<SeamFrame> }>();
+  readonly #served = new Map<string, AsyncQueue<SeamFrame>>();
+  #serve?: SeamServe;
+  #channels = 0;
+  #closed?: string;
+
+  constructor(readonly socket: RelaySocket, readonly name: string, private readonly tap?: FrameTap) {
+    socket.onMessage((bytes) => this.#receive(bytes));
+    socket.onClose((why) => this.#lost(`relay connection closed: ${why}`));
+  }
+
+  /** Streams other peers open to this one are served by `serve`. */
+  listen(serve: SeamServe): void {
+    this.#serve = serve;
+  }
+
+  /** Opens a seam stream to the peer named `to`. */
+  dial(to: string): SeamLink {
+    if (this.#closed) throw new SeamError("unavailable", this.#closed);
+    const channel = `${this.name}-${++this.#channels}`;
+    const replies = new AsyncQueue<SeamFrame>();
+    this.#dialed.set(channel, { to, replies });
+    this.socket.send(encodeEnvelope({ to, channel, kind: Kind.OPEN }));
+    let open = true;
+    const end = (kind: Kind, error = "") => {
+      if (!open) return;
+      open = false;
+      this.#dialed.delete(channel);
+      if (!this.#closed) this.socket.send(encodeEnvelope({ to, channel, kind, error }));
+    };
+    return {
+      send: (frame) => {
+        if (!open || this.#closed) return false;
+        const bytes = encodeFrame(frame);
+        this.tap?.(bytes, frame);
+        this.socket.send(encodeEnvelope({ to, channel, kind: Kind.DATA }, bytes));
+        return true;
+      },
+      replies,
+      // the peer's replies may still come after our side is done sending
+      close: () => {
+        if (open && !this.#closed) this.socket.send(encodeEnvelope({ to, channel, kind: Kind.CLOSE }));
+      },
+      abort: (reason) => {
+        end(Kind.ERROR, reason);
+        replies.end();
+      },
+    };
+  }
+
+  close(): void {
+    this.#lost("closed by this peer");
+    this.socket.close();
+  }
+
+  #receive(bytes: Uint8Array): void {
+    let env;
+    try {
+      env = decodeEnvelope(bytes);
+    } catch {
+      return; // the relay only forwards well-formed envelopes; nothing to answer
+    }
+    const { header: h, payload } = env;
+    const servedKey = `${h.from}\u0000${h.channel}`;
+    const served = this.#served.get(servedKey);
+    const dialed = this.#dialed.get(h.channel);
+    switch (h.kind) {
+      case Kind.OPEN:
+        this.#open(h.from, h.channel, servedKey);
+        return;
+      case Kind.DATA:
+        if (served) {
+          try {
+            served.push(decodeFrame(payload));
+          } catch (e) {
+            // bytes that are no frame end this stream (and only this one) with the reason
+            this.socket.send(
+              encodeEnvelope({ to: h.from, channel: h.channel, kind: Kind.ERROR, error: errorText(e) }),
+            );
+            served.fail(e);
+            this.#served.delete(servedKey);
+          }
+        } else if (dialed && dialed.to === h.from) {
+          try {
+            dialed.replies.push(decodeReply(payload));
+          } catch (e) {
+            dialed.replies.fail(e);
+          }
+        }
+        return;
+      case Kind.CLOSE:
+        served?.end();
+        if (dialed && dialed.to === h.from) dialed.replies.end();
+        return;
+      case Kind.ERROR:
+        served?.fail(new SeamError("unavailable", h.error));
+        this.#served.delete(servedKey);
+        if (dialed && dialed.to === h.from) {
+          dialed.replies.fail(new SeamError("unavailable", h.error));
+          this.#dialed.delete(h.channel);
+        }
+        return;
+    }
+  }
+
+  #open(from: string, channel: string, key: string): void {
+    if (!this.#serve || this.#served.has(key)) {
+      const error = this.#serve ? `channel ${channel} is already open` : `${this.name} serves no seams`;
+      this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.ERROR, error }));
+      return;
+    }
+    const frames = new AsyncQueue<SeamFrame>();
+    this.#served.set(key, frames);
+    const reply = (f: SeamFrame) => {
+      if (!this.#closed && this.#served.get(key) === frames) {
+        this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.DATA }, encodeFrame(f)));
+      }
+    };
+    void this.#serve(frames, reply).finally(() => {
+      if (this.#served.get(key) !== frames) return;
+      this.#served.delete(key);
+      if (!this.#closed) this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.CLOSE }));
+    });
+  }
+
+  #lost(why: string): void {
+    if (this.#closed) return;
+    this.#closed = why;
+    for (const q of this.#served.values()) q.fail(new SeamError("unavailable", why));
+    for (const d of this.#dialed.values()) d.replies.fail(new SeamError("unavailable", why));
+    this.#served.clear();
+    this.#dialed.clear();
+  }
+}

@@ -1,0 +1,261 @@
+// The route driver: opens a Route Session along a list of shard hops, sends the prompt in
+// bounded chunks, runs decode to a stop condition and releases or cancels the route. It
+// talks to the first shard only; activations go node to node and the last shard's token
+// comes back up the same streams.
+import { create } from "@bufbuild/protobuf";
+import {
+  Compression,
+  HopSchema,
+  type NodeTelemetry,
+  type Open,
+  OpenSchema,
+  Phase,
+  type SeamFrame,
+  SeamFrameSchema,
+  type Tensor,
+} from "../gen/strata/seam/v1/seam_pb.ts";
+import type { Policy } from "../sampling/sampler.ts";
+import { SeamError, type SeamErrorCode } from "../seam/errors.ts";
+import { prefillChunks } from "../seam/frame.ts";
+import { PREFILL_CHUNK_TOKENS, SCHEMA_VERSION } from "../seam/limits.ts";
+import type { SeamDialer, SeamLink } from "../seam/link.ts";
+import { packTensor } from "../seam/tensor.ts";
+
+export interface RouteHop {
+  readonly url: string;
+  readonly range: { readonly start: number; readonly end: number };
+  /** the hop's own route ticket */
+  readonly ticket: Uint8Array;
+}
+
+export type SamplingPolicy = Policy;
+
+export const GREEDY: SamplingPolicy = { temperature: 0, topK: 0, topP: 1, seed: 0n };
+
+export interface SessionOptions {
+  readonly sessionId: string;
+  readonly epoch: bigint;
+  readonly artifactSha256: Uint8Array;
+  readonly sampling?: SamplingPolicy;
+  /** KV cells the session claims on every shard: prompt plus generated tokens */
+  readonly maxTokens: number;
+  readonly compression?: Compression;
+  /** no reply within this long fails the step and cancels the route */
+  readonly stepTimeoutMs?: number;
+  readonly prefillChunk?: number;
+}
+
+export interface StepReply {
+  readonly token: number;
+  readonly margin: number;
+  /** one entry per node, last shard first */
+  readonly telemetry: NodeTelemetry[];
+  /** from sending the step to its reply */
+  readonly ms: number;
+}
+
+interface FrameFields {
+  readonly positions?: { start: number; count: number };
+  readonly chunkIndex?: number;
+  readonly chunkCount?: number;
+  readonly tensors?: Tensor[];
+  readonly open?: Open;
+}
+
+interface Waiter {
+  readonly resolve: (f: SeamFrame) => void;
+  readonly reject: (e: unknown) => void;
+  readonly timer: ReturnType<typeof setTimeout>;
+}
+
+export class RouteSession {
+  readonly #pending = new Map<bigint, Waiter>();
+  #step = 0n;
+  #pos = 0;
+  #failure?: SeamError;
+  #done = false;
+
+  private constructor(
+    readonly link: SeamLink,
+    readonly hops: readonly RouteHop[],
+    readonly options: SessionOptions,
+  ) {}
+
+  /** Opens the session on every shard (the first forwards the open down the route). */
+  static async open(dial: SeamDialer, hops: readonly RouteHop[], o: SessionOptions): Promise<RouteSession> {
+    if (hops.length === 0) throw new SeamError("malformed", "a route needs at least one hop");
+    const s = new RouteSession(dial(hops[0].url), hops, o);
+    void s.#pump();
+    const sampling = o.sampling ?? GREEDY;
+    try {
+      await s.#call(s.#frame(Phase.OPEN, {
+        open: create(OpenSchema, {
+          routeTicket: hops[0].ticket,
+          sampling,
+          nextHops: hops.slice(1).map((h) =>
+            create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })
+          ),
+          maxTokens: o.maxTokens,
+          seamCompression: o.compression ?? Compression.NONE,
+        }),
+      }));
+    } catch (e) {
+      s.link.abort("open refused");
+      throw e;
+    }
+    return s;
+  }
+
+  /** Tokens the route holds for this session. */
+  get position(): number {
+    return this.#pos;
+  }
+
+  /** Sends the prompt in bounded chunks (pipelined); resolves with the first sampled token. */
+  async prefill(tokens: Int32Array): Promise<StepReply> {
+    const t0 = performance.now();
+    const chunks = prefillChunks(this.#pos, tokens.length, this.options.prefillChunk ?? PREFILL_CHUNK_TOKENS);
+    const replies = chunks.map((c) =>
+      this.#call(
+        this.#frame(Phase.PREFILL, {
+          positions: { start: c.start, count: c.tokens },
+          chunkIndex: c.index,
+          chunkCount: c.count,
+          tensors: [
+            packTensor(
+              "token_ids",
+              tokens.subarray(c.start - chunks[0].start, c.start - chunks[0].start + c.tokens),
+              [c.tokens],
+            ),
+          ],
+        }),
+        c.tokens,
+      )
+    );
+    const all = await Promise.all(replies);
+    return this.#reply(all[all.length - 1], t0);
+  }
+
+  /** One token through the route; resolves with the next sampled token. */
+  async decode(token: number): Promise<StepReply> {
+    const t0 = performance.now();
+    const f = this.#frame(Phase.DECODE, {
+      positions: { start: this.#pos, count: 1 },
+      tensors: [packTensor("token_ids", Int32Array.of(token), [1])],
+    });
+    return this.#reply(await this.#call(f, 1), t0);
+  }
+
+  /** Prefill, then decode until `stop` says so or `maxNew` tokens came; yields every sampled token. */
+  async *generate(
+    prompt: Int32Array,
+    maxNew: number,
+    stop: (token: number) => boolean,
+  ): AsyncGenerator<StepReply> {
+    let r = await this.prefill(prompt);
+    yield r;
+    for (let i = 1; i < maxNew && !stop(r.token); i++) {
+      r = await this.decode(r.token);
+      yield r;
+    }
+  }
+
+  /** Ends the session normally on every shard. */
+  async release(): Promise<void> {
+    await this.#finish(Phase.RELEASE);
+  }
+
+  /** Abandons work in flight and frees the session on every shard. */
+  async cancel(): Promise<void> {
+    for (const [, w] of this.#pending) w.reject(new SeamError("cancelled", "the session was cancelled"));
+    this.#pending.clear();
+    await this.#finish(Phase.CANCEL).catch(() => {});
+  }
+
+  async #finish(phase: Phase.RELEASE | Phase.CANCEL): Promise<void> {
+    if (this.#done) return;
+    try {
+      if (!this.#failure) await this.#call(this.#frame(phase, {}));
+    } finally {
+      this.#done = true;
+      this.link.close();
+    }
+  }
+
+  #frame(phase: Phase, fields: FrameFields): SeamFrame {
+    const o = this.options;
+    this.#step++;
+    return create(SeamFrameSchema, {
+      schemaVersion: SCHEMA_VERSION,
+      workId: `${o.sessionId}/${this.#step}`,
+      sessionId: o.sessionId,
+      routeEpoch: o.epoch,
+      artifactSha256: o.artifactSha256,
+      range: this.hops[0].range,
+      phase,
+      stepId: this.#step,
+      cacheExpect: fields.positions ? this.#pos : 0,
+      ...fields,
+    });
+  }
+
+  #call(f: SeamFrame, advance = 0): Promise<SeamFrame> {
+    if (this.#failure) return Promise.reject(this.#failure);
+    if (this.#done) return Promise.reject(new SeamError("unknown_session", "the session has ended"));
+    this.#pos += advance;
+    const timeout = this.options.stepTimeoutMs ?? 120_000;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#fail(new SeamError("deadline", `no reply to step ${f.stepId} within ${timeout} ms`));
+        void this.cancel();
+      }, timeout);
+      this.#pending.set(f.stepId, { resolve, reject, timer });
+      if (!this.link.send(f)) {
+        this.#fail(new SeamError("unavailable", "the seam to the first shard has ended"));
+      }
+    });
+  }
+
+  #reply(f: SeamFrame, t0: number): StepReply {
+    if (!f.sampled) throw new SeamError("malformed", `the last shard sent no token for step ${f.stepId}`);
+    return {
+      token: f.sampled.token,
+      margin: f.sampled.margin,
+      telemetry: f.telemetry,
+      ms: performance.now() - t0,
+    };
+  }
+
+  async #pump(): Promise<void> {
+    try {
+      for await (const r of this.link.replies) {
+        const w = this.#pending.get(r.stepId);
+        if (!w) {
+          // step id 0: the route lost the session; other unknown ids are answers to duplicates
+          if (r.stepId === 0n && r.status) this.#fail(new SeamError(code(r.status.code), r.status.message));
+          continue;
+        }
+        this.#pending.delete(r.stepId);
+        clearTimeout(w.timer);
+        if (r.status) w.reject(new SeamError(code(r.status.code), r.status.message));
+        else w.resolve(r);
+      }
+      if (!this.#done) this.#fail(new SeamError("unavailable", "the first shard ended the stream"));
+    } catch (e) {
+      this.#fail(
+        new SeamError("unavailable", `seam to the first shard failed: ${e instanceof Error ? e.message : e}`),
+      );
+    }
+  }
+
+  #fail(e: SeamError): void {
+    this.#failure ??= e;
+    for (const [, w] of this.#pending) {
+      clearTimeout(w.timer);
+      w.reject(e);
+    }
+    this.#pending.clear();
+  }
+}
+
+const code = (c: string) => c as SeamErrorCode;
