@@ -7,6 +7,7 @@ import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { backendOption, hostPort, int, nativeBackend, readJsonFile, untilSignal } from "../util/options.ts";
 import { startNode } from "./start-node.ts";
+import { fileTap } from "../seam/tap.ts";
 
 export function nodeCommand(): Command {
   return new Command("node")
@@ -47,6 +48,7 @@ export function nodeCommand(): Command {
         routeKey: await importPublicRouteKey(key),
         listen: o.listen ? hostPort(o.listen) : undefined,
         relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
+        tap: fileTap(Deno.env.get("STRATA_SEAM_TAP")),
       });
       // one line a supervisor (or a test) can wait for
       console.log(JSON.stringify({ event: "ready", name, layers: o.layers, urls: running.urls }));

@@ -1,7 +1,7 @@
 // A whole static route on this machine: one process per shard node (and a relay process
 // when the last node is to be reached through it), a route key, and the driver's view.
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
-import { importPrivateRouteKey, newRouteKeyText } from "../../src/route/keys.ts";
+import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../../src/route/keys.ts";
 import { peerToken } from "../../src/relay/token.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
@@ -24,6 +24,8 @@ export interface LocalRouteOptions {
   readonly leaseMs?: number;
   /** extra environment for the node processes */
   readonly env?: Record<string, string>;
+  /** the route key (a new one when absent) */
+  readonly keyText?: RouteKeyText;
   /** sees every frame the driver sends */
   readonly tap?: FrameTap;
 }
@@ -33,6 +35,8 @@ export interface LocalRoute {
   readonly nodes: ServiceProcess[];
   readonly relay?: ServiceProcess;
   readonly keyPath: string;
+  /** signs relay peer tokens (relay transport) */
+  readonly relaySecret?: string;
   close(): Promise<void>;
 }
 
@@ -40,7 +44,7 @@ const fromHex = (h: string) => Uint8Array.from(h.match(/../g)!.map((x) => parseI
 
 export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute> {
   const dir = await Deno.makeTempDir({ prefix: "strata-route-" });
-  const keyText = await newRouteKeyText();
+  const keyText = o.keyText ?? await newRouteKeyText();
   const keyPath = `${dir}/route-key.json`;
   await Deno.writeTextFile(keyPath, JSON.stringify(keyText));
   const secret = crypto.randomUUID();
@@ -103,6 +107,7 @@ export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute>
       nodes,
       relay,
       keyPath,
+      relaySecret: relay ? secret : undefined,
       close: async () => {
         route.close();
         await stopAll();

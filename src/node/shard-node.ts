@@ -79,7 +79,10 @@ export class ShardNode {
         }
       }
     } catch (e) {
-      why = `the previous shard went away: ${errorText(e)}`;
+      // the stream itself failed (a frame past the size limit, bytes that are no frame, a
+      // peer gone): say so on the way out, in case the peer is still there to hear it
+      why = `the stream failed: ${errorText(e)}`;
+      reply(sessionFailure(session?.identity ?? { sessionId: "", routeEpoch: 0n, workId: "" }, "stream_failed", why));
     } finally {
       if (session && !session.closed && !session.ending) await this.#drop(session, why);
     }

@@ -12,6 +12,7 @@ export type SeamErrorCode =
   | "unavailable" // the next shard cannot be reached or went away
   | "deadline" // no reply within the step deadline
   | "expired" // the session's lease lapsed while idle
+  | "stream_failed" // the stream under the session broke (size limit, undecodable bytes, peer gone)
   | "unknown_session"
   | "unauthenticated" // missing, forged or expired route ticket
   | "kv_full"
