@@ -10,6 +10,7 @@ import { printRouteParity, runRouteParity } from "./parity/route-parity.ts";
 import { DEFAULT_MODEL } from "./model/default-model.ts";
 import { fileFacts } from "./model/facts.ts";
 import { benchShardMemory } from "../bench/shard-memory.ts";
+import { benchRoute, printRouteBench } from "../bench/route-throughput.ts";
 import { backendOption, int, nativeBackend } from "./util/options.ts";
 import { nodeCommand } from "./node/command.ts";
 import { relayCommand } from "./relay/command.ts";
@@ -94,9 +95,30 @@ program.command("parity")
     }
   });
 
-program.command("bench")
-  .description("benchmarks that print figures (never assert)")
-  .command("memory")
+const bench = program.command("bench")
+  .description("benchmarks that print figures (never assert)");
+
+bench.command("route")
+  .description(
+    "decode throughput of a route (1 vs N sessions, beside the whole model) and seam overhead per hop",
+  )
+  .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
+  .option("--split <ranges>", "layer ranges", DEFAULT_MODEL.split)
+  .addOption(backendOption())
+  .addOption(new Option("--transport <kind>", "seams").choices(["direct", "relay"]).default("direct"))
+  .option("--sessions <n>", "concurrent sessions", int("sessions"), 8)
+  .option("--tokens <n>", "decode steps per session", int("tokens"), 64)
+  .option("--threads <n>", "engine threads per node", int("threads"), 1)
+  .option("--json", "print one JSON object")
+  .action(async (o) => {
+    const { path, name } = await resolveModel(o.model);
+    const backend = nativeBackend(o.backend);
+    await ensureNativeLibrary(backend);
+    const r = await benchRoute({ ...o, modelPath: path, modelName: name, backend });
+    console.log(o.json ? JSON.stringify(r, null, 2) : printRouteBench(r));
+  });
+
+bench.command("memory")
   .description("resident memory of each shard process vs the whole model")
   .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
   .option("--split <ranges>", "layer ranges", DEFAULT_MODEL.split)

@@ -8,6 +8,8 @@ export function fileTap(path: string | undefined): FrameTap | undefined {
   if (!path) return undefined;
   return (bytes, frame) => {
     const digest = createHash("sha256").update(bytes).digest("hex");
-    Deno.writeTextFileSync(path, `${Phase[frame.phase]} ${frame.stepId} ${bytes.length} ${digest}\n`, { append: true });
+    Deno.writeTextFileSync(path, `${Phase[frame.phase]} ${frame.stepId} ${bytes.length} ${digest}\n`, {
+      append: true,
+    });
   };
 }

@@ -82,7 +82,13 @@ export class ShardNode {
       // the stream itself failed (a frame past the size limit, bytes that are no frame, a
       // peer gone): say so on the way out, in case the peer is still there to hear it
       why = `the stream failed: ${errorText(e)}`;
-      reply(sessionFailure(session?.identity ?? { sessionId: "", routeEpoch: 0n, workId: "" }, "stream_failed", why));
+      reply(
+        sessionFailure(
+          session?.identity ?? { sessionId: "", routeEpoch: 0n, workId: "" },
+          "stream_failed",
+          why,
+        ),
+      );
     } finally {
       if (session && !session.closed && !session.ending) await this.#drop(session, why);
     }
@@ -285,9 +291,11 @@ export class ShardNode {
       return;
     }
     const { start, count } = f.positions!;
+    const t0 = performance.now();
     const sampled = r.rows === 1
       ? create(SampledSchema, choose(r.data, s.open.sampling, start + count - 1))
       : undefined;
+    telemetry.sampleMs = performance.now() - t0;
     s.answer(replyTo(f, { cacheResult: start + count, telemetry: [telemetry], sampled }));
   }
 
