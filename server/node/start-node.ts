@@ -88,6 +88,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     close: async () => {
       await node.close();
       relayPeer?.close();
+      dialer.close();
       await server?.close();
       await engine.close();
     },

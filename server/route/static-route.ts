@@ -104,5 +104,6 @@ export class StaticRoute {
 
   close(): void {
     this.relayPeer?.close();
+    this.dialer.close();
   }
 }

@@ -16,6 +16,10 @@ export class Dialer {
     this.grpc = new GrpcSeams(tap);
   }
 
+  close(): void {
+    this.grpc.close();
+  }
+
   readonly dial = (url: string): SeamLink => {
     const hop = parseHopUrl(url);
     if (hop.kind === "direct") return this.grpc.dial(hop.url);

@@ -4,7 +4,7 @@
 import * as http2 from "node:http2";
 import { toBinary } from "@bufbuild/protobuf";
 import { type Client, createClient } from "@connectrpc/connect";
-import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
+import { connectNodeAdapter, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import {
   type NodeInfo,
   type SeamFrame,
@@ -57,18 +57,23 @@ export function serveSeams(
 /** gRPC clients share one HTTP/2 connection per node. */
 export class GrpcSeams {
   readonly #clients = new Map<string, Client<typeof SeamService>>();
+  readonly #sessions: Http2SessionManager[] = [];
 
   constructor(private readonly tap?: FrameTap) {}
 
   client(baseUrl: string): Client<typeof SeamService> {
     let c = this.#clients.get(baseUrl);
     if (!c) {
+      const sessionManager = new Http2SessionManager(baseUrl, {
+        pingIntervalMs: 10_000,
+        pingTimeoutMs: 10_000,
+      });
+      this.#sessions.push(sessionManager);
       const transport = createGrpcTransport({
         baseUrl,
         readMaxBytes: MAX_FRAME_BYTES,
         writeMaxBytes: MAX_FRAME_BYTES,
-        pingIntervalMs: 10_000,
-        pingTimeoutMs: 10_000,
+        sessionManager,
       });
       c = createClient(SeamService, transport);
       this.#clients.set(baseUrl, c);
@@ -93,6 +98,12 @@ export class GrpcSeams {
         abort.abort(new Error(reason));
       },
     };
+  }
+
+  /** Closes every HTTP/2 connection this client opened (before the peers go away). */
+  close(): void {
+    for (const m of this.#sessions.splice(0)) m.abort();
+    this.#clients.clear();
   }
 
   async info(baseUrl: string, timeoutMs = 10_000): Promise<NodeInfo> {
