@@ -3,7 +3,12 @@
 // Prints one JSON object; seams.test.ts asserts on it.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import {
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+  Http2SessionManager,
+} from "@connectrpc/connect-node";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import {
   OpenSchema,
@@ -82,9 +87,21 @@ const artifact = Uint8Array.from((await sha256File(model)).match(/../g)!.map((h)
 const node0 = local.route.hops[0].url;
 const relayUrl = String(local.relay!.ready.url);
 const refusals: Record<string, string> = {};
+// HTTP/2 sessions are closed by this side before the nodes stop (see docs/seams.md, Deno pitfall)
+const sessions: Http2SessionManager[] = [];
+const session = () => {
+  const m = new Http2SessionManager(node0);
+  sessions.push(m);
+  return m;
+};
 const client = createClient(
   SeamService,
-  createGrpcTransport({ baseUrl: node0, writeMaxBytes: 256 << 20, readMaxBytes: 256 << 20 }),
+  createGrpcTransport({
+    baseUrl: node0,
+    writeMaxBytes: 256 << 20,
+    readMaxBytes: 256 << 20,
+    sessionManager: session(),
+  }),
 );
 
 // a well-behaved session runs through all of it
@@ -241,7 +258,9 @@ await attempt("flood", async () => {
   for (let i = 0; i < 300; i++) steps.push(tokenStep("t10", BigInt(3 + i), 3 + i, [8]));
   const r = await exchange(steps, steps.length);
   const codes = new Map<string, number>();
-  for (const x of r.slice(1)) codes.set(x.status?.code ?? "ok", (codes.get(x.status?.code ?? "ok") ?? 0) + 1);
+  for (const x of r.filter((x) => x.stepId !== 1n)) {
+    codes.set(x.status?.code ?? "ok", (codes.get(x.status?.code ?? "ok") ?? 0) + 1);
+  }
   return [...codes].map(([c, n]) => `${c}×${n}`).join(", ");
 });
 await attempt("oversized", async () => {
@@ -321,6 +340,27 @@ await attempt("unknown_peer", async () => {
 });
 probe.close();
 
+// the same port speaks gRPC, gRPC-web and Connect
+const protocols: Record<string, string> = {};
+for (
+  const [name, make] of [
+    ["grpc", createGrpcTransport],
+    ["grpc-web", createGrpcWebTransport],
+    ["connect", createConnectTransport],
+  ] as const
+) {
+  try {
+    const c = createClient(
+      SeamService,
+      make({ baseUrl: node0, httpVersion: "2", sessionManager: session() } as never),
+    );
+    const i = await c.info({}, { timeoutMs: 5000 });
+    protocols[name] = `${i.range?.start}:${i.range?.end}`;
+  } catch (e) {
+    protocols[name] = (e as Error).message;
+  }
+}
+
 const bystanderTokens = await bystander;
 // dropped sessions are gone from node 0 once their streams ended
 await new Promise((r) => setTimeout(r, 500));
@@ -337,6 +377,7 @@ const report = {
     })(),
   },
   refusals,
+  protocols,
   duplicateCells,
   bystander: {
     tokens: bystanderTokens.slice(0, STEPS),
@@ -357,5 +398,6 @@ const report = {
     ),
   ),
 };
+for (const m of sessions) m.abort();
 await local.close();
 console.log(JSON.stringify(report));

@@ -30,6 +30,7 @@ describe("seams across node processes (HTTP/2 and the relay)", () => {
     );
     expect(f.truncated_frame).toMatch(/^ERROR: not a seam frame/);
     expect(f.unknown_peer).toBe("peer nobody is not connected to this relay");
+    expect(out.protocols).toEqual({ grpc: "0:12", "grpc-web": "0:12", connect: "0:12" });
     // the session that ran through all of it is unharmed; nothing is left behind
     expect(out.bystander.sameAsAlone).toBe(true);
     expect(out.node0After).toMatchObject({ sessions: 0, kvCellsUsed: 0, kvCellsReserved: 0 });
