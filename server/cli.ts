@@ -15,6 +15,9 @@ import { backendOption, int, nativeBackend } from "./util/options.ts";
 import { nodeCommand } from "./node/command.ts";
 import { relayCommand } from "./relay/command.ts";
 import { keyCommand, routeCommand } from "./route/command.ts";
+import { trackerCommand } from "./tracker/command.ts";
+import { chatCommand, gatewayCommand } from "./gateway/command.ts";
+import { upCommand } from "./up/command.ts";
 
 const program = new Command("strata")
   .description("Run GGUF language models across machines, one contiguous layer range per node.")
@@ -36,6 +39,9 @@ program.addCommand(keyCommand());
 program.addCommand(nodeCommand());
 program.addCommand(relayCommand());
 program.addCommand(routeCommand());
+program.addCommand(trackerCommand());
+program.addCommand(gatewayCommand());
+program.addCommand(chatCommand());
 
 program.command("parity")
   .description("compare a split run in separate processes with whole-model llama.cpp")
@@ -144,12 +150,7 @@ program.command("test")
     Deno.exitCode = (await vitest.spawn().status).code;
   });
 
-program.command("up")
-  .description("a whole local network (tracker, relay, gateway, shards): not built yet")
-  .action(() => {
-    console.error("strata up arrives with the tracker and gateway; today: ./strata parity (see README)");
-    Deno.exitCode = 2;
-  });
+program.addCommand(upCommand());
 
 function printParity(r: Awaited<ReturnType<typeof runParity>>): void {
   const seams = r.max_abs_diff_hidden.map((s) => `after layer ${s.after_layer}: ${s.diff.toExponential(2)}`)

@@ -5,6 +5,7 @@ import {
   blockCount,
   type GgufHeader,
   GgufNeedMoreBytes,
+  metaNumber,
   parseGgufHeader,
 } from "../../src/gguf/reader.ts";
 
@@ -34,7 +35,16 @@ export async function readHeader(path: string): Promise<GgufHeader> {
   }
 }
 
-export async function fileFacts(path: string): Promise<{ arch: string; nLayer: number; header: GgufHeader }> {
+export async function fileFacts(
+  path: string,
+): Promise<{ arch: string; nLayer: number; nCtxTrain: number; header: GgufHeader }> {
   const header = await readHeader(path);
-  return { arch: arch(header), nLayer: blockCount(header), header };
+  const a = arch(header);
+  // 0 when the file does not say
+  return {
+    arch: a,
+    nLayer: blockCount(header),
+    nCtxTrain: metaNumber(header, `${a}.context_length`) ?? 0,
+    header,
+  };
 }

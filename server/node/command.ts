@@ -1,5 +1,5 @@
 // `strata node`: serve one shard until Ctrl-C.
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { parseLayerRange } from "../../src/engine/layer-range.ts";
 import { importPublicRouteKey, type RouteKeyText } from "../../src/route/keys.ts";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
@@ -14,7 +14,15 @@ export function nodeCommand(): Command {
     .description("serve one layer range of a model to routes (direct HTTP/2, a relay, or both)")
     .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
     .requiredOption("--layers <a:b>", "the layer range to hold, e.g. 0:12")
-    .requiredOption("--route-key <file>", "route key file (its public half verifies route tickets)")
+    .option(
+      "--route-key <file>",
+      "route key file (its public half verifies route tickets); not with --tracker",
+    )
+    .option("--tracker <url>", "register with this tracker (it hands over the route key)")
+    .option("--tracker-token <token>", "the tracker's node token (or STRATA_NODE_TOKEN)")
+    .addOption(
+      new Option("--inject-fault <kind>", "test aid: serve wrong outputs").choices(["scale"]).hideHelp(),
+    )
     .option("--listen <host:port>", "serve seams here (port 0: any free port)")
     .option("--relay <ws-url>", "also (or only) be reachable through this relay")
     .option(
@@ -30,10 +38,15 @@ export function nodeCommand(): Command {
     .option("--lease-ms <n>", "release a session idle this long", int("lease-ms"), 300_000)
     .action(async (o) => {
       if (!o.listen && !o.relay) throw new InvalidArgumentError("give --listen, --relay, or both");
+      if (!o.routeKey === !o.tracker) throw new InvalidArgumentError("give --route-key or --tracker (one)");
+      const trackerToken = o.trackerToken ?? Deno.env.get("STRATA_NODE_TOKEN");
+      if (o.tracker && !trackerToken) {
+        throw new InvalidArgumentError("--tracker needs --tracker-token or STRATA_NODE_TOKEN");
+      }
       if (o.relay && !o.relayToken) throw new InvalidArgumentError("--relay needs --relay-token");
       const { path } = await resolveModel(o.model);
       const facts = await fileFacts(path);
-      const key = await readJsonFile<RouteKeyText>(o.routeKey, "route key");
+      const key = o.routeKey ? await readJsonFile<RouteKeyText>(o.routeKey, "route key") : undefined;
       const name = o.name ?? (o.relayToken ? String(o.relayToken).split(".")[0] : `node-${o.layers}`);
       const running = await startNode({
         name,
@@ -45,13 +58,22 @@ export function nodeCommand(): Command {
         maxSessions: o.maxSessions,
         batchTokens: o.batchTokens,
         leaseMs: o.leaseMs,
-        routeKey: await importPublicRouteKey(key),
+        routeKey: key ? await importPublicRouteKey(key) : undefined,
+        tracker: o.tracker ? { url: o.tracker, token: trackerToken! } : undefined,
+        fault: o.injectFault,
         listen: o.listen ? hostPort(o.listen) : undefined,
         relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
         tap: fileTap(Deno.env.get("STRATA_SEAM_TAP")),
       });
       // one line a supervisor (or a test) can wait for
-      console.log(JSON.stringify({ event: "ready", name, layers: o.layers, urls: running.urls }));
+      console.log(JSON.stringify({
+        event: "ready",
+        name,
+        layers: o.layers,
+        urls: running.urls,
+        tokens_per_s: running.tokensPerS,
+        pid: Deno.pid,
+      }));
       await untilSignal();
       await running.close();
       Deno.exit(0);

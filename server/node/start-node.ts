@@ -13,6 +13,9 @@ import { Dialer } from "../seam/dialer.ts";
 import { type SeamServer, serveSeams } from "../seam/grpc.ts";
 import { connectRelay } from "../relay/ws-socket.ts";
 import { log } from "../util/log.ts";
+import { scaledOutputs } from "./fault.ts";
+import { joinTracker, type Membership } from "./tracker-client.ts";
+import type { RangeEngine } from "../../src/engine/range-engine.ts";
 
 export interface NodeConfig {
   readonly name: string;
@@ -24,7 +27,12 @@ export interface NodeConfig {
   readonly maxSessions: number;
   readonly batchTokens: number;
   readonly leaseMs: number;
-  readonly routeKey: CryptoKey;
+  /** verifies route tickets; with a tracker, the tracker's key is used */
+  readonly routeKey?: CryptoKey;
+  /** register with this tracker and renew the lease by heartbeat */
+  readonly tracker?: { url: string; token: string };
+  /** test aid: serve deliberately wrong outputs */
+  readonly fault?: "scale";
   /** host:port to serve seams on; undefined = reachable through the relay only */
   readonly listen?: { host: string; port: number };
   readonly relay?: { url: string; token: string };
@@ -33,14 +41,17 @@ export interface NodeConfig {
 
 export interface RunningNode {
   readonly node: ShardNode;
+  /** this node's measured decode rate for its range, one session */
+  readonly tokensPerS: number;
   /** hop URLs this node is reachable at */
   readonly urls: string[];
   close(): Promise<void>;
 }
 
 export async function startNode(c: NodeConfig): Promise<RunningNode> {
+  if (!c.routeKey && !c.tracker) throw new Error("a node needs a route key or a tracker that hands one over");
   const lib = await ensureNativeLibrary(c.backend);
-  const [artifact, engine] = await Promise.all([
+  const [artifact, loaded] = await Promise.all([
     sha256File(c.modelPath),
     NativeEngine.load({
       modelPath: c.modelPath,
@@ -51,6 +62,8 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       threads: c.threads,
     }, c.backend),
   ]);
+  const tokensPerS = await measureDecode(loaded);
+  const engine = c.fault === "scale" ? scaledOutputs(loaded) : loaded;
   // the build (its cache key is in the path) and backend decide the numerics
   const recipe = createHash("sha256").update(`${lib}|${c.backend}`).digest();
   const relays = new Map<string, Promise<RelayPeer>>();
@@ -61,12 +74,14 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     relays.set(c.relay.url.replace(/\/$/, ""), Promise.resolve(relayPeer));
   }
   const dialer = new Dialer(relays, c.tap);
+  let keyFromTracker!: (k: CryptoKey) => void;
+  const trackerKey = new Promise<CryptoKey>((r) => (keyFromTracker = r));
   const node = new ShardNode(engine, {
     nodeId: c.name,
     artifactSha256: Uint8Array.from(artifact.match(/../g)!.map((h) => parseInt(h, 16))),
     recipe: new Uint8Array(recipe),
     engineLabel: `native-${c.backend}`,
-    routeKey: c.routeKey,
+    routeKey: c.routeKey ?? trackerKey,
     dial: dialer.dial,
     limits: { maxBatchTokens: c.batchTokens, maxQueuedPerSession: 64, kvCells: c.kvCells },
     leaseMs: c.leaseMs,
@@ -81,11 +96,25 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     relayPeer.listen(node.serve);
     urls.push(relayHopUrl(c.relay!.url, c.name));
   }
-  log.info("node ready", { name: c.name, range: `${c.range.start}:${c.range.end}`, urls });
+  let membership: Membership | undefined;
+  if (c.tracker) {
+    membership = await joinTracker(c.tracker.url, c.tracker.token, c.name, urls, {
+      artifactSha256: node.options.artifactSha256,
+      range: { start: c.range.start, end: c.range.end },
+      engine: `native-${c.backend}`,
+      kvCells: c.kvCells,
+      maxSessions: c.maxSessions,
+      decodeTokensPerS: tokensPerS,
+    }, () => node);
+    keyFromTracker(membership.routeKey);
+  }
+  log.info("node ready", { name: c.name, range: `${c.range.start}:${c.range.end}`, urls, tokensPerS });
   return {
     node,
     urls,
+    tokensPerS,
     close: async () => {
+      membership?.stop();
       await node.close();
       relayPeer?.close();
       dialer.close();
@@ -93,4 +122,22 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       await engine.close();
     },
   };
+}
+
+/** Tokens a second one session gets through this range: 16 decode steps on a scratch sequence. */
+async function measureDecode(engine: RangeEngine, steps = 16): Promise<number> {
+  const seq = engine.openSequence();
+  try {
+    const one = Int32Array.of(seq);
+    const t0 = performance.now();
+    for (let i = 0; i < steps; i++) {
+      const input = engine.input === "tokens"
+        ? { tokens: Int32Array.of(1 + i) }
+        : { hidden: Float32Array.from({ length: engine.facts.nEmbd }, (_, k) => Math.sin(k + i)) };
+      await engine.decode({ ...input, seq: one, pos: Int32Array.of(i), outputs: Uint8Array.of(1) });
+    }
+    return steps / ((performance.now() - t0) / 1000);
+  } finally {
+    await engine.releaseSequence(seq);
+  }
 }

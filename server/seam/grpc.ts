@@ -1,10 +1,8 @@
 // Seams over HTTP/2: the SeamService served with connect-node (gRPC, gRPC-web and Connect
-// on one port) and a gRPC client link per Route Session. Deno.serve cannot carry gRPC
-// trailers, hence node:http2.
-import * as http2 from "node:http2";
+// on one port) and a gRPC client link per Route Session.
 import { toBinary } from "@bufbuild/protobuf";
 import { type Client, createClient } from "@connectrpc/connect";
-import { connectNodeAdapter, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import {
   type NodeInfo,
   type SeamFrame,
@@ -14,11 +12,9 @@ import {
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
 import { AsyncQueue } from "../../src/util/async-queue.ts";
+import { type Http2Server, listenConnect } from "../util/http2.ts";
 
-export interface SeamServer {
-  readonly url: string;
-  close(): Promise<void>;
-}
+export type SeamServer = Http2Server;
 
 /** Serves seam streams and node info on host:port (port 0 picks a free one). */
 export function serveSeams(
@@ -27,10 +23,8 @@ export function serveSeams(
   host: string,
   port: number,
 ): Promise<SeamServer> {
-  const handler = connectNodeAdapter({
-    readMaxBytes: MAX_FRAME_BYTES,
-    writeMaxBytes: MAX_FRAME_BYTES,
-    routes: (router) =>
+  return listenConnect(
+    (router) =>
       router.service(SeamService, {
         async *stream(frames) {
           const out = new AsyncQueue<SeamFrame>();
@@ -40,18 +34,9 @@ export function serveSeams(
         },
         info: () => info(),
       }),
-  });
-  const server = http2.createServer(handler);
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      const addr = server.address() as { port: number };
-      resolve({
-        url: `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`,
-        close: () => new Promise<void>((r) => server.close(() => r())),
-      });
-    });
-  });
+    host,
+    port,
+  );
 }
 
 /** gRPC clients share one HTTP/2 connection per node. */

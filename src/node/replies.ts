@@ -4,7 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import { Phase, type SeamFrame, SeamFrameSchema, StatusSchema } from "../gen/strata/seam/v1/seam_pb.ts";
 import { SCHEMA_VERSION } from "../seam/limits.ts";
 
-type Fields = Partial<Pick<SeamFrame, "cacheResult" | "telemetry" | "sampled" | "status">>;
+type Fields = Partial<Pick<SeamFrame, "cacheResult" | "telemetry" | "sampled" | "status" | "tensors">>;
 
 export function replyTo(f: SeamFrame, fields: Fields = {}): SeamFrame {
   return create(SeamFrameSchema, {

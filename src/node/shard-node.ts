@@ -32,8 +32,8 @@ export interface ShardNodeOptions {
   readonly recipe: Uint8Array;
   /** e.g. "native-cpu" */
   readonly engineLabel: string;
-  /** the public key route tickets must be signed with */
-  readonly routeKey: CryptoKey;
+  /** the public key route tickets must be signed with (a promise while a tracker hands it over) */
+  readonly routeKey: CryptoKey | Promise<CryptoKey>;
   readonly dial: SeamDialer;
   readonly limits: BatcherLimits;
   /** a session with no step for this long is released */
@@ -168,15 +168,18 @@ export class ShardNode {
     }
     const open = f.open!;
     const range = this.engine.facts.range;
-    await verifyTicket(this.options.routeKey, open.routeTicket, {
+    await verifyTicket(await this.options.routeKey, open.routeTicket, {
       sessionId: f.sessionId,
       routeEpoch: f.routeEpoch,
       artifactSha256: this.options.artifactSha256,
       range,
     });
     const next = open.nextHops[0];
+    if (open.probe && next) throw new SeamError("malformed", "a probe goes to one shard only");
     if (this.#last && next) throw new SeamError("malformed", "the route goes on past the last layer");
-    if (!this.#last && !next) throw new SeamError("malformed", `the route ends at layer ${range.end}`);
+    if (!this.#last && !next && !open.probe) {
+      throw new SeamError("malformed", `the route ends at layer ${range.end}`);
+    }
     if (next && next.range?.start !== range.end) {
       throw new SeamError("malformed", `the next hop starts at layer ${next.range?.start}, not ${range.end}`);
     }
@@ -234,7 +237,8 @@ export class ShardNode {
     if (f.tensors.length !== 1) {
       throw new SeamError("bad_tensor", `${f.tensors.length} tensors; a step carries one`);
     }
-    const wantLogits = this.#last && (f.phase === Phase.DECODE || f.chunkIndex === f.chunkCount - 1);
+    const wantLogits = this.#last &&
+      (f.phase === Phase.DECODE || f.chunkIndex === f.chunkCount - 1);
     const step: Step = this.#first ? { tokens: this.#tokens(f, count), wantLogits } : {
       hidden: unpackTensor(f.tensors[0], {
         name: "hidden_states",
@@ -276,6 +280,18 @@ export class ShardNode {
       batchTokens: r.batchTokens,
       bytesIn: tensorBytes(f),
     });
+    if (s.open.probe) {
+      // an admission probe: the output itself goes back, for the tracker to check
+      const out = packTensor(this.#last ? "logits" : "hidden_states", r.data, [r.rows, r.dim]);
+      s.answer(
+        replyTo(f, {
+          cacheResult: f.positions!.start + f.positions!.count,
+          telemetry: [telemetry],
+          tensors: [out],
+        }),
+      );
+      return;
+    }
     if (!this.#last) {
       const hop = s.open.nextHops[0];
       const out = create(SeamFrameSchema, {

@@ -107,7 +107,7 @@ export function unpackTensor(t: Tensor, want: TensorExpectation): Unpacked {
       if (want.elementType !== ElementType.F32) throw bad("q8 rows carry f32 only");
       if (t.data.length !== count) throw bad(`${t.data.length} bytes for ${count} q8 elements`);
       if (t.rowScales.length !== rows * 4) throw bad(`${t.rowScales.length / 4} scales for ${rows} rows`);
-      const values = new Int8Array(t.data.slice().buffer);
+      const values = new Int8Array(copyOf(t.data).buffer);
       const scales = new Float32Array(words(t.rowScales, swap));
       return { shape: [...t.shape], values: dequantizeRows({ values, scales }, rows, cols) };
     }
@@ -116,9 +116,19 @@ export function unpackTensor(t: Tensor, want: TensorExpectation): Unpacked {
   }
 }
 
+/**
+ * A copy on a fresh buffer of exactly its length. (`slice()` is no copy on a Node Buffer,
+ * which is what HTTP/2 transports in Node and Deno hand bytes fields over as.)
+ */
+function copyOf(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(bytes.length);
+  out.set(bytes);
+  return out;
+}
+
 /** 4-byte words in host order (a copy, aligned). */
 function words(bytes: Uint8Array, swap: boolean): ArrayBuffer {
-  const out = bytes.slice();
+  const out = copyOf(bytes);
   if (swap) {
     for (let i = 0; i < out.length; i += 4) {
       [out[i], out[i + 1], out[i + 2], out[i + 3]] = [out[i + 3], out[i + 2], out[i + 1], out[i]];

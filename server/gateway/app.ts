@@ -1,0 +1,255 @@
+// The gateway: the OpenAI API on hono. It tokenizes with the model's own tokenizer and
+// chat template, asks the tracker for a route, drives it, streams SSE, and reports
+// Generation Telemetry in each response and on /metrics.
+import { Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import { ApiError, type GenerationRequest, parseRequest } from "../../src/gateway/openai.ts";
+import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
+import { fileFacts } from "../model/facts.ts";
+import { sha256File } from "../model/hash.ts";
+import { trackerClient } from "../node/tracker-client.ts";
+import { RelayPeer } from "../../src/relay/peer.ts";
+import { connectRelay } from "../relay/ws-socket.ts";
+import { Dialer } from "../seam/dialer.ts";
+import { log } from "../util/log.ts";
+import { generate, type GenerationContext, promptTokens, routeError } from "./generate.ts";
+import { Metrics } from "./metrics.ts";
+
+export interface GatewayOptions {
+  readonly modelPath: string;
+  readonly modelName: string;
+  readonly trackerUrl: string;
+  /** when any, every /v1 request needs one as a bearer token */
+  readonly apiKeys: readonly string[];
+  readonly relay?: { url: string; token: string };
+  readonly host: string;
+  readonly port: number;
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+
+export async function startGateway(o: GatewayOptions) {
+  const tokenizer = await NativeTokenizer.load(o.modelPath);
+  const facts = await fileFacts(o.modelPath);
+  const artifact = Uint8Array.from((await sha256File(o.modelPath)).match(/../g)!.map((h) => parseInt(h, 16)));
+  const tracker = trackerClient(o.trackerUrl);
+  const relays = new Map<string, Promise<RelayPeer>>();
+  if (o.relay) {
+    const r = o.relay;
+    relays.set(
+      r.url.replace(/\/$/, ""),
+      connectRelay(r.url, r.token).then((s) => new RelayPeer(s, r.token.split(".")[0])),
+    );
+  }
+  const dialer = new Dialer(relays);
+  const ctx: GenerationContext = {
+    tokenizer,
+    tracker: tracker.client,
+    dialer,
+    artifact,
+    nCtxTrain: facts.nCtxTrain,
+  };
+  const metrics = new Metrics();
+  const app = new Hono();
+
+  app.onError((e, c) => {
+    const err = e instanceof ApiError ? e : routeError(e);
+    return c.json(err.body(), err.status as 400);
+  });
+  app.notFound((c) => c.json(new ApiError(404, `no route ${c.req.method} ${c.req.path}`).body(), 404));
+
+  app.get("/health", async (c) => {
+    const { nodes } = await tracker.client.nodes({}, { timeoutMs: 5000 }).catch(() => ({ nodes: [] }));
+    const admitted = nodes.filter((n) => n.live && n.admission === "admitted").length;
+    return c.json({ ok: true, model: o.modelName, nodes_admitted: admitted });
+  });
+  app.get("/metrics", (c) => c.text(metrics.text(), 200, { "content-type": "text/plain; version=0.0.4" }));
+
+  app.use("/v1/*", async (c, next) => {
+    if (o.apiKeys.length === 0) return await next();
+    const auth = c.req.header("authorization") ?? "";
+    const key = auth.startsWith("Bearer ") ? auth.slice(7) : "";
+    if (!key || !o.apiKeys.includes(key)) {
+      const msg = key
+        ? "Incorrect API key provided."
+        : "You didn't provide an API key (Authorization: Bearer …).";
+      return c.json(new ApiError(401, msg, "invalid_request_error", "invalid_api_key").body(), 401);
+    }
+    await next();
+  });
+
+  app.get(
+    "/v1/models",
+    (c) =>
+      c.json({
+        object: "list",
+        data: [{ id: o.modelName, object: "model", created: 0, owned_by: "strata" }],
+      }),
+  );
+
+  for (const [path, kind] of [["/v1/chat/completions", "chat"], ["/v1/completions", "completion"]] as const) {
+    app.post(path, async (c) => {
+      let body: unknown;
+      try {
+        body = await c.req.json();
+      } catch {
+        metrics.request(kind, 400);
+        throw new ApiError(400, "We could not parse the JSON body of your request.", "invalid_request_error");
+      }
+      const req = parseRequest(kind, body);
+      if (req.model !== o.modelName) {
+        metrics.request(kind, 404);
+        throw new ApiError(
+          404,
+          `The model '${req.model}' does not exist`,
+          "invalid_request_error",
+          "model_not_found",
+          "model",
+        );
+      }
+      const ids = promptTokens(tokenizer, req);
+      return req.stream ? stream(c, req, ids) : await complete(c, req, ids);
+    });
+  }
+
+  const chunk = (
+    req: GenerationRequest,
+    id: string,
+    created: number,
+    text: string | null,
+    finish: string | null,
+    role = false,
+  ) =>
+    req.kind === "chat"
+      ? {
+        id,
+        object: "chat.completion.chunk",
+        created,
+        model: o.modelName,
+        choices: [{
+          index: 0,
+          delta: text === null ? {} : role ? { role: "assistant", content: text } : { content: text },
+          finish_reason: finish,
+        }],
+      }
+      : {
+        id,
+        object: "text_completion",
+        created,
+        model: o.modelName,
+        choices: [{ index: 0, text: text ?? "", finish_reason: finish, logprobs: null }],
+      };
+
+  // deno-lint-ignore no-explicit-any
+  function stream(c: any, req: GenerationRequest, ids: Int32Array) {
+    const id = `${req.kind === "chat" ? "chatcmpl" : "cmpl"}-${crypto.randomUUID()}`;
+    const created = now();
+    return streamSSE(c, async (sse) => {
+      const gone = new AbortController();
+      sse.onAbort(() => gone.abort());
+      try {
+        if (req.kind === "chat") {
+          await sse.writeSSE({ data: JSON.stringify(chunk(req, id, created, "", null, true)) });
+        }
+        const g = await generate(
+          ctx,
+          req,
+          ids,
+          gone.signal,
+          (piece) => sse.writeSSE({ data: JSON.stringify(chunk(req, id, created, piece, null)) }),
+        );
+        const usage = {
+          prompt_tokens: g.promptTokens,
+          completion_tokens: g.completionTokens,
+          total_tokens: g.promptTokens + g.completionTokens,
+        };
+        const summary = g.telemetry.summary();
+        await sse.writeSSE({
+          data: JSON.stringify({
+            ...chunk(req, id, created, null, g.finishReason),
+            strata: summary,
+            ...(req.includeUsage ? {} : {}),
+          }),
+        });
+        if (req.includeUsage) {
+          await sse.writeSSE({
+            data: JSON.stringify({ ...chunk(req, id, created, null, null), choices: [], usage }),
+          });
+        }
+        metrics.request(req.kind, 200);
+        metrics.generation(summary.route, g.promptTokens, g.completionTokens, summary.ttft_ms, summary.nodes);
+      } catch (e) {
+        const err = routeError(e);
+        metrics.request(req.kind, err.status);
+        log.warn("generation failed", { error: err.message });
+        if (!gone.signal.aborted) await sse.writeSSE({ data: JSON.stringify(err.body()) });
+      }
+      if (!gone.signal.aborted) await sse.writeSSE({ data: "[DONE]" });
+    });
+  }
+
+  // deno-lint-ignore no-explicit-any
+  async function complete(c: any, req: GenerationRequest, ids: Int32Array) {
+    const gone = new AbortController();
+    c.req.raw.signal?.addEventListener("abort", () => gone.abort());
+    // nothing has reached the client yet: a route that fails is retried once on other nodes
+    let g;
+    const avoid: string[] = [];
+    for (let attempt = 0;; attempt++) {
+      try {
+        g = await generate(ctx, req, ids, gone.signal, () => {}, avoid);
+        break;
+      } catch (e) {
+        const err = routeError(e);
+        if (attempt > 0 || err.code !== "route_failed") {
+          metrics.request(req.kind, err.status);
+          throw err;
+        }
+        const failed = /next shard (\S+)|node (\S+)/.exec(err.message);
+        avoid.push(...(await failedNodes(err.message)));
+        log.warn("route failed, retrying on other nodes", { error: err.message, avoid, hint: failed?.[0] });
+      }
+    }
+    const summary = g.telemetry.summary();
+    metrics.request(req.kind, 200);
+    metrics.generation(summary.route, g.promptTokens, g.completionTokens, summary.ttft_ms, summary.nodes);
+    const usage = {
+      prompt_tokens: g.promptTokens,
+      completion_tokens: g.completionTokens,
+      total_tokens: g.promptTokens + g.completionTokens,
+    };
+    const id = `${req.kind === "chat" ? "chatcmpl" : "cmpl"}-${crypto.randomUUID()}`;
+    const choice = req.kind === "chat"
+      ? { index: 0, message: { role: "assistant", content: g.text }, finish_reason: g.finishReason }
+      : { index: 0, text: g.text, finish_reason: g.finishReason, logprobs: null };
+    return c.json({
+      id,
+      object: req.kind === "chat" ? "chat.completion" : "text_completion",
+      created: now(),
+      model: o.modelName,
+      choices: [choice],
+      usage,
+      strata: summary,
+    });
+  }
+
+  /** Nodes the tracker no longer sees as live, or named in the failure. */
+  async function failedNodes(message: string): Promise<string[]> {
+    const { nodes } = await tracker.client.nodes({}, { timeoutMs: 5000 }).catch(() => ({ nodes: [] }));
+    return nodes.filter((n) => !n.live || n.urls.some((u) => message.includes(u))).map((n) => n.node);
+  }
+
+  const server = Deno.serve({ hostname: o.host, port: o.port, onListen: () => {} }, app.fetch);
+  const url = `http://${o.host}:${server.addr.port}`;
+  log.info("gateway ready", { url, model: o.modelName });
+  return {
+    url,
+    close: async () => {
+      await server.shutdown();
+      dialer.close();
+      tracker.close();
+      for (const p of relays.values()) (await p).close();
+      tokenizer.close();
+    },
+  };
+}

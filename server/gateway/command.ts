@@ -1,0 +1,121 @@
+// `strata gateway`: the OpenAI-compatible edge; `strata chat`: one streamed chat through it.
+import { Command, InvalidArgumentError } from "commander";
+import { DEFAULT_MODEL } from "../model/default-model.ts";
+import { resolveModel } from "../model/fetch.ts";
+import { cacheDir } from "../util/paths.ts";
+import { hostPort, int, num, untilSignal } from "../util/options.ts";
+import { startGateway } from "./app.ts";
+
+const collect = (v: string, all: string[] = []) => [...all, v];
+
+export function gatewayCommand(): Command {
+  return new Command("gateway")
+    .description(
+      "the OpenAI API (chat/completions, completions, models; SSE streaming) over tracker-chosen routes",
+    )
+    .option("--model <name|path>", "the model served", DEFAULT_MODEL.name)
+    .requiredOption("--tracker <url>", "the tracker that picks routes")
+    .option("--listen <host:port>", "where clients connect", "127.0.0.1:8080")
+    .option(
+      "--api-key <key>",
+      "require this bearer key (repeat for several; or STRATA_API_KEYS=a,b)",
+      collect,
+    )
+    .option("--relay <ws-url>", "relay for nodes reachable only through it")
+    .option("--relay-token <token>", "the gateway's relay token")
+    .action(async (o) => {
+      const { path, name } = await resolveModel(o.model);
+      const { host, port } = hostPort(o.listen);
+      const keys = [
+        ...(o.apiKey ?? []),
+        ...(Deno.env.get("STRATA_API_KEYS")?.split(",").filter(Boolean) ?? []),
+      ];
+      if (o.relay && !o.relayToken) throw new InvalidArgumentError("--relay needs --relay-token");
+      const g = await startGateway({
+        modelPath: path,
+        modelName: name,
+        trackerUrl: o.tracker,
+        apiKeys: keys,
+        relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
+        host,
+        port,
+      });
+      console.log(JSON.stringify({ event: "ready", url: g.url, pid: Deno.pid }));
+      await untilSignal();
+      await g.close();
+      Deno.exit(0);
+    });
+}
+
+/** Where `strata up` leaves the address of its gateway. */
+export const upStateFile = () => cacheDir("up.json");
+
+export function chatCommand(): Command {
+  return new Command("chat")
+    .description("one chat completion through a gateway, streamed (default: the one `strata up` started)")
+    .argument("<message>", "the user message")
+    .option("--url <gateway>", "gateway URL")
+    .option("--api-key <key>", "bearer key (or STRATA_API_KEY)")
+    .option("--max-tokens <n>", "tokens to generate at most", int("max-tokens"), 256)
+    .option("--temperature <t>", "0 = greedy", num("temperature"), 0)
+    .option("--system <text>", "a system message first")
+    .action(async (message: string, o) => {
+      let url = o.url as string | undefined;
+      if (!url) {
+        try {
+          url = JSON.parse(await Deno.readTextFile(upStateFile())).gateway;
+        } catch {
+          url = "http://127.0.0.1:8080";
+        }
+      }
+      const key = o.apiKey ?? Deno.env.get("STRATA_API_KEY");
+      const models = await fetch(`${url}/v1/models`, {
+        headers: key ? { authorization: `Bearer ${key}` } : {},
+      });
+      if (!models.ok) throw new Error(`${url}: ${models.status} ${await models.text()}`);
+      const model = (await models.json()).data[0].id;
+      const res = await fetch(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(key ? { authorization: `Bearer ${key}` } : {}) },
+        body: JSON.stringify({
+          model,
+          stream: true,
+          max_tokens: o.maxTokens,
+          temperature: o.temperature,
+          messages: [...(o.system ? [{ role: "system", content: o.system }] : []), {
+            role: "user",
+            content: message,
+          }],
+        }),
+      });
+      if (!res.ok || !res.body) throw new Error(`${res.status}: ${await res.text()}`);
+      const enc = new TextEncoder();
+      let buf = "";
+      let telemetry: Record<string, unknown> | undefined;
+      for await (const part of res.body.pipeThrough(new TextDecoderStream())) {
+        buf += part;
+        let at;
+        while ((at = buf.indexOf("\n\n")) >= 0) {
+          const event = buf.slice(0, at);
+          buf = buf.slice(at + 2);
+          const data = event.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim())
+            .join("");
+          if (!data || data === "[DONE]") continue;
+          const j = JSON.parse(data);
+          if (j.error) throw new Error(`${j.error.code ?? j.error.type}: ${j.error.message}`);
+          const piece = j.choices?.[0]?.delta?.content;
+          if (piece) await Deno.stdout.write(enc.encode(piece));
+          if (j.strata) telemetry = j.strata;
+        }
+      }
+      await Deno.stdout.write(enc.encode("\n"));
+      if (telemetry) {
+        const t = telemetry as { ttft_ms: number; decode_tokens_per_s: number | null; route: string };
+        console.error(
+          `TTFT ${t.ttft_ms?.toFixed(0)} ms, decode ${
+            t.decode_tokens_per_s?.toFixed(1) ?? "-"
+          } tok/s, route ${t.route}`,
+        );
+      }
+    });
+}

@@ -1,0 +1,151 @@
+// One generation for the gateway: a route from the tracker, the prompt through it, tokens
+// turned into text (held back at a possible stop sequence or a split UTF-8 character), and
+// the session released or cancelled.
+import { ConnectError } from "@connectrpc/connect";
+import type { Tokenizer } from "../../src/engine/tokenizer.ts";
+import { ApiError, type GenerationRequest } from "../../src/gateway/openai.ts";
+import { StopMatcher } from "../../src/gateway/stop.ts";
+import { GenerationTelemetry } from "../../src/gateway/telemetry.ts";
+import { RouteSession } from "../../src/route/driver.ts";
+import { SeamError } from "../../src/seam/errors.ts";
+import type { Dialer } from "../seam/dialer.ts";
+import type { trackerClient } from "../node/tracker-client.ts";
+
+export interface GenerationContext {
+  readonly tokenizer: Tokenizer;
+  readonly tracker: ReturnType<typeof trackerClient>["client"];
+  readonly dialer: Dialer;
+  readonly artifact: Uint8Array;
+  readonly nCtxTrain: number;
+}
+
+export interface Generated {
+  readonly text: string;
+  readonly finishReason: "stop" | "length";
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  readonly telemetry: GenerationTelemetry;
+}
+
+/** The longest context a request may use: the model's, 128K, and what the route's KV admits. */
+export const contextCap = (nCtxTrain: number, routeCells: number) =>
+  Math.min(nCtxTrain || Infinity, 131_072, routeCells);
+
+export function promptTokens(tok: Tokenizer, req: GenerationRequest): Int32Array {
+  if (req.kind === "chat") {
+    if (!tok.chatTemplate) {
+      throw new ApiError(
+        400,
+        "this model has no chat template; use /v1/completions",
+        "invalid_request_error",
+      );
+    }
+    return tok.tokenize(tok.applyChat(req.messages!), { addSpecial: true, parseSpecial: true });
+  }
+  return tok.tokenize(req.prompt!, { addSpecial: true, parseSpecial: false });
+}
+
+/** Maps a route failure to the OpenAI error a client sees. */
+export function routeError(e: unknown): ApiError {
+  if (e instanceof ApiError) return e;
+  if (e instanceof ConnectError) {
+    return new ApiError(503, `no route: ${e.rawMessage}`, "server_error", "no_route");
+  }
+  if (e instanceof SeamError) {
+    if (e.code === "kv_full" || e.code === "overloaded") {
+      return new ApiError(503, e.message, "server_error", e.code);
+    }
+    if (e.code === "cancelled") return new ApiError(499, e.message, "server_error", "cancelled");
+    return new ApiError(502, `the route failed: ${e.code}: ${e.message}`, "server_error", "route_failed");
+  }
+  return new ApiError(500, e instanceof Error ? e.message : String(e), "server_error");
+}
+
+/**
+ * Generates; `onText` gets each releasable piece. `avoid` names nodes a previous attempt
+ * lost. Cancels the route when `signal` aborts.
+ */
+export async function generate(
+  ctx: GenerationContext,
+  req: GenerationRequest,
+  ids: Int32Array,
+  signal: AbortSignal,
+  onText: (piece: string) => void | Promise<void>,
+  avoid: string[] = [],
+): Promise<Generated> {
+  const sessionId = crypto.randomUUID();
+  const { routes } = await ctx.tracker.route(
+    { artifactSha256: ctx.artifact, sessionId, count: 1, avoidNodes: avoid },
+    { timeoutMs: 10_000 },
+  );
+  const route = routes[0];
+  const cap = contextCap(ctx.nCtxTrain, route.maxSessionCells);
+  const maxNew = req.maxTokens ?? cap - ids.length;
+  if (ids.length + maxNew > cap || maxNew < 1) {
+    throw new ApiError(
+      400,
+      `this model's context is ${cap} tokens here; the prompt has ${ids.length} and max_tokens asks ${maxNew}`,
+      "invalid_request_error",
+      "context_length_exceeded",
+      "max_tokens",
+    );
+  }
+  const telemetry = new GenerationTelemetry(route.name);
+  const session = await RouteSession.open(
+    ctx.dialer.dial,
+    route.hops.map((h) => ({ url: h.url, range: h.range!, ticket: h.routeTicket })),
+    {
+      sessionId,
+      epoch: route.epoch,
+      artifactSha256: ctx.artifact,
+      sampling: { temperature: req.temperature, topK: req.topK, topP: req.topP, seed: req.seed },
+      maxTokens: ids.length + maxNew,
+    },
+  );
+  const abort = () => void session.cancel();
+  signal.addEventListener("abort", abort);
+  const tok = ctx.tokenizer;
+  const out: number[] = [];
+  const stop = new StopMatcher(req.stop);
+  let finishReason: "stop" | "length" = "length";
+  let hitStop = false;
+  try {
+    for await (const r of session.generate(ids, maxNew, (t) => tok.isEndOfGeneration(t))) {
+      if (signal.aborted) throw new SeamError("cancelled", "the client went away");
+      telemetry.step(r.telemetry);
+      if (tok.isEndOfGeneration(r.token)) {
+        finishReason = "stop";
+        break;
+      }
+      out.push(r.token);
+      const text = tok.detokenize(out);
+      if (text.endsWith("\uFFFD")) continue; // a character split across tokens
+      const { release, stopped } = stop.update(text);
+      if (release) await onText(release);
+      if (stopped) {
+        finishReason = "stop";
+        hitStop = true;
+        break;
+      }
+    }
+    if (!hitStop) {
+      const rest = stop.flush();
+      if (rest) await onText(rest);
+    }
+    await session.release();
+  } catch (e) {
+    await session.cancel();
+    throw e;
+  } finally {
+    signal.removeEventListener("abort", abort);
+  }
+  const text = tok.detokenize(out);
+  const cut = req.stop.map((s) => text.indexOf(s)).filter((i) => i >= 0);
+  return {
+    text: cut.length ? text.slice(0, Math.min(...cut)) : text,
+    finishReason,
+    promptTokens: ids.length,
+    completionTokens: out.length,
+    telemetry,
+  };
+}

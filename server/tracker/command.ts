@@ -1,0 +1,45 @@
+// `strata tracker`: registrations, leases, admission probes and routes.
+import { Command, InvalidArgumentError } from "commander";
+import { DEFAULT_MODEL } from "../model/default-model.ts";
+import { resolveModel } from "../model/fetch.ts";
+import { cacheDir } from "../util/paths.ts";
+import { backendOption, hostPort, int, nativeBackend, untilSignal } from "../util/options.ts";
+import { startTracker } from "./tracker.ts";
+
+export function trackerCommand(): Command {
+  return new Command("tracker")
+    .description("admit nodes (probe), keep their leases, choose routes and sign their tickets")
+    .option("--model <name|path>", `the model it routes (probe references come from it)`, DEFAULT_MODEL.name)
+    .option("--listen <host:port>", "where nodes and gateways reach it", "127.0.0.1:7600")
+    .option("--db <file>", "SQLite file for registrations, admissions and the route key")
+    .option("--token <token>", "nodes' registration token (or STRATA_NODE_TOKEN)")
+    .option(
+      "--lease-ms <n>",
+      "a node without a heartbeat this long is dropped from routes",
+      int("lease-ms"),
+      10_000,
+    )
+    .option("--relay <ws-url>", "relay for probing nodes reachable only through it")
+    .option("--relay-token <token>", "the tracker's relay token")
+    .addOption(backendOption())
+    .action(async (o) => {
+      const token = o.token ?? Deno.env.get("STRATA_NODE_TOKEN");
+      if (!token) throw new InvalidArgumentError("give --token or set STRATA_NODE_TOKEN");
+      const { path } = await resolveModel(o.model);
+      const { host, port } = hostPort(o.listen);
+      const t = await startTracker({
+        modelPath: path,
+        backend: nativeBackend(o.backend),
+        dbPath: o.db ?? cacheDir("tracker.db"),
+        nodeToken: token,
+        leaseMs: o.leaseMs,
+        host,
+        port,
+        relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
+      });
+      console.log(JSON.stringify({ event: "ready", url: t.url, pid: Deno.pid }));
+      await untilSignal();
+      await t.close();
+      Deno.exit(0);
+    });
+}

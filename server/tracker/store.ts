@@ -1,0 +1,87 @@
+// What the tracker keeps across restarts, in SQLite (node:sqlite): the route key (tickets
+// stay verifiable), and every registration with its admission verdict. Leases are not
+// kept: they are re-learned from heartbeats.
+import { DatabaseSync } from "node:sqlite";
+
+export interface NodeRecord {
+  readonly node: string;
+  readonly urls: string[];
+  readonly artifact: string;
+  readonly start: number;
+  readonly end: number;
+  readonly engine: string;
+  readonly kvCells: number;
+  readonly maxSessions: number;
+  readonly tokensPerS: number;
+  /** "pending", "admitted" or "refused: …" */
+  readonly admission: string;
+}
+
+export class TrackerStore {
+  readonly #db: DatabaseSync;
+
+  constructor(path: string) {
+    this.#db = new DatabaseSync(path);
+    this.#db.exec(`
+      create table if not exists meta (key text primary key, value text not null);
+      create table if not exists nodes (
+        node text primary key, urls text not null, artifact text not null,
+        layer_start integer not null, layer_end integer not null, engine text not null,
+        kv_cells integer not null, max_sessions integer not null, tokens_per_s real not null,
+        admission text not null, updated_at integer not null
+      );`);
+  }
+
+  meta(key: string): string | undefined {
+    const row = this.#db.prepare("select value from meta where key = ?").get(key) as
+      | { value: string }
+      | undefined;
+    return row?.value;
+  }
+
+  setMeta(key: string, value: string): void {
+    this.#db.prepare("insert or replace into meta (key, value) values (?, ?)").run(key, value);
+  }
+
+  saveNode(n: NodeRecord): void {
+    this.#db.prepare(
+      `insert or replace into nodes (node, urls, artifact, layer_start, layer_end, engine, kv_cells, max_sessions,
+       tokens_per_s, admission, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      n.node,
+      JSON.stringify(n.urls),
+      n.artifact,
+      n.start,
+      n.end,
+      n.engine,
+      n.kvCells,
+      n.maxSessions,
+      n.tokensPerS,
+      n.admission,
+      Date.now(),
+    );
+  }
+
+  nodes(): NodeRecord[] {
+    const rows = this.#db.prepare("select * from nodes order by node").all() as Record<
+      string,
+      string | number
+    >[];
+    return rows.map((r) => ({
+      node: String(r.node),
+      urls: JSON.parse(String(r.urls)),
+      artifact: String(r.artifact),
+      start: Number(r.layer_start),
+      end: Number(r.layer_end),
+      engine: String(r.engine),
+      kvCells: Number(r.kv_cells),
+      maxSessions: Number(r.max_sessions),
+      tokensPerS: Number(r.tokens_per_s),
+      admission: String(r.admission),
+    }));
+  }
+
+  close(): void {
+    this.#db.close();
+  }
+}

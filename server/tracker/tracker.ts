@@ -1,0 +1,277 @@
+// The tracker process: registrations (persisted), leases (heartbeats), admission probes,
+// route selection and ticket signing, served as a Connect service over HTTP/2.
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { HopSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
+import {
+  type HeartbeatRequest,
+  NodeStateSchema,
+  type RegisterRequest,
+  type RouteRequest,
+  RouteSchema,
+  TrackerService,
+} from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
+import { RelayPeer } from "../../src/relay/peer.ts";
+import { signTicket } from "../../src/route/ticket.ts";
+import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../../src/route/keys.ts";
+import { type Candidate, disjointRoutes } from "../../src/tracker/select.ts";
+import type { NativeBackend } from "../engine/native/build.ts";
+import { sha256File } from "../model/hash.ts";
+import { connectRelay } from "../relay/ws-socket.ts";
+import { Dialer } from "../seam/dialer.ts";
+import { listenConnect } from "../util/http2.ts";
+import { log } from "../util/log.ts";
+import { probeNode } from "./admission.ts";
+import { probeReference } from "./reference.ts";
+import { type NodeRecord, TrackerStore } from "./store.ts";
+
+export interface TrackerOptions {
+  readonly modelPath: string;
+  readonly backend: NativeBackend;
+  readonly dbPath: string;
+  /** nodes present it to register and heartbeat */
+  readonly nodeToken: string;
+  readonly leaseMs: number;
+  readonly host: string;
+  readonly port: number;
+  /** to probe nodes reachable only through a relay */
+  readonly relay?: { url: string; token: string };
+}
+
+interface Live {
+  lastBeat: number;
+  sessions: number;
+  /** routes handed out since the last heartbeat: load the node has not reported yet */
+  pending: number;
+  assigned: number;
+}
+
+const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+
+function sameSecret(a: string, b: string): boolean {
+  const x = new TextEncoder().encode(a);
+  const y = new TextEncoder().encode(b);
+  let d = x.length ^ y.length;
+  for (let i = 0; i < Math.max(x.length, y.length); i++) d |= (x[i] ?? 0) ^ (y[i] ?? 0);
+  return d === 0;
+}
+
+export async function startTracker(o: TrackerOptions) {
+  const store = new TrackerStore(o.dbPath);
+  const keys = await routeKeys(store);
+  const [artifact, reference] = await Promise.all([
+    sha256File(o.modelPath),
+    probeReference(o.modelPath, o.backend),
+  ]);
+  const relays = new Map<string, Promise<RelayPeer>>();
+  if (o.relay) {
+    const r = o.relay;
+    relays.set(
+      r.url.replace(/\/$/, ""),
+      connectRelay(r.url, r.token).then((s) => new RelayPeer(s, r.token.split(".")[0])),
+    );
+  }
+  const dialer = new Dialer(relays);
+  const records = new Map(store.nodes().map((r) => [r.node, r]));
+  const live = new Map<string, Live>();
+  // epochs only grow, across restarts too
+  let epoch = BigInt(Date.now()) * 1000n;
+
+  const auth = (token: string) => {
+    if (!sameSecret(token, o.nodeToken)) throw new ConnectError("node token refused", Code.Unauthenticated);
+  };
+  const isLive = (node: string, now = Date.now()) => {
+    const l = live.get(node);
+    return !!l && now - l.lastBeat <= o.leaseMs;
+  };
+
+  async function admit(rec: NodeRecord): Promise<void> {
+    const verdict = await probeNode(dialer.dial, keys.privateKey, reference, {
+      node: rec.node,
+      url: rec.urls[0],
+      range: { start: rec.start, end: rec.end },
+      engine: rec.engine,
+      artifact: unhex(rec.artifact),
+    });
+    const current = records.get(rec.node);
+    if (current !== rec) return; // re-registered meanwhile
+    const admitted = { ...rec, admission: verdict.ok ? "admitted" : `refused: ${verdict.detail}` };
+    records.set(rec.node, admitted);
+    store.saveNode(admitted);
+    log[verdict.ok ? "info" : "warn"]("admission", { node: rec.node, verdict: admitted.admission });
+  }
+
+  const service = {
+    register(req: RegisterRequest) {
+      auth(req.token);
+      const s = req.shard;
+      if (!req.node || !s?.range || req.urls.length === 0) {
+        throw new ConnectError("a registration names the node, its URLs and its shard", Code.InvalidArgument);
+      }
+      if (hex(s.artifactSha256) !== artifact) {
+        throw new ConnectError(
+          `this tracker routes artifact ${artifact.slice(0, 12)}… only`,
+          Code.FailedPrecondition,
+        );
+      }
+      if (s.range.start >= s.range.end || s.range.end > reference.nLayer) {
+        throw new ConnectError(
+          `layers ${s.range.start}:${s.range.end} of ${reference.nLayer}`,
+          Code.InvalidArgument,
+        );
+      }
+      const rec: NodeRecord = {
+        node: req.node,
+        urls: req.urls,
+        artifact,
+        start: s.range.start,
+        end: s.range.end,
+        engine: s.engine,
+        kvCells: s.kvCells,
+        maxSessions: s.maxSessions,
+        tokensPerS: s.decodeTokensPerS,
+        admission: "pending",
+      };
+      records.set(rec.node, rec);
+      store.saveNode(rec);
+      live.set(rec.node, {
+        lastBeat: Date.now(),
+        sessions: 0,
+        pending: 0,
+        assigned: live.get(rec.node)?.assigned ?? 0,
+      });
+      log.info("node registered", { node: rec.node, layers: `${rec.start}:${rec.end}`, urls: rec.urls });
+      void admit(rec);
+      return { leaseMs: BigInt(o.leaseMs), routePublicKey: keys.publicRaw };
+    },
+
+    heartbeat(req: HeartbeatRequest) {
+      auth(req.token);
+      const rec = records.get(req.node);
+      if (!rec) return { known: false, admission: "" };
+      const l = live.get(req.node);
+      live.set(req.node, {
+        lastBeat: Date.now(),
+        sessions: req.sessions,
+        pending: 0,
+        assigned: l?.assigned ?? 0,
+      });
+      return { known: true, admission: rec.admission };
+    },
+
+    async route(req: RouteRequest) {
+      if (hex(req.artifactSha256) !== artifact) {
+        throw new ConnectError("unknown model artifact", Code.NotFound);
+      }
+      if (!req.sessionId) throw new ConnectError("a route is asked for one session", Code.InvalidArgument);
+      const now = Date.now();
+      const cands: Candidate[] = [];
+      for (const r of records.values()) {
+        const l = live.get(r.node);
+        if (r.admission !== "admitted" || !l || !isLive(r.node, now) || req.avoidNodes.includes(r.node)) {
+          continue;
+        }
+        cands.push({
+          node: r.node,
+          url: r.urls[0],
+          range: { start: r.start, end: r.end },
+          load: (l.sessions + l.pending) / Math.max(1, r.maxSessions),
+          tokensPerS: r.tokensPerS,
+          kvCells: r.kvCells,
+        });
+      }
+      // every disjoint route, least loaded first: independent requests spread over them
+      const all = disjointRoutes(cands, reference.nLayer, cands.length);
+      const load = (rt: Candidate[]) => Math.max(...rt.map((c) => c.load));
+      all.sort((a, b) => load(a) - load(b));
+      const chosen = all.slice(0, Math.max(1, req.count));
+      if (chosen.length === 0) {
+        throw new ConnectError("no complete route of admitted, live nodes", Code.Unavailable);
+      }
+      const routes = [];
+      for (const rt of chosen) {
+        const e = ++epoch;
+        const hops = await Promise.all(rt.map(async (c) =>
+          create(HopSchema, {
+            url: c.url,
+            range: c.range,
+            routeTicket: await signTicket(
+              keys.privateKey,
+              { sessionId: req.sessionId, routeEpoch: e, artifactSha256: req.artifactSha256, range: c.range },
+              3_600_000,
+              "tracker",
+            ),
+          })
+        ));
+        for (const c of rt) {
+          const l = live.get(c.node)!;
+          l.pending++;
+          l.assigned++;
+        }
+        routes.push(create(RouteSchema, {
+          epoch: e,
+          hops,
+          // a session may take at most what the smallest node holds for all its sessions
+          maxSessionCells: Math.min(...rt.map((c) => c.kvCells)),
+          name: rt.map((c) => c.node).join("+"),
+        }));
+      }
+      return { routes };
+    },
+
+    nodes() {
+      const now = Date.now();
+      return {
+        nodes: [...records.values()].map((r) =>
+          create(NodeStateSchema, {
+            node: r.node,
+            urls: r.urls,
+            shard: {
+              artifactSha256: unhex(r.artifact),
+              range: { start: r.start, end: r.end },
+              engine: r.engine,
+              kvCells: r.kvCells,
+              maxSessions: r.maxSessions,
+              decodeTokensPerS: r.tokensPerS,
+            },
+            admission: r.admission,
+            live: isLive(r.node, now),
+            sessions: live.get(r.node)?.sessions ?? 0,
+            routesAssigned: BigInt(live.get(r.node)?.assigned ?? 0),
+          })
+        ),
+      };
+    },
+  };
+
+  const server = await listenConnect((router) => router.service(TrackerService, service), o.host, o.port);
+  log.info("tracker ready", { url: server.url, artifact, known_nodes: records.size });
+  return {
+    url: server.url,
+    publicKey: keys.publicRaw,
+    close: async () => {
+      dialer.close();
+      for (const p of relays.values()) (await p).close();
+      await server.close();
+      store.close();
+    },
+  };
+}
+
+function unhex(h: string): Uint8Array {
+  return Uint8Array.from(h.match(/../g)!.map((x) => parseInt(x, 16)));
+}
+
+/** The route key survives restarts, so tickets already out stay valid. */
+async function routeKeys(store: TrackerStore) {
+  let text = store.meta("route_key");
+  if (!text) {
+    text = JSON.stringify(await newRouteKeyText());
+    store.setMeta("route_key", text);
+  }
+  const k = JSON.parse(text) as RouteKeyText;
+  return {
+    privateKey: await importPrivateRouteKey(k),
+    publicRaw: Uint8Array.from(atob(k.public), (c) => c.charCodeAt(0)),
+  };
+}

@@ -1,0 +1,72 @@
+// `strata up`: the whole local network in one command.
+import { Command } from "commander";
+import { evenSplit, parseSplit } from "../../src/engine/layer-range.ts";
+import { ensureNativeLibrary } from "../engine/native/build.ts";
+import { DEFAULT_MODEL } from "../model/default-model.ts";
+import { fileFacts } from "../model/facts.ts";
+import { resolveModel } from "../model/fetch.ts";
+import { upStateFile } from "../gateway/command.ts";
+import { backendOption, int, nativeBackend, untilSignal } from "../util/options.ts";
+import { up } from "./up.ts";
+
+const collect = (v: string, all: string[] = []) => [...all, v];
+
+export function upCommand(): Command {
+  return new Command("up")
+    .description("start a relay, a tracker, routes of shard nodes and a gateway; Ctrl-C stops them")
+    .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
+    .option("--split <ranges>", `layer ranges of one route (default ${DEFAULT_MODEL.split})`)
+    .option("--nodes <n>", "cut the model into n even ranges instead", int("nodes"))
+    .option("--routes <n>", "complete routes (the tracker spreads requests over them)", int("routes"), 1)
+    .addOption(backendOption())
+    .option("--threads <n>", "engine threads per node", int("threads"), 1)
+    .option("--port <n>", "gateway port", (v) => Number(v), 8080)
+    .option("--api-key <key>", "require this bearer key at the gateway (repeatable)", collect)
+    .option("--lease-ms <n>", "node lease at the tracker", int("lease-ms"), 5000)
+    .action(async (o) => {
+      const { path, name } = await resolveModel(o.model);
+      const backend = nativeBackend(o.backend);
+      await ensureNativeLibrary(backend);
+      const facts = await fileFacts(path);
+      const split = o.nodes
+        ? evenSplit(facts.nLayer, o.nodes)
+        : parseSplit(o.split ?? DEFAULT_MODEL.split, facts.nLayer);
+      const dir = await Deno.makeTempDir({ prefix: "strata-up-" });
+      console.error(`strata up: ${name}, ${o.routes} route(s) of ${split.length} nodes`);
+      const net = await up({
+        model: o.model,
+        split,
+        routes: o.routes,
+        backend,
+        threads: o.threads,
+        gatewayListen: `127.0.0.1:${o.port}`,
+        apiKeys: o.apiKey ?? [],
+        leaseMs: o.leaseMs,
+        dbPath: `${dir}/tracker.db`,
+        progress: (what) => console.error(`  ${what}`),
+      });
+      const state = {
+        event: "ready",
+        gateway: net.gateway,
+        tracker: net.tracker,
+        relay: net.relay,
+        model: name,
+        nodes: net.nodes.map((n) => ({
+          name: n.name,
+          layers: n.layers,
+          route: n.route,
+          url: n.url,
+          pid: n.process.child.pid,
+        })),
+      };
+      await Deno.writeTextFile(upStateFile(), JSON.stringify(state));
+      console.log(JSON.stringify(state));
+      console.error(`  gateway  ${net.gateway}/v1  (try: ./strata chat "Hello!"); Ctrl-C stops everything`);
+      const sig = await untilSignal();
+      console.error(`strata up: ${sig}, stopping`);
+      await net.stop();
+      await Deno.remove(upStateFile()).catch(() => {});
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      Deno.exit(0);
+    });
+}

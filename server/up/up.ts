@@ -1,0 +1,163 @@
+// `strata up`: a whole local network — relay, tracker, routes of native shard nodes and a
+// gateway — each in its own process; ready once every node is admitted.
+import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
+import { peerToken } from "../../src/relay/token.ts";
+import type { NativeBackend } from "../engine/native/build.ts";
+import { trackerClient } from "../node/tracker-client.ts";
+import { ServiceProcess } from "../util/service-process.ts";
+
+export interface UpOptions {
+  /** "smollm2" or a GGUF path, as every part resolves it */
+  readonly model: string;
+  readonly split: LayerRange[];
+  readonly routes: number;
+  readonly backend: NativeBackend;
+  readonly threads: number;
+  readonly gatewayListen: string;
+  readonly apiKeys: string[];
+  readonly leaseMs: number;
+  readonly dbPath: string;
+  /** called as each part comes up */
+  readonly progress?: (what: string) => void;
+}
+
+export interface NodeProc {
+  readonly name: string;
+  readonly layers: string;
+  readonly route: number;
+  readonly url: string;
+  readonly process: ServiceProcess;
+}
+
+export interface Network {
+  readonly gateway: string;
+  readonly tracker: string;
+  readonly relay: string;
+  readonly nodes: NodeProc[];
+  stop(): Promise<void>;
+}
+
+export async function up(o: UpOptions): Promise<Network> {
+  const say = o.progress ?? (() => {});
+  const nodeToken = crypto.randomUUID();
+  const relaySecret = crypto.randomUUID();
+  const started: ServiceProcess[] = [];
+  const stop = async () => {
+    // the edge first, the nodes, then the control plane
+    for (const p of [...started].reverse()) await p.stop();
+  };
+  try {
+    const relay = await ServiceProcess.start("relay", [
+      "relay",
+      "--listen",
+      "127.0.0.1:0",
+      "--secret",
+      relaySecret,
+    ]);
+    started.push(relay);
+    const relayUrl = String(relay.ready.url);
+    say(`relay    ${relayUrl}`);
+    const tracker = await ServiceProcess.start("tracker", [
+      "tracker",
+      "--model",
+      o.model,
+      "--listen",
+      "127.0.0.1:0",
+      "--db",
+      o.dbPath,
+      "--token",
+      nodeToken,
+      "--lease-ms",
+      String(o.leaseMs),
+      "--backend",
+      o.backend,
+      "--relay",
+      relayUrl,
+      "--relay-token",
+      await peerToken(relaySecret, "tracker"),
+    ]);
+    started.push(tracker);
+    const trackerUrl = String(tracker.ready.url);
+    say(`tracker  ${trackerUrl}`);
+    const nodes: NodeProc[] = [];
+    for (let r = 0; r < o.routes; r++) {
+      for (const [i, range] of o.split.entries()) {
+        const name = `r${r}n${i}`;
+        const p = await ServiceProcess.start(`node ${name}`, [
+          "node",
+          "--model",
+          o.model,
+          "--layers",
+          formatRange(range),
+          "--name",
+          name,
+          "--tracker",
+          trackerUrl,
+          "--tracker-token",
+          nodeToken,
+          "--listen",
+          "127.0.0.1:0",
+          "--relay",
+          relayUrl,
+          "--relay-token",
+          await peerToken(relaySecret, name),
+          "--backend",
+          o.backend,
+          "--threads",
+          String(o.threads),
+          "--lease-ms",
+          "600000",
+        ]);
+        started.push(p);
+        const url = (p.ready.urls as string[])[0];
+        nodes.push({ name, layers: formatRange(range), route: r, url, process: p });
+        say(
+          `node     ${name} layers ${formatRange(range)} at ${url} (${
+            Number(p.ready.tokens_per_s).toFixed(0)
+          } tok/s alone)`,
+        );
+      }
+    }
+    await waitAdmitted(trackerUrl, nodes.length);
+    say(`admitted ${nodes.length} nodes`);
+    const gateway = await ServiceProcess.start("gateway", [
+      "gateway",
+      "--model",
+      o.model,
+      "--tracker",
+      trackerUrl,
+      "--listen",
+      o.gatewayListen,
+      "--relay",
+      relayUrl,
+      "--relay-token",
+      await peerToken(relaySecret, "gateway"),
+      ...o.apiKeys.flatMap((k) => ["--api-key", k]),
+    ]);
+    started.push(gateway);
+    return { gateway: String(gateway.ready.url), tracker: trackerUrl, relay: relayUrl, nodes, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+/** Waits until `count` nodes are admitted and live; fails at once on a refusal. */
+async function waitAdmitted(trackerUrl: string, count: number, timeoutMs = 300_000): Promise<void> {
+  const t = trackerClient(trackerUrl);
+  try {
+    const until = Date.now() + timeoutMs;
+    while (Date.now() < until) {
+      const { nodes } = await t.client.nodes({}, { timeoutMs: 5000 });
+      const refused = nodes.filter((n) => n.live && n.admission.startsWith("refused"));
+      if (refused.length) {
+        throw new Error(`admission refused ${refused.map((n) => `${n.node}: ${n.admission}`).join("; ")}`);
+      }
+      if (nodes.filter((n) => n.live && n.admission === "admitted").length >= count) return;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    throw new Error(`nodes not admitted within ${timeoutMs / 1000} s`);
+  } finally {
+    t.close();
+  }
+}

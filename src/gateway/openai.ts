@@ -1,0 +1,131 @@
+// The OpenAI API's request shapes as the gateway accepts them, and its error shape.
+// Parsing never trusts the body: every field is checked and a clear error names it.
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type = "invalid_request_error",
+    readonly code: string | null = null,
+    readonly param: string | null = null,
+  ) {
+    super(message);
+  }
+
+  body() {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+export interface ChatMessage {
+  readonly role: "system" | "user" | "assistant" | "developer";
+  readonly content: string;
+}
+
+export interface GenerationRequest {
+  readonly kind: "chat" | "completion";
+  readonly model: string;
+  readonly messages?: ChatMessage[];
+  readonly prompt?: string;
+  readonly maxTokens?: number;
+  readonly temperature: number;
+  readonly topP: number;
+  readonly topK: number;
+  readonly seed: bigint;
+  readonly stop: string[];
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+}
+
+const bad = (param: string, message: string) =>
+  new ApiError(400, message, "invalid_request_error", null, param);
+
+function num(body: Record<string, unknown>, key: string, lo: number, hi: number, dflt: number): number {
+  const v = body[key];
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== "number" || !Number.isFinite(v) || v < lo || v > hi) {
+    throw bad(key, `'${key}' must be a number from ${lo} to ${hi}`);
+  }
+  return v;
+}
+
+function int(body: Record<string, unknown>, key: string, lo: number): number | undefined {
+  const v = body[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < lo) {
+    throw bad(key, `'${key}' must be an integer ≥ ${lo}`);
+  }
+  return v;
+}
+
+function text(content: unknown, param: string): string {
+  if (typeof content === "string") return content;
+  // content parts: only text parts are supported
+  if (Array.isArray(content)) {
+    return content.map((p, i) => {
+      if (
+        p && typeof p === "object" && (p as { type?: unknown }).type === "text" &&
+        typeof (p as { text?: unknown }).text === "string"
+      ) {
+        return (p as { text: string }).text;
+      }
+      throw bad(`${param}[${i}]`, "only text content parts are supported");
+    }).join("");
+  }
+  throw bad(param, "content must be a string or an array of text parts");
+}
+
+export function parseRequest(kind: "chat" | "completion", raw: unknown): GenerationRequest {
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw bad("", "the body must be a JSON object");
+  const b = raw as Record<string, unknown>;
+  if (typeof b.model !== "string" || !b.model) throw bad("model", "'model' is required");
+  let messages: ChatMessage[] | undefined;
+  let prompt: string | undefined;
+  if (kind === "chat") {
+    if (!Array.isArray(b.messages) || b.messages.length === 0) {
+      throw bad("messages", "'messages' must be a non-empty array");
+    }
+    messages = b.messages.map((m, i) => {
+      if (!m || typeof m !== "object") throw bad(`messages[${i}]`, "a message must be an object");
+      const role = (m as { role?: unknown }).role;
+      if (role !== "system" && role !== "user" && role !== "assistant" && role !== "developer") {
+        throw bad(`messages[${i}].role`, "role must be system, developer, user or assistant");
+      }
+      return { role, content: text((m as { content?: unknown }).content, `messages[${i}].content`) };
+    });
+  } else {
+    const p = Array.isArray(b.prompt) && b.prompt.length === 1 ? b.prompt[0] : b.prompt;
+    if (typeof p !== "string") throw bad("prompt", "'prompt' must be a string");
+    prompt = p;
+  }
+  const n = int(b, "n", 1);
+  if (n !== undefined && n !== 1) throw bad("n", "only n = 1 is supported");
+  let stop: string[] = [];
+  if (typeof b.stop === "string") stop = [b.stop];
+  else if (Array.isArray(b.stop)) {
+    if (b.stop.length > 4 || !b.stop.every((s) => typeof s === "string" && s.length > 0)) {
+      throw bad("stop", "'stop' must be up to 4 non-empty strings");
+    }
+    stop = b.stop as string[];
+  } else if (b.stop !== undefined && b.stop !== null) {
+    throw bad("stop", "'stop' must be a string or an array of strings");
+  }
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") {
+    throw bad("stream", "'stream' must be a boolean");
+  }
+  const seed = int(b, "seed", 0);
+  return {
+    kind,
+    model: b.model,
+    messages,
+    prompt,
+    maxTokens: int(b, "max_completion_tokens", 1) ?? int(b, "max_tokens", 1),
+    temperature: num(b, "temperature", 0, 2, 1),
+    topP: num(b, "top_p", 0, 1, 1),
+    topK: int(b, "top_k", 0) ?? 0,
+    seed: BigInt(seed ?? Math.floor(Math.random() * 2 ** 31)),
+    stop,
+    stream: b.stream === true,
+    includeUsage: (b.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,
+  };
+}

@@ -1,0 +1,68 @@
+// Generation Telemetry: what one request cost, attributed to the nodes of its route.
+import type { NodeTelemetry } from "../gen/strata/seam/v1/seam_pb.ts";
+
+export interface NodeShare {
+  node: string;
+  layers: string;
+  steps: number;
+  queue_ms: number;
+  compute_ms: number;
+  bytes_in: number;
+  bytes_out: number;
+}
+
+export class GenerationTelemetry {
+  readonly #nodes = new Map<string, NodeShare>();
+  readonly #t0 = performance.now();
+  #firstToken?: number;
+  #lastToken?: number;
+  #decodeSteps = 0;
+
+  constructor(readonly route: string) {}
+
+  /** One reply from the route: the first is the prompt's, the others are decode steps. */
+  step(telemetry: readonly NodeTelemetry[]): void {
+    const now = performance.now();
+    if (this.#firstToken === undefined) this.#firstToken = now;
+    else this.#decodeSteps++;
+    this.#lastToken = now;
+    for (const t of telemetry) {
+      const s = this.#nodes.get(t.node) ??
+        {
+          node: t.node,
+          layers: `${t.range?.start}:${t.range?.end}`,
+          steps: 0,
+          queue_ms: 0,
+          compute_ms: 0,
+          bytes_in: 0,
+          bytes_out: 0,
+        };
+      s.steps++;
+      s.queue_ms += t.queueMs;
+      s.compute_ms += t.computeMs + t.sampleMs;
+      s.bytes_in += t.bytesIn;
+      s.bytes_out += t.bytesOut;
+      this.#nodes.set(t.node, s);
+    }
+  }
+
+  get ttftMs(): number | undefined {
+    return this.#firstToken === undefined ? undefined : this.#firstToken - this.#t0;
+  }
+
+  summary() {
+    const decodeS = this.#firstToken !== undefined && this.#lastToken !== undefined
+      ? (this.#lastToken - this.#firstToken) / 1000
+      : 0;
+    return {
+      route: this.route,
+      ttft_ms: this.ttftMs ?? null,
+      decode_tokens_per_s: decodeS > 0 ? this.#decodeSteps / decodeS : null,
+      total_ms: performance.now() - this.#t0,
+      // last shard first, as replies travel back
+      nodes: [...this.#nodes.values()].sort((a, b) =>
+        a.layers.localeCompare(b.layers, undefined, { numeric: true })
+      ),
+    };
+  }
+}
