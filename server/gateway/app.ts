@@ -190,8 +190,8 @@ export async function startGateway(o: GatewayOptions) {
 
   // deno-lint-ignore no-explicit-any
   async function complete(c: any, req: GenerationRequest, ids: Int32Array) {
+    // a non-streamed request runs to its end (Deno.serve's request signal also fires on success)
     const gone = new AbortController();
-    c.req.raw.signal?.addEventListener("abort", () => gone.abort());
     // nothing has reached the client yet: a route that fails is retried once on other nodes
     let g;
     const avoid: string[] = [];

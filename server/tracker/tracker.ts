@@ -160,6 +160,7 @@ export async function startTracker(o: TrackerOptions) {
     },
 
     async route(req: RouteRequest) {
+      // (async only for signing; selection and load accounting happen before the first await)
       if (hex(req.artifactSha256) !== artifact) {
         throw new ConnectError("unknown model artifact", Code.NotFound);
       }
@@ -188,34 +189,40 @@ export async function startTracker(o: TrackerOptions) {
       if (chosen.length === 0) {
         throw new ConnectError("no complete route of admitted, live nodes", Code.Unavailable);
       }
-      const routes = [];
-      for (const rt of chosen) {
-        const e = ++epoch;
-        const hops = await Promise.all(rt.map(async (c) =>
-          create(HopSchema, {
-            url: c.url,
-            range: c.range,
-            routeTicket: await signTicket(
-              keys.privateKey,
-              { sessionId: req.sessionId, routeEpoch: e, artifactSha256: req.artifactSha256, range: c.range },
-              3_600_000,
-              "tracker",
-            ),
-          })
-        ));
+      // count the load before any await: concurrent requests must see each other
+      const picked = chosen.map((rt) => {
         for (const c of rt) {
           const l = live.get(c.node)!;
           l.pending++;
           l.assigned++;
         }
-        routes.push(create(RouteSchema, {
+        return { rt, e: ++epoch };
+      });
+      const routes = await Promise.all(picked.map(async ({ rt, e }) =>
+        create(RouteSchema, {
           epoch: e,
-          hops,
+          hops: await Promise.all(rt.map(async (c) =>
+            create(HopSchema, {
+              url: c.url,
+              range: c.range,
+              routeTicket: await signTicket(
+                keys.privateKey,
+                {
+                  sessionId: req.sessionId,
+                  routeEpoch: e,
+                  artifactSha256: req.artifactSha256,
+                  range: c.range,
+                },
+                3_600_000,
+                "tracker",
+              ),
+            })
+          )),
           // a session may take at most what the smallest node holds for all its sessions
           maxSessionCells: Math.min(...rt.map((c) => c.kvCells)),
           name: rt.map((c) => c.node).join("+"),
-        }));
-      }
+        })
+      ));
       return { routes };
     },
 

@@ -20,7 +20,7 @@ export function upCommand(): Command {
     .option("--routes <n>", "complete routes (the tracker spreads requests over them)", int("routes"), 1)
     .addOption(backendOption())
     .option("--threads <n>", "engine threads per node", int("threads"), 1)
-    .option("--port <n>", "gateway port", (v) => Number(v), 8080)
+    .option("--port <n>", "gateway port (0: any free port)", (v) => Number(v), 8080)
     .option("--api-key <key>", "require this bearer key at the gateway (repeatable)", collect)
     .option("--lease-ms <n>", "node lease at the tracker", int("lease-ms"), 5000)
     .action(async (o) => {
@@ -43,6 +43,8 @@ export function upCommand(): Command {
         apiKeys: o.apiKey ?? [],
         leaseMs: o.leaseMs,
         dbPath: `${dir}/tracker.db`,
+        // set it to let more nodes join this network by hand
+        nodeToken: Deno.env.get("STRATA_NODE_TOKEN"),
         progress: (what) => console.error(`  ${what}`),
       });
       const state = {

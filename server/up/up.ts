@@ -17,6 +17,8 @@ export interface UpOptions {
   readonly apiKeys: string[];
   readonly leaseMs: number;
   readonly dbPath: string;
+  /** nodes' registration token at the tracker (a fresh one when absent) */
+  readonly nodeToken?: string;
   /** called as each part comes up */
   readonly progress?: (what: string) => void;
 }
@@ -39,7 +41,7 @@ export interface Network {
 
 export async function up(o: UpOptions): Promise<Network> {
   const say = o.progress ?? (() => {});
-  const nodeToken = crypto.randomUUID();
+  const nodeToken = o.nodeToken ?? crypto.randomUUID();
   const relaySecret = crypto.randomUUID();
   const started: ServiceProcess[] = [];
   const stop = async () => {

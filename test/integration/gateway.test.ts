@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { denoRun, root } from "./strata.ts";
+
+describe("strata up: tracker, gateway and two routes (SmolLM2)", () => {
+  it("serves the OpenAI API with whole-model text, spreads load, refuses a lying node, survives a dead one", async () => {
+    const r = await denoRun(`${root}test/integration/gateway.deno.ts`);
+    expect(r.code, r.stderr.slice(-4000)).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
+    const want = out.reference[0];
+    // greedy text equals whole-model llama.cpp's, streamed and not
+    expect(out.plain.status).toBe(200);
+    expect(out.plain.text).toBe(want);
+    expect(out.plain.finish).toBe("stop");
+    expect(out.plain.usage.completion_tokens).toBeGreaterThan(0);
+    expect(out.plain.strata.ttft_ms).toBeGreaterThan(0);
+    expect(out.plain.strata.nodes.map((n: { layers: string }) => n.layers)).toEqual(["0:12", "12:30"]);
+    expect(out.streamed.text).toBe(want);
+    expect(out.streamed.done).toBe(true);
+    // 16 concurrent streams: all complete; each equals the whole model or parts from it at a
+    // step where the whole model itself was within 0.5 σ of choosing otherwise
+    expect(out.concurrent.correct + out.concurrent.diverged.length).toBe(16);
+    for (const d of out.concurrent.diverged) expect(d.at.nearTie, JSON.stringify(d)).toBe(true);
+    expect(out.concurrent.correct).toBeGreaterThanOrEqual(8);
+    expect(out.concurrent.routes.length).toBeGreaterThanOrEqual(2);
+    // OpenAI-shaped errors
+    const e = out.errors;
+    expect([e.malformed_json.status, e.malformed_json.error.type]).toEqual([400, "invalid_request_error"]);
+    expect([e.unknown_model.status, e.unknown_model.error.code]).toEqual([404, "model_not_found"]);
+    expect([e.too_long.status, e.too_long.error.code]).toEqual([400, "context_length_exceeded"]);
+    expect([e.no_messages.status, e.no_messages.error.param]).toEqual([400, "messages"]);
+    expect([e.no_key.status, e.no_key.error.code]).toEqual([401, "invalid_api_key"]);
+    expect([e.wrong_key.status, e.wrong_key.error.code]).toEqual([401, "invalid_api_key"]);
+    expect(out.models.data[0].id).toBe("smollm2");
+    // a node whose probe disagrees is refused and never routed
+    expect(out.liar.admission).toMatch(/^refused: max \|Δ\|/);
+    expect(out.liar.assigned).toBe(0);
+    for (const route of out.liar.routes) expect(route).not.toContain("liar");
+    // a node killed mid-generation: its requests end with a clear error at once, the others
+    // finish, later requests succeed, the node leaves the tracker when its lease lapses
+    const hit = out.kill.during.filter((d: { error?: unknown }) => d.error);
+    expect(hit.length).toBeGreaterThanOrEqual(1);
+    for (const d of out.kill.during) {
+      expect(d.done).toBe(true);
+      if (d.error) {
+        expect(d.error.code).toBe("route_failed");
+        expect(d.endedAfterKillMs).toBeLessThan(10_000);
+      }
+    }
+    for (const l of out.kill.later) expect(l.ok, JSON.stringify(l)).toBe(true);
+    expect(out.kill.left_tracker_after_ms).toBeGreaterThan(0);
+    expect(out.kill.left_tracker_after_ms).toBeLessThan(8_000);
+    expect(out.kill.others_alive).toEqual([true, true, true]);
+    expect(out.metrics.some((l: string) => l.startsWith("strata_route_requests_total"))).toBe(true);
+  });
+});
