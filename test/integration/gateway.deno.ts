@@ -270,16 +270,15 @@ try {
       route: r.route,
       error: r.error,
     })),
-    others_alive: await Promise.all(
-      nodes.filter((n) => n.name !== victim.name).map(async (n) => {
-        try {
-          Deno.kill(n.pid, "SIGCONT");
-          return true;
-        } catch {
-          return false;
-        }
-      }),
-    ),
+    // signal 0-like probe: SIGCONT to a live process is harmless, to a dead one it throws
+    others_alive: nodes.filter((n) => n.name !== victim.name).map((n) => {
+      try {
+        Deno.kill(n.pid, "SIGCONT");
+        return true;
+      } catch {
+        return false;
+      }
+    }),
   };
   const metrics = await (await fetch(`${gw}/metrics`)).text();
   report.metrics = metrics.split("\n").filter((l) =>
