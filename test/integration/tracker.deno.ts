@@ -1,0 +1,131 @@
+// The tracker keeps registrations, admissions and its route key across a restart; leases
+// are re-learned from heartbeats, and routes work again without a new probe.
+// Prints one JSON object; tracker.test.ts asserts on it.
+import { trackerClient } from "../../server/node/tracker-client.ts";
+import { sha256File } from "../../server/model/hash.ts";
+import { defaultModelPath } from "../../server/model/fetch.ts";
+import { ServiceProcess } from "../../server/util/service-process.ts";
+import { Dialer } from "../../server/seam/dialer.ts";
+import { RouteSession } from "../../src/route/driver.ts";
+
+const dir = await Deno.makeTempDir();
+const token = crypto.randomUUID();
+// a fixed port, so the nodes find the tracker again after its restart
+const port = await (async () => {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const p = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return p;
+})();
+const url = `http://127.0.0.1:${port}`;
+const startTracker = () =>
+  ServiceProcess.start("tracker", [
+    "tracker",
+    "--listen",
+    `127.0.0.1:${port}`,
+    "--db",
+    `${dir}/tracker.db`,
+    "--token",
+    token,
+    "--lease-ms",
+    "2000",
+  ]);
+const artifact = Uint8Array.from(
+  (await sha256File(defaultModelPath())).match(/../g)!.map((h) => parseInt(h, 16)),
+);
+
+async function states() {
+  const t = trackerClient(url);
+  try {
+    return (await t.client.nodes({}, { timeoutMs: 5000 })).nodes.map((n) => ({
+      node: n.node,
+      live: n.live,
+      admission: n.admission,
+    }));
+  } finally {
+    t.close();
+  }
+}
+
+async function until(what: (s: Awaited<ReturnType<typeof states>>) => boolean, ms = 60_000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const s = await states();
+    if (what(s) || Date.now() > end) return s;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** A route from the tracker, and two tokens through it (the nodes verify its tickets). */
+async function routeName() {
+  const t = trackerClient(url);
+  const dialer = new Dialer(new Map());
+  try {
+    const sessionId = crypto.randomUUID();
+    const r = await t.client.route({ artifactSha256: artifact, sessionId, count: 1 }, { timeoutMs: 5000 });
+    const route = r.routes[0];
+    const session = await RouteSession.open(
+      dialer.dial,
+      route.hops.map((h) => ({ url: h.url, range: h.range!, ticket: h.routeTicket })),
+      { sessionId, epoch: route.epoch, artifactSha256: artifact, maxTokens: 16 },
+    );
+    const tokens: number[] = [];
+    for await (const s of session.generate(Int32Array.of(1, 504, 3575), 2, () => false)) tokens.push(s.token);
+    await session.release();
+    return { name: route.name, epoch: route.epoch.toString(), tokens };
+  } catch (e) {
+    return { error: (e as Error).message };
+  } finally {
+    dialer.close();
+    t.close();
+  }
+}
+
+let tracker = await startTracker();
+const nodes = [];
+for (const layers of ["0:12", "12:30"]) {
+  nodes.push(
+    await ServiceProcess.start(`node ${layers}`, [
+      "node",
+      "--layers",
+      layers,
+      "--name",
+      `n${layers.replace(":", "-")}`,
+      "--threads",
+      "1",
+      "--tracker",
+      url,
+      "--tracker-token",
+      token,
+      "--listen",
+      "127.0.0.1:0",
+    ]),
+  );
+}
+const report: Record<string, unknown> = {};
+try {
+  report.before = await until((s) => s.filter((n) => n.admission === "admitted").length === 2);
+  report.routeBefore = await routeName();
+  await tracker.stop();
+  tracker = await startTracker();
+  // straight after the restart: the records are back, the leases are not (yet)
+  report.afterRestart = await states();
+  report.afterHeartbeats = await until((s) => s.every((n) => n.live));
+  report.routeAfter = await routeName();
+  // a wrong token is refused
+  const t = trackerClient(url);
+  try {
+    await t.client.heartbeat({ token: "wrong", node: "x" });
+    report.wrongToken = "accepted";
+  } catch (e) {
+    report.wrongToken = (e as Error).message;
+  } finally {
+    t.close();
+  }
+} finally {
+  for (const n of nodes) await n.stop();
+  await tracker.stop();
+  await Deno.remove(dir, { recursive: true });
+}
+console.log(JSON.stringify(report));
+Deno.exit(0);
