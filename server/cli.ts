@@ -11,6 +11,7 @@ import { DEFAULT_MODEL } from "./model/default-model.ts";
 import { fileFacts } from "./model/facts.ts";
 import { benchShardMemory } from "../bench/shard-memory.ts";
 import { benchRoute, printRouteBench } from "../bench/route-throughput.ts";
+import { benchUp, printUpBench } from "../bench/up-vs-whole.ts";
 import { backendOption, int, nativeBackend } from "./util/options.ts";
 import { nodeCommand } from "./node/command.ts";
 import { relayCommand } from "./relay/command.ts";
@@ -122,6 +123,37 @@ bench.command("route")
     await ensureNativeLibrary(backend);
     const r = await benchRoute({ ...o, modelPath: path, modelName: name, backend });
     console.log(o.json ? JSON.stringify(r, null, 2) : printRouteBench(r));
+  });
+
+bench.command("up")
+  .description("TTFT and decode tok/s through strata up (gateway, tracker, a route) beside the whole model")
+  .option("--split <ranges>", "layer ranges of the route", DEFAULT_MODEL.split)
+  .addOption(backendOption())
+  .option("--threads <n>", "engine threads per node", int("threads"), 1)
+  .option("--max-tokens <n>", "tokens per prompt at most", int("max-tokens"), 64)
+  .option("--prompts <n>", "prompts", int("prompts"), 8)
+  .option("--json", "print one JSON object")
+  .action(async (o) => {
+    const { path } = await resolveModel(DEFAULT_MODEL.name);
+    const backend = nativeBackend(o.backend);
+    await ensureNativeLibrary(backend);
+    const facts = await fileFacts(path);
+    const tokenizer = await NativeTokenizer.load(path);
+    try {
+      const r = await benchUp({
+        model: DEFAULT_MODEL.name,
+        modelPath: path,
+        split: parseSplit(o.split, facts.nLayer),
+        backend,
+        threads: o.threads,
+        maxTokens: o.maxTokens,
+        prompts: o.prompts,
+        tokenizer,
+      });
+      console.log(o.json ? JSON.stringify(r, null, 2) : printUpBench(r));
+    } finally {
+      tokenizer.close();
+    }
   });
 
 bench.command("memory")

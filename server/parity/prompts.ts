@@ -2,7 +2,7 @@
 // template (the real model), seeded random token ids otherwise (synthetic models).
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
 
-const TEXTS = [
+export const PARITY_QUESTIONS = [
   "What is the capital of France?",
   "Write a haiku about the sea.",
   "Explain in one sentence why the sky is blue, and name the scattering that causes it.",
@@ -18,10 +18,13 @@ export function parityPrompts(tok: Tokenizer, count: number, seed = 7): Int32Arr
     return Array.from(
       { length: count },
       (_, i) =>
-        tok.tokenize(tok.applyChat([{ role: "user", content: TEXTS[i % TEXTS.length] }]), {
-          addSpecial: true,
-          parseSpecial: true,
-        }),
+        tok.tokenize(
+          tok.applyChat([{ role: "user", content: PARITY_QUESTIONS[i % PARITY_QUESTIONS.length] }]),
+          {
+            addSpecial: true,
+            parseSpecial: true,
+          },
+        ),
     );
   }
   let s = seed >>> 0;

@@ -27,7 +27,8 @@ export function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   let m = 0;
   for (let i = 0; i < a.length; i++) {
     const d = Math.abs(a[i] - b[i]);
-    if (!(d <= m)) m = d; // NaN propagates as a failure
+    if (Number.isNaN(d)) return NaN; // fails every tolerance
+    if (d > m) m = d;
   }
   return m;
 }

@@ -29,7 +29,10 @@ export function judgeProbe(reference: Float32Array, got: Float32Array, relTol: n
   for (let i = 0; i < reference.length; i++) {
     scale = Math.max(scale, Math.abs(reference[i]));
     const d = Math.abs(reference[i] - got[i]);
-    if (!(d <= diff)) diff = d; // NaN fails
+    if (Number.isNaN(d)) {
+      return { ok: false, maxAbsDiff: NaN, allowed: 0, detail: `not a number at ${i}` };
+    }
+    if (d > diff) diff = d;
   }
   const allowed = relTol * scale;
   const ok = diff <= allowed;

@@ -118,6 +118,19 @@ describe("seam tensors", () => {
   });
 });
 
+describe("seam tensors from HTTP/2 transports", () => {
+  it("reads bytes handed over as a view into a larger pooled buffer (Node Buffer)", () => {
+    const values = Float32Array.from({ length: 6 }, (_, i) => i * 1.5 - 2);
+    const t = packTensor("hidden_states", values, [2, 3]);
+    // a Buffer from the pool: slice() on it is a view, not a copy
+    const pool = Buffer.alloc(8192);
+    pool.set(t.data, 1001);
+    t.data = pool.subarray(1001, 1001 + t.data.length);
+    const out = unpackTensor(t, { name: "hidden_states", elementType: ElementType.F32, cols: 3, rows: 2 });
+    expect(Array.from(out.values)).toEqual(Array.from(values));
+  });
+});
+
 describe("seam frames", () => {
   it("round-trips a decode frame", () => {
     const f = frame({ tensors: [packTensor("hidden_states", hidden(1, 16), [1, 16])] });
