@@ -3,6 +3,7 @@
 // greedy tokens. Prints figures; asserts nothing.
 import type { Tokenizer } from "../src/engine/tokenizer.ts";
 import { top2 } from "../src/parity/compare.ts";
+import { sseData } from "../src/gateway/sse.ts";
 import type { NativeBackend } from "../server/engine/native/build.ts";
 import { PARITY_QUESTIONS, parityPrompts } from "../server/parity/prompts.ts";
 import { ShardProcess } from "../server/shard/shard-client.ts";
@@ -87,20 +88,13 @@ async function streamed(gateway: string, question: string, maxTokens: number): P
   let first = 0;
   let last = 0;
   let chunks = 0;
-  let buf = "";
-  for await (const part of res.body!.pipeThrough(new TextDecoderStream())) {
-    buf += part;
-    let at;
-    while ((at = buf.indexOf("\n\n")) >= 0) {
-      const data = buf.slice(0, at).replace(/^data: ?/, "");
-      buf = buf.slice(at + 2);
-      if (data === "[DONE]") continue;
-      if (JSON.parse(data).choices?.[0]?.delta?.content) {
-        const now = performance.now();
-        if (!first) first = now;
-        last = now;
-        chunks++;
-      }
+  for await (const data of sseData(res.body!)) {
+    if (data === "[DONE]") continue;
+    if (JSON.parse(data).choices?.[0]?.delta?.content) {
+      const now = performance.now();
+      if (!first) first = now;
+      last = now;
+      chunks++;
     }
   }
   return { ttftMs: first - t0, decodeTokPerS: (chunks - 1) / ((last - first) / 1000), tokens: chunks };

@@ -8,8 +8,6 @@ import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { fileFacts } from "../model/facts.ts";
 import { sha256File } from "../model/hash.ts";
 import { trackerClient } from "../node/tracker-client.ts";
-import { RelayPeer } from "../../src/relay/peer.ts";
-import { connectRelay } from "../relay/ws-socket.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { log } from "../util/log.ts";
 import { generate, type GenerationContext, promptTokens, routeError } from "./generate.ts";
@@ -33,15 +31,7 @@ export async function startGateway(o: GatewayOptions) {
   const facts = await fileFacts(o.modelPath);
   const artifact = Uint8Array.from((await sha256File(o.modelPath)).match(/../g)!.map((h) => parseInt(h, 16)));
   const tracker = trackerClient(o.trackerUrl);
-  const relays = new Map<string, Promise<RelayPeer>>();
-  if (o.relay) {
-    const r = o.relay;
-    relays.set(
-      r.url.replace(/\/$/, ""),
-      connectRelay(r.url, r.token).then((s) => new RelayPeer(s, r.token.split(".")[0])),
-    );
-  }
-  const dialer = new Dialer(relays);
+  const dialer = await Dialer.connect(o.relay);
   const ctx: GenerationContext = {
     tokenizer,
     tracker: tracker.client,
@@ -246,9 +236,8 @@ export async function startGateway(o: GatewayOptions) {
     url,
     close: async () => {
       await server.shutdown();
-      dialer.close();
+      await dialer.close();
       tracker.close();
-      for (const p of relays.values()) (await p).close();
       tokenizer.close();
     },
   };

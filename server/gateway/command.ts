@@ -5,6 +5,7 @@ import { resolveModel } from "../model/fetch.ts";
 import { cacheDir } from "../util/paths.ts";
 import { hostPort, int, num, untilSignal } from "../util/options.ts";
 import { startGateway } from "./app.ts";
+import { sseData } from "../../src/gateway/sse.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
 
@@ -90,23 +91,14 @@ export function chatCommand(): Command {
       });
       if (!res.ok || !res.body) throw new Error(`${res.status}: ${await res.text()}`);
       const enc = new TextEncoder();
-      let buf = "";
       let telemetry: Record<string, unknown> | undefined;
-      for await (const part of res.body.pipeThrough(new TextDecoderStream())) {
-        buf += part;
-        let at;
-        while ((at = buf.indexOf("\n\n")) >= 0) {
-          const event = buf.slice(0, at);
-          buf = buf.slice(at + 2);
-          const data = event.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim())
-            .join("");
-          if (!data || data === "[DONE]") continue;
-          const j = JSON.parse(data);
-          if (j.error) throw new Error(`${j.error.code ?? j.error.type}: ${j.error.message}`);
-          const piece = j.choices?.[0]?.delta?.content;
-          if (piece) await Deno.stdout.write(enc.encode(piece));
-          if (j.strata) telemetry = j.strata;
-        }
+      for await (const data of sseData(res.body)) {
+        if (data === "[DONE]") continue;
+        const j = JSON.parse(data);
+        if (j.error) throw new Error(`${j.error.code ?? j.error.type}: ${j.error.message}`);
+        const piece = j.choices?.[0]?.delta?.content;
+        if (piece) await Deno.stdout.write(enc.encode(piece));
+        if (j.strata) telemetry = j.strata;
       }
       await Deno.stdout.write(enc.encode("\n"));
       if (telemetry) {

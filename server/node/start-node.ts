@@ -3,7 +3,6 @@
 import { createHash } from "node:crypto";
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import { ShardNode } from "../../src/node/shard-node.ts";
-import { RelayPeer } from "../../src/relay/peer.ts";
 import { relayHopUrl } from "../../src/route/hop-url.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
 import { ensureNativeLibrary, type NativeBackend } from "../engine/native/build.ts";
@@ -11,7 +10,6 @@ import { NativeEngine } from "../engine/native/native-engine.ts";
 import { sha256File } from "../model/hash.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { type SeamServer, serveSeams } from "../seam/grpc.ts";
-import { connectRelay } from "../relay/ws-socket.ts";
 import { log } from "../util/log.ts";
 import { scaledOutputs } from "./fault.ts";
 import { joinTracker, type Membership } from "./tracker-client.ts";
@@ -66,14 +64,8 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   const engine = c.fault === "scale" ? scaledOutputs(loaded) : loaded;
   // the build (its cache key is in the path) and backend decide the numerics
   const recipe = createHash("sha256").update(`${lib}|${c.backend}`).digest();
-  const relays = new Map<string, Promise<RelayPeer>>();
-  let relayPeer: RelayPeer | undefined;
-  if (c.relay) {
-    const socket = await connectRelay(c.relay.url, c.relay.token);
-    relayPeer = new RelayPeer(socket, c.name, c.tap);
-    relays.set(c.relay.url.replace(/\/$/, ""), Promise.resolve(relayPeer));
-  }
-  const dialer = new Dialer(relays, c.tap);
+  const dialer = await Dialer.connect(c.relay, c.tap);
+  const relayPeer = await dialer.relayPeer();
   let keyFromTracker!: (k: CryptoKey) => void;
   const trackerKey = new Promise<CryptoKey>((r) => (keyFromTracker = r));
   const node = new ShardNode(engine, {
@@ -94,7 +86,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   }
   if (relayPeer) {
     relayPeer.listen(node.serve);
-    urls.push(relayHopUrl(c.relay!.url, c.name));
+    urls.push(relayHopUrl(c.relay!.url, relayPeer.name));
   }
   let membership: Membership | undefined;
   if (c.tracker) {
@@ -116,8 +108,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     close: async () => {
       membership?.stop();
       await node.close();
-      relayPeer?.close();
-      dialer.close();
+      await dialer.close();
       await server?.close();
       await engine.close();
     },

@@ -120,7 +120,7 @@ export function routeCommand(): Command {
           );
         }
       } finally {
-        route.close();
+        await route.close();
         tok.close();
       }
     });

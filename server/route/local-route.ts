@@ -109,7 +109,7 @@ export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute>
       keyPath,
       relaySecret: relay ? secret : undefined,
       close: async () => {
-        route.close();
+        await route.close();
         await stopAll();
       },
     };

@@ -1,13 +1,11 @@
 // A route given by hand: node URLs in order (ranges asked of each direct node, or given),
 // tickets signed with the operator's route key. The tracker replaces this in a network.
 import type { LayerRange } from "../../src/engine/layer-range.ts";
-import { RelayPeer } from "../../src/relay/peer.ts";
 import { type RouteSession, RouteSession as Session, type SessionOptions } from "../../src/route/driver.ts";
 import { parseHopUrl } from "../../src/route/hop-url.ts";
 import { checkCoverage, type HopPlan, signRoute } from "../../src/route/plan.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
-import { connectRelay } from "../relay/ws-socket.ts";
 import { Dialer } from "../seam/dialer.ts";
 
 export interface StaticRouteOptions {
@@ -32,21 +30,10 @@ export class StaticRoute {
     readonly dialer: Dialer,
     readonly hops: HopPlan[],
     private readonly o: StaticRouteOptions,
-    private readonly relayPeer?: RelayPeer,
   ) {}
 
   static async connect(o: StaticRouteOptions): Promise<StaticRoute> {
-    const relays = new Map<string, Promise<RelayPeer>>();
-    let peer: RelayPeer | undefined;
-    if (o.relay) {
-      peer = new RelayPeer(
-        await connectRelay(o.relay.url, o.relay.token),
-        o.relay.token.split(".")[0],
-        o.tap,
-      );
-      relays.set(o.relay.url.replace(/\/$/, ""), Promise.resolve(peer));
-    }
-    const dialer = new Dialer(relays, o.tap);
+    const dialer = await Dialer.connect(o.relay, o.tap);
     if (o.split && o.split.length !== o.nodes.length) {
       throw new SeamError("malformed", `${o.nodes.length} nodes but ${o.split.length} ranges`);
     }
@@ -75,7 +62,7 @@ export class StaticRoute {
       return { url, range };
     }));
     checkCoverage(hops, o.nLayer);
-    return new StaticRoute(dialer, hops, o, peer);
+    return new StaticRoute(dialer, hops, o);
   }
 
   /** Opens a Route Session on every hop, with freshly signed tickets. */
@@ -102,8 +89,7 @@ export class StaticRoute {
     });
   }
 
-  close(): void {
-    this.relayPeer?.close();
-    this.dialer.close();
+  async close(): Promise<void> {
+    await this.dialer.close();
   }
 }

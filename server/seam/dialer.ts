@@ -1,6 +1,7 @@
 // One dialer for every hop kind: direct hops over gRPC, relay hops through this process's
 // relay connection (one per relay, opened on first use).
-import type { RelayPeer } from "../../src/relay/peer.ts";
+import { RelayPeer } from "../../src/relay/peer.ts";
+import { connectRelay } from "../relay/ws-socket.ts";
 import { parseHopUrl } from "../../src/route/hop-url.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { FrameTap, SeamLink } from "../../src/seam/link.ts";
@@ -16,8 +17,26 @@ export class Dialer {
     this.grpc = new GrpcSeams(tap);
   }
 
-  close(): void {
+  /** A dialer with this process's connection to a relay, when one is given (named by its token). */
+  static async connect(relay?: { url: string; token: string }, tap?: FrameTap): Promise<Dialer> {
+    const relays = new Map<string, Promise<RelayPeer>>();
+    if (relay) {
+      const peer = new RelayPeer(await connectRelay(relay.url, relay.token), relay.token.split(".")[0], tap);
+      relays.set(relay.url.replace(/\/$/, ""), Promise.resolve(peer));
+    }
+    return new Dialer(relays, tap);
+  }
+
+  /** The relay connection, when there is exactly one (a node serves its seams on it too). */
+  async relayPeer(): Promise<RelayPeer | undefined> {
+    const [only] = this.relays.values();
+    return this.relays.size === 1 ? await only : undefined;
+  }
+
+  /** Closes every HTTP/2 session and relay connection this dialer opened. */
+  async close(): Promise<void> {
     this.grpc.close();
+    for (const p of this.relays.values()) (await p.catch(() => undefined))?.close();
   }
 
   readonly dial = (url: string): SeamLink => {

@@ -11,13 +11,11 @@ import {
   RouteSchema,
   TrackerService,
 } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { RelayPeer } from "../../src/relay/peer.ts";
 import { signTicket } from "../../src/route/ticket.ts";
 import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../../src/route/keys.ts";
 import { type Candidate, disjointRoutes } from "../../src/tracker/select.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { sha256File } from "../model/hash.ts";
-import { connectRelay } from "../relay/ws-socket.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { listenConnect } from "../util/http2.ts";
 import { log } from "../util/log.ts";
@@ -63,15 +61,7 @@ export async function startTracker(o: TrackerOptions) {
     sha256File(o.modelPath),
     probeReference(o.modelPath, o.backend),
   ]);
-  const relays = new Map<string, Promise<RelayPeer>>();
-  if (o.relay) {
-    const r = o.relay;
-    relays.set(
-      r.url.replace(/\/$/, ""),
-      connectRelay(r.url, r.token).then((s) => new RelayPeer(s, r.token.split(".")[0])),
-    );
-  }
-  const dialer = new Dialer(relays);
+  const dialer = await Dialer.connect(o.relay);
   const records = new Map(store.nodes().map((r) => [r.node, r]));
   const live = new Map<string, Live>();
   // epochs only grow, across restarts too
@@ -257,8 +247,7 @@ export async function startTracker(o: TrackerOptions) {
     url: server.url,
     publicKey: keys.publicRaw,
     close: async () => {
-      dialer.close();
-      for (const p of relays.values()) (await p).close();
+      await dialer.close();
       await server.close();
       store.close();
     },

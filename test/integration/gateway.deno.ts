@@ -8,6 +8,7 @@ import { trackerClient } from "../../server/node/tracker-client.ts";
 import { ShardProcess } from "../../server/shard/shard-client.ts";
 import { ServiceProcess } from "../../server/util/service-process.ts";
 import { sigma, top2 } from "../../src/parity/compare.ts";
+import { sseData } from "../../src/gateway/sse.ts";
 
 const KEY = "test-key";
 const MAX = 24;
@@ -117,32 +118,25 @@ async function streamChat(q: string, extra: Record<string, unknown> = {}) {
     body: body(q, { stream: true, ...extra }),
   });
   let text = "";
-  let buf = "";
   let finish: string | null = null;
   let route = "";
   let error: { code?: string; message: string } | undefined;
   let done = false;
   let firstTokenMs: number | undefined;
-  for await (const part of r.body!.pipeThrough(new TextDecoderStream())) {
-    buf += part;
-    let at;
-    while ((at = buf.indexOf("\n\n")) >= 0) {
-      const data = buf.slice(0, at).replace(/^data: ?/, "");
-      buf = buf.slice(at + 2);
-      if (data === "[DONE]") {
-        done = true;
-        continue;
-      }
-      const j = JSON.parse(data);
-      if (j.error) error = j.error;
-      const c = j.choices?.[0];
-      if (c?.delta?.content) {
-        firstTokenMs ??= performance.now() - t0;
-        text += c.delta.content;
-      }
-      if (c?.finish_reason) finish = c.finish_reason;
-      if (j.strata) route = j.strata.route;
+  for await (const data of sseData(r.body!)) {
+    if (data === "[DONE]") {
+      done = true;
+      continue;
     }
+    const j = JSON.parse(data);
+    if (j.error) error = j.error;
+    const c = j.choices?.[0];
+    if (c?.delta?.content) {
+      firstTokenMs ??= performance.now() - t0;
+      text += c.delta.content;
+    }
+    if (c?.finish_reason) finish = c.finish_reason;
+    if (j.strata) route = j.strata.route;
   }
   return { status: r.status, text, finish, route, error, done, ms: performance.now() - t0, firstTokenMs };
 }
