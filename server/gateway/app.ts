@@ -184,8 +184,10 @@ export async function startGateway(o: GatewayOptions) {
     const gone = new AbortController();
     // nothing has reached the client yet: a route that fails is retried once on other nodes
     let g;
+    let attempts = 0;
     const avoid: string[] = [];
     for (let attempt = 0;; attempt++) {
+      attempts = attempt + 1;
       try {
         g = await generate(ctx, req, ids, gone.signal, () => {}, avoid);
         break;
@@ -195,12 +197,11 @@ export async function startGateway(o: GatewayOptions) {
           metrics.request(req.kind, err.status);
           throw err;
         }
-        const failed = /next shard (\S+)|node (\S+)/.exec(err.message);
         avoid.push(...(await failedNodes(err.message)));
-        log.warn("route failed, retrying on other nodes", { error: err.message, avoid, hint: failed?.[0] });
+        log.warn("route failed, retrying on other nodes", { error: err.message, avoid });
       }
     }
-    const summary = g.telemetry.summary();
+    const summary = { ...g.telemetry.summary(), attempts };
     metrics.request(req.kind, 200);
     metrics.generation(summary.route, g.promptTokens, g.completionTokens, summary.ttft_ms, summary.nodes);
     const usage = {

@@ -255,6 +255,11 @@ try {
     { length: 6 },
     (_, i) => streamChat(questions[i % 4], { max_tokens: 400, temperature: 0.7, seed: i }),
   );
+  // non-streamed requests have shown nothing yet: one that loses its route is retried elsewhere
+  const quiet = Array.from(
+    { length: 4 },
+    (_, i) => chat(questions[i % 4], { max_tokens: 300, temperature: 0.7, seed: 10 + i }),
+  );
   await new Promise((r) => setTimeout(r, 1500));
   // the last-layer node carrying the most sessions (as its heartbeats report them)
   const states = (await tracker.client.nodes({})).nodes;
@@ -266,6 +271,12 @@ try {
   const ended = await Promise.all(long.map(async (p) => {
     const r = await p;
     return { route: r.route, error: r.error, done: r.done, endedAfterKillMs: performance.now() - killedAt };
+  }));
+  const quietDone = (await Promise.all(quiet)).map((r) => ({
+    status: r.status,
+    attempts: r.json.strata?.attempts,
+    route: r.json.strata?.route,
+    error: r.json.error,
   }));
   // the dead node leaves the tracker when its lease lapses
   let leftAfterMs = -1;
@@ -281,6 +292,7 @@ try {
   report.kill = {
     victim: victim.name,
     victim_sessions: busiest.sessions,
+    non_streamed: quietDone,
     during: ended,
     left_tracker_after_ms: leftAfterMs,
     later: later.map((r, i) => ({

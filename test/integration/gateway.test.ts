@@ -49,6 +49,11 @@ describe("strata up: tracker, gateway and two routes (SmolLM2)", () => {
         expect(d.endedAfterKillMs).toBeLessThan(10_000);
       }
     }
+    // non-streamed requests all succeed: retried once on other nodes when theirs died
+    for (const q of out.kill.non_streamed) {
+      expect(q.status, JSON.stringify(q)).toBe(200);
+      if (q.attempts > 1) expect(q.route).not.toContain(out.kill.victim);
+    }
     for (const l of out.kill.later) expect(l.ok, JSON.stringify(l)).toBe(true);
     // the lease is 3 s; polling the tracker on two busy cores can add to what is seen
     expect(out.kill.left_tracker_after_ms).toBeGreaterThan(1_000);
