@@ -2,6 +2,7 @@
 import { Command, Option } from "commander";
 import { parseSplit } from "../src/engine/layer-range.ts";
 import { ensureNativeLibrary, findNativeLibrary } from "./engine/native/build.ts";
+import { ensureWasmEngine, findWasmEngine } from "./engine/wasm/build.ts";
 import { NativeTokenizer } from "./engine/native/native-tokenizer.ts";
 import { resolveModel } from "./model/fetch.ts";
 import { modelCommands } from "./model/commands.ts";
@@ -28,7 +29,14 @@ program.command("build")
   .description("build (or find in the cache) the native engine library")
   .addOption(backendOption())
   .option("--cached-only", "only report a cached build; exit 1 when there is none")
+  .option("--wasm", "build the WebAssembly engine instead (needs emscripten)")
   .action(async (o) => {
+    if (o.wasm) {
+      const dir = o.cachedOnly ? await findWasmEngine() : await ensureWasmEngine();
+      if (dir) console.log(dir);
+      else Deno.exitCode = 1;
+      return;
+    }
     const backend = nativeBackend(o.backend);
     const lib = o.cachedOnly ? await findNativeLibrary(backend) : await ensureNativeLibrary(backend);
     if (lib) console.log(lib);

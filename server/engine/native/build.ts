@@ -17,10 +17,10 @@ const FLAGS: Record<NativeBackend, string[]> = {
   cuda: ["-DGGML_CUDA=ON"],
 };
 
-const forkDir = join(repoRoot, "vendor", "llama.cpp");
+export const forkDir = join(repoRoot, "vendor", "llama.cpp");
 
-/** Everything that changes the library's bytes feeds the key. */
-async function buildKey(backend: NativeBackend): Promise<string> {
+/** Everything that changes a build's bytes feeds its key: the fork's files and the build's own settings. */
+export async function forkBuildKey(settings: unknown): Promise<string> {
   const files = ["pin.json", "CMakeLists.txt", "api/strata.h", "api/strata.cpp"];
   for (
     const e of [...Deno.readDirSync(join(forkDir, "patches"))].sort((a, b) => a.name.localeCompare(b.name))
@@ -28,7 +28,7 @@ async function buildKey(backend: NativeBackend): Promise<string> {
     files.push(join("patches", e.name));
   }
   const parts: Uint8Array[] = files.map((f) => Deno.readFileSync(join(forkDir, f)));
-  parts.push(new TextEncoder().encode(JSON.stringify({ backend, flags: FLAGS[backend] })));
+  parts.push(new TextEncoder().encode(JSON.stringify(settings)));
   const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let o = 0;
   for (const p of parts) {
@@ -39,7 +39,10 @@ async function buildKey(backend: NativeBackend): Promise<string> {
 }
 
 async function libraryPath(backend: NativeBackend): Promise<string> {
-  return join(cacheDir("native", `${backend}-${await buildKey(backend)}`), "libstrata.so");
+  return join(
+    cacheDir("native", `${backend}-${await forkBuildKey({ backend, flags: FLAGS[backend] })}`),
+    "libstrata.so",
+  );
 }
 
 /** Path of the cached library for this backend, without building. */
@@ -110,7 +113,7 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
   return lib;
 }
 
-function hasCommand(name: string): boolean {
+export function hasCommand(name: string): boolean {
   try {
     return new Deno.Command("sh", { args: ["-c", `command -v ${name}`], stdout: "null", stderr: "null" })
       .outputSync().success;

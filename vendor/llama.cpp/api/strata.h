@@ -7,15 +7,15 @@
 
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 #if defined(__EMSCRIPTEN__)
 #  include <emscripten/emscripten.h>
 #  define STRATA_API EMSCRIPTEN_KEEPALIVE
 #else
 #  define STRATA_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
 #endif
 
 #define STRATA_ERR_INPUT   (-1)

@@ -1,0 +1,263 @@
+// RangeEngine on the WebAssembly build of the same fork and the same flat C API
+// (vendor/llama.cpp/api/strata.h), for browsers, Deno and Node alike. The runtime hands
+// over an instantiated module and the model's bytes; nothing here touches a file system
+// of the host.
+import { EngineError, type EngineErrorCode } from "../errors.ts";
+import { layerRange } from "../layer-range.ts";
+import type {
+  DecodeBatch,
+  DecodeOutputs,
+  EngineMemory,
+  ModelFacts,
+  RangeEngine,
+  SeqId,
+  ShardSpec,
+} from "../range-engine.ts";
+import { SequenceTable } from "../sequences.ts";
+
+/** What the emscripten module (built with -sWASM_BIGINT) exposes. */
+export interface StrataModule {
+  HEAPU8: Uint8Array;
+  FS: {
+    mkdirTree(path: string): void;
+    writeFile(path: string, data: Uint8Array): void;
+    unlink(path: string): void;
+  };
+  _malloc(n: number): number;
+  _free(p: number): void;
+  _strata_last_error(): number;
+  _strata_model_load(path: number, start: number, end: number, ngl: number, vocabOnly: number): number;
+  _strata_model_free(model: number): void;
+  _strata_model_facts(model: number, out: number, cap: number): number;
+  _strata_model_arch(model: number, buf: number, cap: number): number;
+  _strata_ctx_new(
+    model: number,
+    nCtx: number,
+    nSeq: number,
+    nBatch: number,
+    threads: number,
+    capture: number,
+  ): number;
+  _strata_ctx_free(ctx: number): void;
+  _strata_decode(
+    ctx: number,
+    n: number,
+    tokens: number,
+    hidden: number,
+    pos: number,
+    seq: number,
+    outputs: number,
+  ): number;
+  _strata_output_dim(ctx: number): number;
+  _strata_outputs(ctx: number, dst: number, cap: bigint): bigint;
+  _strata_seq_release(ctx: number, seq: number): number;
+  _strata_ctx_stats(ctx: number, out: number, cap: number): number;
+}
+
+const CODE: Record<number, EngineErrorCode> = { [-1]: "bad_input", [-2]: "kv_full", [-3]: "engine_failed" };
+
+/** wasm32 addresses at most 4 GiB, and the engine needs room beyond the weights. */
+export const WASM32_MEMORY_CAP = 4 * 2 ** 30;
+
+export class WasmEngine implements RangeEngine {
+  readonly kind = "wasm" as const;
+  readonly input: "tokens" | "hidden";
+  readonly output: "logits" | "hidden";
+  readonly #seqs: SequenceTable;
+  #queue: Promise<unknown> = Promise.resolve();
+  #closed = false;
+
+  private constructor(
+    private readonly m: StrataModule,
+    private readonly model: number,
+    private readonly ctx: number,
+    readonly backend: string,
+    readonly facts: ModelFacts,
+    private readonly spec: ShardSpec,
+  ) {
+    this.input = facts.range.start === 0 ? "tokens" : "hidden";
+    this.output = facts.range.end === facts.nLayer ? "logits" : "hidden";
+    this.#seqs = new SequenceTable(spec.maxSequences);
+  }
+
+  /**
+   * Loads a range from the model's bytes, placed in the module's in-memory file system
+   * (outside the wasm heap). Refuses before allocating when the file alone passes the cap.
+   */
+  static load(
+    m: StrataModule,
+    bytes: Uint8Array,
+    spec: ShardSpec,
+    memoryCap = WASM32_MEMORY_CAP,
+  ): WasmEngine {
+    if (bytes.length >= memoryCap) {
+      throw new EngineError(
+        "load_failed",
+        `a ${(bytes.length / 2 ** 30).toFixed(2)} GiB model file passes this engine's ${
+          memoryCap / 2 ** 30
+        } GiB memory`,
+      );
+    }
+    const path = `/models/${spec.modelPath.split("/").pop() || "model.gguf"}`;
+    m.FS.mkdirTree("/models");
+    m.FS.writeFile(path, bytes);
+    const [start, end] = spec.range === "whole" ? [0, 0] : [spec.range.start, spec.range.end];
+    const model = withString(m, path, (p) => m._strata_model_load(p, start, end, 0, 0));
+    m.FS.unlink(path); // the loader has read what the range needs
+    if (!model) {
+      const message = lastError(m);
+      throw new EngineError(message.startsWith("invalid layer range") ? "bad_range" : "load_failed", message);
+    }
+    const facts = modelFacts(m, model);
+    const ctx = m._strata_ctx_new(model, spec.kvCells, spec.maxSequences, spec.batchTokens, spec.threads, 0);
+    if (!ctx) {
+      const message = lastError(m);
+      m._strata_model_free(model);
+      throw new EngineError(message.startsWith("context:") ? "bad_input" : "engine_failed", message);
+    }
+    return new WasmEngine(m, model, ctx, "wasm-cpu", facts, spec);
+  }
+
+  openSequence(): SeqId {
+    return this.#seqs.open();
+  }
+
+  nextPosition(seq: SeqId): number {
+    return this.#seqs.nextPosition(seq);
+  }
+
+  releaseSequence(seq: SeqId): Promise<void> {
+    return this.#serial(() => {
+      this.#seqs.release(seq);
+      this.#check(this.m._strata_seq_release(this.ctx, seq));
+    });
+  }
+
+  decode(batch: DecodeBatch): Promise<DecodeOutputs> {
+    return this.#serial(() => {
+      this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
+      const n = batch.seq.length;
+      const m = this.m;
+      const put = (a: Int32Array | Float32Array | Uint8Array | undefined) => {
+        if (!a) return 0;
+        const p = m._malloc(Math.max(1, a.byteLength));
+        m.HEAPU8.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), p);
+        return p;
+      };
+      const ptrs = [put(batch.tokens), put(batch.hidden), put(batch.pos), put(batch.seq), put(batch.outputs)];
+      try {
+        const rows = this.#check(m._strata_decode(this.ctx, n, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4]));
+        this.#seqs.commit(batch);
+        const dim = m._strata_output_dim(this.ctx);
+        const data = new Float32Array(rows * dim);
+        if (rows > 0) {
+          const dst = m._malloc(data.byteLength);
+          try {
+            this.#check(Number(m._strata_outputs(this.ctx, dst, BigInt(data.length))));
+            new Uint8Array(data.buffer).set(m.HEAPU8.subarray(dst, dst + data.byteLength));
+          } finally {
+            m._free(dst);
+          }
+        }
+        return { rows, dim, data };
+      } finally {
+        for (const p of ptrs) if (p) m._free(p);
+      }
+    });
+  }
+
+  memory(): EngineMemory {
+    const p = this.m._malloc(32);
+    try {
+      this.m._strata_ctx_stats(this.ctx, p, 4);
+      const s = new BigInt64Array(this.m.HEAPU8.slice(p, p + 32).buffer);
+      return {
+        weightBytes: this.facts.weightBytes,
+        kvCells: Number(s[0]),
+        kvCellsUsed: Number(s[1]),
+        kvBytes: Number(s[2]),
+        sequencesOpen: this.#seqs.openCount,
+        maxSequences: this.spec.maxSequences,
+      };
+    } finally {
+      this.m._free(p);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.#serial(() => {
+      if (this.#closed) return;
+      this.#closed = true;
+      this.m._strata_ctx_free(this.ctx);
+      this.m._strata_model_free(this.model);
+    });
+  }
+
+  #check(code: number): number {
+    if (code >= 0) return code;
+    throw new EngineError(CODE[code] ?? "engine_failed", lastError(this.m));
+  }
+
+  /** One engine call at a time on this context; others queue behind it. */
+  #serial<T>(fn: () => T): Promise<T> {
+    const next = this.#queue.then(() => {
+      if (this.#closed) throw new EngineError("engine_failed", "engine is closed");
+      return fn();
+    });
+    this.#queue = next.catch(() => {});
+    return next;
+  }
+}
+
+function withString<T>(m: StrataModule, s: string, fn: (p: number) => T): T {
+  const bytes = new TextEncoder().encode(s + "\0");
+  const p = m._malloc(bytes.length);
+  m.HEAPU8.set(bytes, p);
+  try {
+    return fn(p);
+  } finally {
+    m._free(p);
+  }
+}
+
+function readString(m: StrataModule, fill: (buf: number, cap: number) => number): string {
+  const cap = 4096;
+  const p = m._malloc(cap);
+  try {
+    const n = fill(p, cap);
+    return n > 0 ? new TextDecoder().decode(m.HEAPU8.slice(p, p + Math.min(n, cap))) : "";
+  } finally {
+    m._free(p);
+  }
+}
+
+function lastError(m: StrataModule): string {
+  const p = m._strata_last_error();
+  if (!p) return "unknown engine error";
+  const end = m.HEAPU8.indexOf(0, p);
+  return new TextDecoder().decode(m.HEAPU8.slice(p, end));
+}
+
+function modelFacts(m: StrataModule, model: number): ModelFacts {
+  const p = m._malloc(80);
+  let f: BigInt64Array;
+  try {
+    m._strata_model_facts(model, p, 10);
+    f = new BigInt64Array(m.HEAPU8.slice(p, p + 80).buffer);
+  } finally {
+    m._free(p);
+  }
+  const n = (i: number) => Number(f[i]);
+  return {
+    arch: readString(m, (b, c) => m._strata_model_arch(model, b, c)),
+    nLayer: n(0),
+    nEmbd: n(1),
+    nVocab: n(2),
+    nCtxTrain: n(3),
+    range: layerRange(n(4), n(5), n(0)),
+    nHead: n(6),
+    nHeadKv: n(7),
+    weightBytes: n(8),
+    nExpert: n(9),
+  };
+}

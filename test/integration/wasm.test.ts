@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { existsSync, readdirSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { denoRun, root } from "./strata.ts";
+
+// The WASM build needs emscripten (apt); where it has been built (`strata build --wasm`),
+// this runs, as the Vulkan parity test does where that build exists.
+const wasmDir = join(process.env.STRATA_CACHE ?? join(homedir(), ".cache", "strata"), "wasm");
+const built = existsSync(wasmDir) &&
+  readdirSync(wasmDir).some((d) => d.startsWith("cpu-") && existsSync(join(wasmDir, d, "strata.wasm")));
+
+describe.skipIf(!built)("the WASM engine (CPU, under Deno)", () => {
+  it("runs a 2-shard split of SmolLM2 exactly like the whole model on the same engine, batched too", async () => {
+    const r = await denoRun(`${root}test/integration/wasm.deno.ts`);
+    expect(r.code, r.stderr.slice(-3000)).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
+    for (const s of out.sessions) expect(s.wasmTokens).toEqual(s.wasmWholeTokens);
+    // range execution adds nothing: the split's logits are the whole model's, bit for bit
+    expect(out.maxAbsDiffLogitsVsWasmWhole).toBe(0);
+    // two sessions in one batch give what each gives alone
+    expect(out.batched[0]).toEqual(out.sessions[0].wasmTokens);
+    expect(out.batched[1]).toEqual(out.sessions[1].wasmTokens);
+    // against native x86 kernels the numerics differ (reported, see docs/engine.md)
+    expect(out.hiddenScale).toBeGreaterThan(0);
+  });
+});
