@@ -38,7 +38,10 @@ export async function ensureWasmEngine(): Promise<string> {
   const started = performance.now();
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
   const emCache = cacheDir("wasm", "em-cache");
-  if (!existsSync(emCache)) await runCommand("cp", ["-r", "/usr/share/emscripten/cache", emCache]);
+  if (!existsSync(emCache)) {
+    Deno.mkdirSync(cacheDir("wasm"), { recursive: true });
+    await runCommand("cp", ["-r", "/usr/share/emscripten/cache", emCache]);
+  }
   const env = {
     NODE_PATH: "/usr/share/nodejs",
     EM_CACHE: emCache,
