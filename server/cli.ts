@@ -67,11 +67,17 @@ program.command("parity")
     )
       .choices(["direct", "relay"]),
   )
+  .option("--engines <list>", "with --transport: each node's engine, e.g. native,wasm,native")
   .option("--json", "print one JSON object")
   .action(async (o) => {
     const { path, name } = await resolveModel(o.model);
     const backend = nativeBackend(o.backend);
     await ensureNativeLibrary(backend);
+    const engines = o.engines ? String(o.engines).split(",") as ("native" | "wasm")[] : undefined;
+    if (engines?.some((e) => e !== "native" && e !== "wasm")) {
+      throw new Error("--engines takes native or wasm per node");
+    }
+    if (engines && !o.transport) throw new Error("--engines needs --transport (node processes)");
     const tokenizer = await NativeTokenizer.load(path);
     try {
       const facts = await fileFacts(path);
@@ -83,6 +89,7 @@ program.command("parity")
           nLayer: facts.nLayer,
           backend,
           transport: o.transport,
+          engines,
           tokens: o.tokens,
           sessions: o.sessions,
           threads: o.threads,

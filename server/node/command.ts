@@ -31,6 +31,12 @@ export function nodeCommand(): Command {
     )
     .option("--name <name>", "node name in telemetry (defaults to the relay token's name)")
     .addOption(backendOption())
+    .addOption(
+      new Option("--engine <engine>", "native (FFI) or wasm (the WebAssembly build, CPU)").choices([
+        "native",
+        "wasm",
+      ]).default("native"),
+    )
     .option("--threads <n>", "engine threads", int("threads"), navigator.hardwareConcurrency)
     .option("--kv-cells <n>", "KV cells shared by all sessions", int("kv-cells"), 8192)
     .option("--max-sessions <n>", "concurrent Route Sessions", int("max-sessions"), 16)
@@ -53,6 +59,7 @@ export function nodeCommand(): Command {
         modelPath: path,
         range: parseLayerRange(o.layers, facts.nLayer),
         backend: nativeBackend(o.backend),
+        engine: o.engine,
         threads: o.threads,
         kvCells: o.kvCells,
         maxSessions: o.maxSessions,

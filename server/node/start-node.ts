@@ -7,6 +7,8 @@ import { relayHopUrl } from "../../src/route/hop-url.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
 import { ensureNativeLibrary, type NativeBackend } from "../engine/native/build.ts";
 import { NativeEngine } from "../engine/native/native-engine.ts";
+import { ensureWasmEngine } from "../engine/wasm/build.ts";
+import { loadWasmEngine } from "../engine/wasm/load.ts";
 import { sha256File } from "../model/hash.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { type SeamServer, serveSeams } from "../seam/grpc.ts";
@@ -20,6 +22,8 @@ export interface NodeConfig {
   readonly modelPath: string;
   readonly range: LayerRange;
   readonly backend: NativeBackend;
+  /** native (FFI) or wasm (the WebAssembly build under Deno: CPU, one thread, on the event loop for now) */
+  readonly engine?: "native" | "wasm";
   readonly threads: number;
   readonly kvCells: number;
   readonly maxSessions: number;
@@ -48,22 +52,25 @@ export interface RunningNode {
 
 export async function startNode(c: NodeConfig): Promise<RunningNode> {
   if (!c.routeKey && !c.tracker) throw new Error("a node needs a route key or a tracker that hands one over");
-  const lib = await ensureNativeLibrary(c.backend);
+  const spec = {
+    modelPath: c.modelPath,
+    range: c.range,
+    kvCells: c.kvCells,
+    maxSequences: c.maxSessions,
+    batchTokens: c.batchTokens,
+    threads: c.threads,
+  };
+  const wasm = c.engine === "wasm";
+  // the build (its cache key is in the path) and backend decide the numerics
+  const build = wasm ? await ensureWasmEngine() : await ensureNativeLibrary(c.backend);
+  const label = wasm ? "wasm-cpu" : `native-${c.backend}`;
   const [artifact, loaded] = await Promise.all([
     sha256File(c.modelPath),
-    NativeEngine.load({
-      modelPath: c.modelPath,
-      range: c.range,
-      kvCells: c.kvCells,
-      maxSequences: c.maxSessions,
-      batchTokens: c.batchTokens,
-      threads: c.threads,
-    }, c.backend),
+    wasm ? loadWasmEngine(spec) : NativeEngine.load(spec, c.backend),
   ]);
   const tokensPerS = await measureDecode(loaded);
   const engine = c.fault === "scale" ? scaledOutputs(loaded) : loaded;
-  // the build (its cache key is in the path) and backend decide the numerics
-  const recipe = createHash("sha256").update(`${lib}|${c.backend}`).digest();
+  const recipe = createHash("sha256").update(`${build}|${label}`).digest();
   const dialer = await Dialer.connect(c.relay, c.tap);
   const relayPeer = await dialer.relayPeer();
   let keyFromTracker!: (k: CryptoKey) => void;
@@ -72,7 +79,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     nodeId: c.name,
     artifactSha256: Uint8Array.from(artifact.match(/../g)!.map((h) => parseInt(h, 16))),
     recipe: new Uint8Array(recipe),
-    engineLabel: `native-${c.backend}`,
+    engineLabel: label,
     routeKey: c.routeKey ?? trackerKey,
     dial: dialer.dial,
     limits: { maxBatchTokens: c.batchTokens, maxQueuedPerSession: 64, kvCells: c.kvCells },
@@ -93,7 +100,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     membership = await joinTracker(c.tracker.url, c.tracker.token, c.name, urls, {
       artifactSha256: node.options.artifactSha256,
       range: { start: c.range.start, end: c.range.end },
-      engine: `native-${c.backend}`,
+      engine: label,
       kvCells: c.kvCells,
       maxSessions: c.maxSessions,
       decodeTokensPerS: tokensPerS,

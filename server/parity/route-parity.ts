@@ -24,6 +24,8 @@ export interface RouteParityOptions {
   nLayer: number;
   backend: NativeBackend;
   transport: Transport;
+  /** per node: native (default) or wasm */
+  engines?: ("native" | "wasm")[];
   tokens: number;
   sessions: number;
   threads: number;
@@ -59,6 +61,7 @@ export async function runRouteParity(o: RouteParityOptions) {
     backend: o.backend,
     threads: o.threads,
     transport: o.transport,
+    engines: o.engines,
     maxSessions: Math.max(16, o.sessions),
   });
   try {
@@ -115,6 +118,7 @@ export async function runRouteParity(o: RouteParityOptions) {
     const report = {
       model: o.modelName,
       transport: o.transport,
+      engines: o.split.map((_, i) => o.engines?.[i] ?? "native"),
       split: o.split.map(formatRange).join(","),
       backend: `native-${o.backend}`,
       hops: local.route.hops.map((h) => h.url),
@@ -246,7 +250,9 @@ async function wholeModel(o: RouteParityOptions, prompts: Int32Array[]): Promise
 export function printRouteParity(r: Awaited<ReturnType<typeof runRouteParity>>): string {
   const ties = (a: Array<{ kind: string } | null>) => a.filter((x) => x?.kind === "near_tie").length;
   return [
-    `${r.model} split ${r.split} on ${r.backend}, ${r.transport} seams: ${r.hops.join(" → ")}`,
+    `${r.model} split ${r.split} on ${r.engines.join("+")} engines, ${r.transport} seams: ${
+      r.hops.join(" → ")
+    }`,
     r.text === undefined ? "" : `route output: ${JSON.stringify(r.text)}`,
     `alone vs whole-model llama.cpp (${r.sessions} sessions, greedy and sampled): ${
       r.tokens_match ? "identical" : "MISMATCH"

@@ -24,6 +24,8 @@ export interface LocalRouteOptions {
   readonly leaseMs?: number;
   /** extra environment for the node processes */
   readonly env?: Record<string, string>;
+  /** per node: "native" (default) or "wasm" */
+  readonly engines?: readonly ("native" | "wasm")[];
   /** the route key (a new one when absent) */
   readonly keyText?: RouteKeyText;
   /** sees every frame the driver sends */
