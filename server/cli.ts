@@ -1,7 +1,7 @@
 // The `strata` command line. Each subcommand is a thin shell over one module.
 import { Command, Option } from "commander";
 import { parseSplit } from "../src/engine/layer-range.ts";
-import { ensureNativeLibrary, findNativeLibrary } from "./engine/native/build.ts";
+import { ensureNativeLibrary, findNativeLibrary, NATIVE_BACKENDS } from "./engine/native/build.ts";
 import { ensureWasmEngine, findWasmEngine } from "./engine/wasm/build.ts";
 import { NativeTokenizer } from "./engine/native/native-tokenizer.ts";
 import { resolveModel } from "./model/fetch.ts";
@@ -56,7 +56,14 @@ program.command("parity")
   .description("compare a split run in separate processes with whole-model llama.cpp")
   .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
   .option("--split <ranges>", "layer ranges, e.g. 0:12,12:30", DEFAULT_MODEL.split)
-  .addOption(backendOption())
+  .addOption(
+    new Option(
+      "--backend <backend>",
+      "engine of the split (wasm: WASM CPU nodes against native whole-model CPU)",
+    )
+      .choices([...NATIVE_BACKENDS.flatMap((b) => [b, `native-${b}`]), "wasm"])
+      .default("native-cpu"),
+  )
   .option("--tokens <n>", "greedy decode steps per session", int("tokens"), 32)
   .option("--sessions <n>", "sessions, alone and batched", int("sessions"), 4)
   .option("--threads <n>", "engine threads per process", int("threads"), 2)
@@ -71,9 +78,16 @@ program.command("parity")
   .option("--json", "print one JSON object")
   .action(async (o) => {
     const { path, name } = await resolveModel(o.model);
-    const backend = nativeBackend(o.backend);
+    // the WASM engine is compared with native whole-model CPU, its nodes run over direct seams
+    const wasm = o.backend === "wasm";
+    const backend = wasm ? "cpu" : nativeBackend(o.backend);
+    if (wasm) o.transport ??= "direct";
     await ensureNativeLibrary(backend);
-    const engines = o.engines ? String(o.engines).split(",") as ("native" | "wasm")[] : undefined;
+    const engines = wasm
+      ? String(o.split).split(",").map(() => "wasm" as const)
+      : o.engines
+      ? String(o.engines).split(",") as ("native" | "wasm")[]
+      : undefined;
     if (engines?.some((e) => e !== "native" && e !== "wasm")) {
       throw new Error("--engines takes native or wasm per node");
     }

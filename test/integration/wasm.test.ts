@@ -49,4 +49,25 @@ describe.skipIf(!built)("the WASM engine (CPU, under Deno)", () => {
     expect(out.together_match, JSON.stringify(out.together.agreements)).toBe(true);
     expect(out.cancel_ok).toBe(true);
   });
+
+  it("strata parity --backend wasm: a 2-node WASM route equals whole-model native llama.cpp", async () => {
+    const r = await strata([
+      "parity",
+      "--backend",
+      "wasm",
+      "--sessions",
+      "8",
+      "--tokens",
+      "16",
+      "--threads",
+      "1",
+      "--json",
+    ]);
+    expect(r.stdout, r.stderr.slice(-3000)).toMatch(/^\{/);
+    const out = JSON.parse(r.stdout);
+    expect(out.engines).toEqual(["wasm", "wasm"]);
+    expect(out.tokens_match, JSON.stringify(out.alone_vs_whole)).toBe(true);
+    expect(out.together_match, JSON.stringify(out.together.agreements)).toBe(true);
+    expect(out.cancel_ok).toBe(true);
+  });
 });
