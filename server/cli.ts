@@ -13,6 +13,7 @@ import { fileFacts } from "./model/facts.ts";
 import { benchShardMemory } from "../bench/shard-memory.ts";
 import { benchRoute, printRouteBench } from "../bench/route-throughput.ts";
 import { benchUp, printUpBench } from "../bench/up-vs-whole.ts";
+import { benchWasm, printWasmBench } from "../bench/wasm-vs-native.ts";
 import { backendOption, int, nativeBackend } from "./util/options.ts";
 import { nodeCommand } from "./node/command.ts";
 import { relayCommand } from "./relay/command.ts";
@@ -183,6 +184,18 @@ bench.command("up")
     } finally {
       tokenizer.close();
     }
+  });
+
+bench.command("wasm")
+  .description("the WASM engine (CPU) beside the native CPU engine: load, prefill, decode per layer")
+  .option("--prompt <n>", "prompt tokens", int("prompt"), 64)
+  .option("--tokens <n>", "decode steps", int("tokens"), 32)
+  .option("--json", "print one JSON object")
+  .action(async (o) => {
+    const { path } = await resolveModel(DEFAULT_MODEL.name);
+    await ensureNativeLibrary("cpu");
+    const r = await benchWasm({ modelPath: path, prompt: o.prompt, tokens: o.tokens });
+    console.log(o.json ? JSON.stringify(r, null, 2) : printWasmBench(r));
   });
 
 bench.command("memory")

@@ -1,0 +1,93 @@
+// The WASM engine (CPU) beside the native CPU engine on the same machine: load time, prefill
+// rate, decode time per token and per layer, for the whole model in one process each.
+// Prints figures; asserts nothing.
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import type { RangeEngine } from "../src/engine/range-engine.ts";
+import { top2 } from "../src/parity/compare.ts";
+import { NativeEngine } from "../server/engine/native/native-engine.ts";
+import { ensureWasmEngine } from "../server/engine/wasm/build.ts";
+import { loadWasmEngine } from "../server/engine/wasm/load.ts";
+
+export interface WasmBenchOptions {
+  readonly modelPath: string;
+  readonly prompt: number;
+  readonly tokens: number;
+}
+
+async function measure(load: () => Promise<RangeEngine>, o: WasmBenchOptions) {
+  const t0 = performance.now();
+  const e = await load();
+  const loadMs = performance.now() - t0;
+  try {
+    const seq = e.openSequence();
+    const prompt = Int32Array.from({ length: o.prompt }, (_, i) => 1000 + ((i * 7919) % 20000));
+    const last = (n: number) => Uint8Array.from({ length: n }, (_, i) => (i === n - 1 ? 1 : 0));
+    const p0 = performance.now();
+    let r = await e.decode({
+      tokens: prompt,
+      seq: new Int32Array(o.prompt).fill(seq),
+      pos: Int32Array.from(prompt.keys()),
+      outputs: last(o.prompt),
+    });
+    const prefillS = (performance.now() - p0) / 1000;
+    const d0 = performance.now();
+    for (let i = 0; i < o.tokens; i++) {
+      r = await e.decode({
+        tokens: Int32Array.of(top2(r.data).best),
+        seq: Int32Array.of(seq),
+        pos: Int32Array.of(o.prompt + i),
+        outputs: last(1),
+      });
+    }
+    const decodeMs = (performance.now() - d0) / o.tokens;
+    return {
+      load_ms: loadMs,
+      prefill_tok_s: o.prompt / prefillS,
+      decode_ms_per_token: decodeMs,
+      decode_ms_per_layer: decodeMs / e.facts.nLayer,
+      decode_tok_s: 1000 / decodeMs,
+    };
+  } finally {
+    await e.close();
+  }
+}
+
+export async function benchWasm(o: WasmBenchOptions) {
+  const spec = {
+    modelPath: o.modelPath,
+    range: "whole" as const,
+    kvCells: o.prompt + o.tokens + 8,
+    maxSequences: 1,
+    batchTokens: Math.max(64, o.prompt),
+    threads: 1,
+  };
+  const native = await measure(() => NativeEngine.load(spec, "cpu"), o);
+  const wasm = await measure(() => loadWasmEngine(spec), o);
+  const dir = await ensureWasmEngine();
+  return {
+    threads: 1,
+    prompt_tokens: o.prompt,
+    decode_tokens: o.tokens,
+    native_cpu: native,
+    wasm_cpu: wasm,
+    wasm_vs_native_decode: wasm.decode_tok_s / native.decode_tok_s,
+    wasm_vs_native_prefill: wasm.prefill_tok_s / native.prefill_tok_s,
+    wasm_file_bytes: statSync(join(dir, "strata.wasm")).size,
+  };
+}
+
+export function printWasmBench(r: Awaited<ReturnType<typeof benchWasm>>): string {
+  const row = (name: string, x: typeof r.native_cpu) =>
+    `${name.padEnd(10)} load ${x.load_ms.toFixed(0)} ms, prefill ${
+      x.prefill_tok_s.toFixed(0)
+    } tok/s, decode ${x.decode_tok_s.toFixed(1)} tok/s (${x.decode_ms_per_layer.toFixed(3)} ms a layer)`;
+  return [
+    `whole model, 1 thread, prompt ${r.prompt_tokens} tokens, ${r.decode_tokens} decode steps`,
+    row("native", r.native_cpu),
+    row("wasm", r.wasm_cpu),
+    `wasm / native: decode ${r.wasm_vs_native_decode.toFixed(2)}×, prefill ${
+      r.wasm_vs_native_prefill.toFixed(2)
+    }×; strata.wasm ${(r.wasm_file_bytes / 2 ** 20).toFixed(2)} MiB`,
+  ].join("\n");
+}
