@@ -1,29 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { strata } from "./strata.ts";
+import { routeParity } from "./strata.ts";
 
 // Routes of node processes over real seams against whole-model llama.cpp (Gate B/C):
 // each session alone gives the whole model's tokens; 8 sessions of different lengths,
 // greedy and seeded sampling, started 40 ms apart, give what they give alone (or a
 // reported near-tie) and share batches; cancelling 2 frees exactly their cells.
-async function routeParity(split: string, transport: string) {
-  const r = await strata([
-    "parity",
-    "--transport",
-    transport,
-    "--split",
-    split,
-    "--sessions",
-    "8",
-    "--tokens",
-    "16",
-    "--threads",
-    "1",
-    "--json",
-  ]);
-  expect(r.stdout, r.stderr).toMatch(/^\{/);
-  return JSON.parse(r.stdout);
-}
-
 describe("routes over seams (SmolLM2)", () => {
   for (
     const [split, transport] of [["0:12,12:30", "direct"], ["0:10,10:20,20:30", "direct"], [
@@ -32,7 +13,7 @@ describe("routes over seams (SmolLM2)", () => {
     ]]
   ) {
     it(`${split.split(",").length} nodes, ${transport}`, async () => {
-      const r = await routeParity(split, transport);
+      const r = await routeParity(["--transport", transport, "--split", split]);
       expect(r.tokens_match, JSON.stringify(r.alone_vs_whole)).toBe(true);
       expect(r.together_match, JSON.stringify(r.together.agreements)).toBe(true);
       expect(r.together.max_batch_sessions).toBeGreaterThanOrEqual(4);

@@ -29,3 +29,26 @@ export const strata = (args: string[], env: Record<string, string> = {}): Promis
 
 export const denoRun = (script: string): Promise<Ran> =>
   run(deno, ["run", "--allow-all", "--quiet", "--config", `${root}deno.json`, script], {});
+
+/**
+ * `strata parity` over node processes, 8 sessions × 16 tokens, one engine thread a node;
+ * returns its JSON report.
+ */
+// deno-lint-ignore no-explicit-any -- a parsed JSON report, read field by field by the tests
+export async function routeParity(args: string[]): Promise<Record<string, any>> {
+  const r = await strata([
+    "parity",
+    ...args,
+    "--sessions",
+    "8",
+    "--tokens",
+    "16",
+    "--threads",
+    "1",
+    "--json",
+  ]);
+  if (!r.stdout.startsWith("{")) {
+    throw new Error(`strata parity printed no report:\n${r.stderr.slice(-3000)}`);
+  }
+  return JSON.parse(r.stdout);
+}

@@ -11,7 +11,7 @@ import { RouteSession } from "../../src/route/driver.ts";
 const dir = await Deno.makeTempDir();
 const token = crypto.randomUUID();
 // a fixed port, so the nodes find the tracker again after its restart
-const port = await (async () => {
+const port = (() => {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const p = (l.addr as Deno.NetAddr).port;
   l.close();

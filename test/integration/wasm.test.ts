@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { existsSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { denoRun, root, strata } from "./strata.ts";
+import { denoRun, root, routeParity } from "./strata.ts";
 
 // The WASM build needs emscripten (apt); where it has been built (`strata build --wasm`),
 // this runs, as the Vulkan parity test does where that build exists.
@@ -25,49 +25,30 @@ describe.skipIf(!built)("the WASM engine (CPU, under Deno)", () => {
     expect(out.hiddenScale).toBeGreaterThan(0);
   });
 
+  // each session alone equals whole-model native; together they match; cancel frees exactly
+  // deno-lint-ignore no-explicit-any -- a parsed JSON report
+  const routeOk = (out: Record<string, any>) => {
+    expect(out.tokens_match, JSON.stringify(out.alone_vs_whole)).toBe(true);
+    expect(out.together_match, JSON.stringify(out.together.agreements)).toBe(true);
+    expect(out.cancel_ok).toBe(true);
+  };
+
   it("runs in a mixed route over real seams: native → WASM node → native equals whole-model native", async () => {
-    const r = await strata([
-      "parity",
+    const out = await routeParity([
       "--transport",
       "direct",
       "--split",
       "0:10,10:20,20:30",
       "--engines",
       "native,wasm,native",
-      "--sessions",
-      "8",
-      "--tokens",
-      "16",
-      "--threads",
-      "1",
-      "--json",
     ]);
-    expect(r.stdout, r.stderr.slice(-3000)).toMatch(/^\{/);
-    const out = JSON.parse(r.stdout);
     expect(out.engines).toEqual(["native", "wasm", "native"]);
-    expect(out.tokens_match, JSON.stringify(out.alone_vs_whole)).toBe(true);
-    expect(out.together_match, JSON.stringify(out.together.agreements)).toBe(true);
-    expect(out.cancel_ok).toBe(true);
+    routeOk(out);
   });
 
   it("strata parity --backend wasm: a 2-node WASM route equals whole-model native llama.cpp", async () => {
-    const r = await strata([
-      "parity",
-      "--backend",
-      "wasm",
-      "--sessions",
-      "8",
-      "--tokens",
-      "16",
-      "--threads",
-      "1",
-      "--json",
-    ]);
-    expect(r.stdout, r.stderr.slice(-3000)).toMatch(/^\{/);
-    const out = JSON.parse(r.stdout);
+    const out = await routeParity(["--backend", "wasm"]);
     expect(out.engines).toEqual(["wasm", "wasm"]);
-    expect(out.tokens_match, JSON.stringify(out.alone_vs_whole)).toBe(true);
-    expect(out.together_match, JSON.stringify(out.together.agreements)).toBe(true);
-    expect(out.cancel_ok).toBe(true);
+    routeOk(out);
   });
 });
