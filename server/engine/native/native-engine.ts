@@ -12,6 +12,7 @@ import type {
   ShardSpec,
 } from "../../../src/engine/range-engine.ts";
 import { SequenceTable } from "../../../src/engine/sequences.ts";
+import { EngineQueue } from "../../../src/engine/engine-queue.ts";
 import { ensureNativeLibrary, type NativeBackend } from "./build.ts";
 import { cstr, lastError, openStrata, readString, type StrataLib } from "./ffi.ts";
 
@@ -61,8 +62,7 @@ export class NativeEngine implements RangeEngine {
   readonly input: "tokens" | "hidden";
   readonly output: "logits" | "hidden";
   readonly #seqs: SequenceTable;
-  #queue: Promise<unknown> = Promise.resolve();
-  #closed = false;
+  readonly #calls = new EngineQueue();
 
   private constructor(
     private readonly lib: StrataLib,
@@ -112,14 +112,14 @@ export class NativeEngine implements RangeEngine {
   }
 
   releaseSequence(seq: SeqId): Promise<void> {
-    return this.#serial(() => {
+    return this.#calls.run(() => {
       this.#seqs.release(seq);
       this.#check(this.lib.strata_seq_release(this.ctx, seq));
     });
   }
 
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {
-    return this.#serial(async () => {
+    return this.#calls.run(async () => {
       this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
       const n = batch.seq.length;
       const rows = this.#check(
@@ -168,9 +168,7 @@ export class NativeEngine implements RangeEngine {
   }
 
   close(): Promise<void> {
-    return this.#serial(() => {
-      if (this.#closed) return;
-      this.#closed = true;
+    return this.#calls.close(() => {
       this.lib.strata_ctx_free(this.ctx);
       this.lib.strata_model_free(this.model);
     });
@@ -179,15 +177,5 @@ export class NativeEngine implements RangeEngine {
   #check(code: number): number {
     if (code >= 0) return code;
     throw new EngineError(CODE[code] ?? "engine_failed", lastError(this.lib));
-  }
-
-  /** One engine call at a time on this context; others queue behind it. */
-  #serial<T>(fn: () => T | Promise<T>): Promise<T> {
-    const next = this.#queue.then(() => {
-      if (this.#closed) throw new EngineError("engine_failed", "engine is closed");
-      return fn();
-    });
-    this.#queue = next.catch(() => {});
-    return next;
   }
 }

@@ -14,6 +14,7 @@ import type {
   ShardSpec,
 } from "../range-engine.ts";
 import { SequenceTable } from "../sequences.ts";
+import { EngineQueue } from "../engine-queue.ts";
 
 /** What the emscripten module (built with -sWASM_BIGINT) exposes. */
 export interface StrataModule {
@@ -64,8 +65,7 @@ export class WasmEngine implements RangeEngine {
   readonly input: "tokens" | "hidden";
   readonly output: "logits" | "hidden";
   readonly #seqs: SequenceTable;
-  #queue: Promise<unknown> = Promise.resolve();
-  #closed = false;
+  readonly #calls = new EngineQueue();
 
   private constructor(
     private readonly m: StrataModule,
@@ -127,14 +127,14 @@ export class WasmEngine implements RangeEngine {
   }
 
   releaseSequence(seq: SeqId): Promise<void> {
-    return this.#serial(() => {
+    return this.#calls.run(() => {
       this.#seqs.release(seq);
       this.#check(this.m._strata_seq_release(this.ctx, seq));
     });
   }
 
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {
-    return this.#serial(() => {
+    return this.#calls.run(() => {
       this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
       const n = batch.seq.length;
       const m = this.m;
@@ -185,9 +185,7 @@ export class WasmEngine implements RangeEngine {
   }
 
   close(): Promise<void> {
-    return this.#serial(() => {
-      if (this.#closed) return;
-      this.#closed = true;
+    return this.#calls.close(() => {
       this.m._strata_ctx_free(this.ctx);
       this.m._strata_model_free(this.model);
     });
@@ -196,16 +194,6 @@ export class WasmEngine implements RangeEngine {
   #check(code: number): number {
     if (code >= 0) return code;
     throw new EngineError(CODE[code] ?? "engine_failed", lastError(this.m));
-  }
-
-  /** One engine call at a time on this context; others queue behind it. */
-  #serial<T>(fn: () => T): Promise<T> {
-    const next = this.#queue.then(() => {
-      if (this.#closed) throw new EngineError("engine_failed", "engine is closed");
-      return fn();
-    });
-    this.#queue = next.catch(() => {});
-    return next;
   }
 }
 
