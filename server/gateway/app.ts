@@ -6,7 +6,7 @@ import { streamSSE } from "hono/streaming";
 import { ApiError, type GenerationRequest, parseRequest } from "../../src/gateway/openai.ts";
 import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { fileFacts } from "../model/facts.ts";
-import { sha256File } from "../model/hash.ts";
+import { artifactSha256 } from "../model/hash.ts";
 import { trackerClient } from "../node/tracker-client.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { log } from "../util/log.ts";
@@ -29,7 +29,7 @@ const now = () => Math.floor(Date.now() / 1000);
 export async function startGateway(o: GatewayOptions) {
   const tokenizer = await NativeTokenizer.load(o.modelPath);
   const facts = await fileFacts(o.modelPath);
-  const artifact = Uint8Array.from((await sha256File(o.modelPath)).match(/../g)!.map((h) => parseInt(h, 16)));
+  const artifact = await artifactSha256(o.modelPath);
   const tracker = trackerClient(o.trackerUrl);
   const dialer = await Dialer.connect(o.relay);
   const ctx: GenerationContext = {
@@ -158,7 +158,6 @@ export async function startGateway(o: GatewayOptions) {
           data: JSON.stringify({
             ...chunk(req, id, created, null, g.finishReason),
             strata: summary,
-            ...(req.includeUsage ? {} : {}),
           }),
         });
         if (req.includeUsage) {
@@ -237,7 +236,7 @@ export async function startGateway(o: GatewayOptions) {
     url,
     close: async () => {
       await server.shutdown();
-      await dialer.close();
+      dialer.close();
       tracker.close();
       tokenizer.close();
     },

@@ -107,6 +107,14 @@ export async function generate(
   const tok = ctx.tokenizer;
   const out: number[] = [];
   const stop = new StopMatcher(req.stop);
+  // text of out[0, base), which ends on a whole character: each token decodes only what is new
+  let clean = "";
+  let base = 0;
+  let shown = "";
+  const show = async (piece: string) => {
+    shown += piece;
+    await onText(piece);
+  };
   let finishReason: "stop" | "length" = "length";
   let hitStop = false;
   try {
@@ -118,10 +126,12 @@ export async function generate(
         break;
       }
       out.push(r.token);
-      const text = tok.detokenize(out);
-      if (text.endsWith("\uFFFD")) continue; // a character split across tokens
-      const { release, stopped } = stop.update(text);
-      if (release) await onText(release);
+      const tail = tok.detokenize(out.slice(base));
+      if (tail.endsWith("\uFFFD")) continue; // a character split across tokens
+      clean += tail;
+      base = out.length;
+      const { release, stopped } = stop.update(clean);
+      if (release) await show(release);
       if (stopped) {
         finishReason = "stop";
         hitStop = true;
@@ -130,7 +140,7 @@ export async function generate(
     }
     if (!hitStop) {
       const rest = stop.flush();
-      if (rest) await onText(rest);
+      if (rest) await show(rest);
     }
     await session.release();
   } catch (e) {
@@ -139,10 +149,9 @@ export async function generate(
   } finally {
     signal.removeEventListener("abort", abort);
   }
-  const text = tok.detokenize(out);
-  const cut = req.stop.map((s) => text.indexOf(s)).filter((i) => i >= 0);
   return {
-    text: cut.length ? text.slice(0, Math.min(...cut)) : text,
+    // what was shown, and (without a stop) a character the stream ended inside of
+    text: hitStop || base === out.length ? shown : shown + tok.detokenize(out.slice(base)),
     finishReason,
     promptTokens: ids.length,
     completionTokens: out.length,

@@ -9,7 +9,7 @@ import { ensureNativeLibrary, type NativeBackend } from "../engine/native/build.
 import { NativeEngine } from "../engine/native/native-engine.ts";
 import { ensureWasmEngine } from "../engine/wasm/build.ts";
 import { loadWasmEngine } from "../engine/wasm/load.ts";
-import { sha256File } from "../model/hash.ts";
+import { artifactSha256 } from "../model/hash.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { type SeamServer, serveSeams } from "../seam/grpc.ts";
 import { log } from "../util/log.ts";
@@ -65,19 +65,19 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   const build = wasm ? await ensureWasmEngine() : await ensureNativeLibrary(c.backend);
   const label = wasm ? "wasm-cpu" : `native-${c.backend}`;
   const [artifact, loaded] = await Promise.all([
-    sha256File(c.modelPath),
+    artifactSha256(c.modelPath),
     wasm ? loadWasmEngine(spec) : NativeEngine.load(spec, c.backend),
   ]);
   const tokensPerS = await measureDecode(loaded);
   const engine = c.fault === "scale" ? scaledOutputs(loaded) : loaded;
   const recipe = createHash("sha256").update(`${build}|${label}`).digest();
   const dialer = await Dialer.connect(c.relay, c.tap);
-  const relayPeer = await dialer.relayPeer();
+  const relayPeer = dialer.relay?.peer;
   let keyFromTracker!: (k: CryptoKey) => void;
   const trackerKey = new Promise<CryptoKey>((r) => (keyFromTracker = r));
   const node = new ShardNode(engine, {
     nodeId: c.name,
-    artifactSha256: Uint8Array.from(artifact.match(/../g)!.map((h) => parseInt(h, 16))),
+    artifactSha256: artifact,
     recipe: new Uint8Array(recipe),
     engineLabel: label,
     routeKey: c.routeKey ?? trackerKey,
@@ -115,7 +115,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     close: async () => {
       membership?.stop();
       await node.close();
-      await dialer.close();
+      dialer.close();
       await server?.close();
       await engine.close();
     },

@@ -7,11 +7,9 @@ import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
-import { sha256File } from "../model/hash.ts";
+import { artifactSha256 } from "../model/hash.ts";
 import { int, num, readJsonFile } from "../util/options.ts";
 import { StaticRoute } from "./static-route.ts";
-
-const fromHex = (h: string) => Uint8Array.from(h.match(/../g)!.map((x) => parseInt(x, 16)));
 
 export function keyCommand(): Command {
   const key = new Command("key").description("route signing keys");
@@ -63,7 +61,7 @@ export function routeCommand(): Command {
         nodes: String(o.nodes).split(","),
         split: o.split ? parseSplit(o.split, facts.nLayer) : undefined,
         nLayer: facts.nLayer,
-        artifactSha256: fromHex(await sha256File(path)),
+        artifactSha256: await artifactSha256(path),
         key: await importPrivateRouteKey(keyText),
         relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
       });
@@ -120,7 +118,7 @@ export function routeCommand(): Command {
           );
         }
       } finally {
-        await route.close();
+        route.close();
         tok.close();
       }
     });

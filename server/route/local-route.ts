@@ -5,7 +5,7 @@ import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../..
 import { peerToken } from "../../src/relay/token.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
-import { sha256File } from "../model/hash.ts";
+import { artifactSha256 } from "../model/hash.ts";
 import { ServiceProcess } from "../util/service-process.ts";
 import { StaticRoute } from "./static-route.ts";
 
@@ -41,8 +41,6 @@ export interface LocalRoute {
   readonly relaySecret?: string;
   close(): Promise<void>;
 }
-
-const fromHex = (h: string) => Uint8Array.from(h.match(/../g)!.map((x) => parseInt(x, 16)));
 
 export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute> {
   const dir = await Deno.makeTempDir({ prefix: "strata-route-" });
@@ -99,7 +97,7 @@ export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute>
       nodes: urls,
       split: o.split,
       nLayer: o.nLayer,
-      artifactSha256: fromHex(await sha256File(o.modelPath)),
+      artifactSha256: await artifactSha256(o.modelPath),
       key: await importPrivateRouteKey(keyText),
       relay: relayUrl ? { url: relayUrl, token: await peerToken(secret, "driver") } : undefined,
       tap: o.tap,
@@ -111,7 +109,7 @@ export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute>
       keyPath,
       relaySecret: relay ? secret : undefined,
       close: async () => {
-        await route.close();
+        route.close();
         await stopAll();
       },
     };

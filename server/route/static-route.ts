@@ -1,5 +1,6 @@
 // A route given by hand: node URLs in order (ranges asked of each direct node, or given),
 // tickets signed with the operator's route key. The tracker replaces this in a network.
+import { bytesToHex } from "../../src/util/hex.ts";
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import { type RouteSession, RouteSession as Session, type SessionOptions } from "../../src/route/driver.ts";
 import { parseHopUrl } from "../../src/route/hop-url.ts";
@@ -20,8 +21,6 @@ export interface StaticRouteOptions {
   readonly relay?: { readonly url: string; readonly token: string };
   readonly tap?: FrameTap;
 }
-
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 
 export class StaticRoute {
   #epoch = 0n;
@@ -46,10 +45,10 @@ export class StaticRoute {
         return { url, range: given };
       }
       const info = await dialer.grpc.info(url);
-      if (hex(info.artifactSha256) !== hex(o.artifactSha256)) {
+      if (bytesToHex(info.artifactSha256) !== bytesToHex(o.artifactSha256)) {
         throw new SeamError(
           "wrong_shard",
-          `${url} serves another model artifact (${hex(info.artifactSha256).slice(0, 12)}…)`,
+          `${url} serves another model artifact (${bytesToHex(info.artifactSha256).slice(0, 12)}…)`,
         );
       }
       const range = { start: info.range!.start, end: info.range!.end };
@@ -89,7 +88,7 @@ export class StaticRoute {
     });
   }
 
-  async close(): Promise<void> {
-    await this.dialer.close();
+  close(): void {
+    this.dialer.close();
   }
 }

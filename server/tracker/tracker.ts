@@ -1,5 +1,6 @@
 // The tracker process: registrations (persisted), leases (heartbeats), admission probes,
 // route selection and ticket signing, served as a Connect service over HTTP/2.
+import { bytesToHex, hexToBytes } from "../../src/util/hex.ts";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { HopSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
@@ -44,8 +45,6 @@ interface Live {
   assigned: number;
 }
 
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
-
 function sameSecret(a: string, b: string): boolean {
   const x = new TextEncoder().encode(a);
   const y = new TextEncoder().encode(b);
@@ -81,7 +80,7 @@ export async function startTracker(o: TrackerOptions) {
       url: rec.urls[0],
       range: { start: rec.start, end: rec.end },
       engine: rec.engine,
-      artifact: unhex(rec.artifact),
+      artifact: hexToBytes(rec.artifact),
     });
     const current = records.get(rec.node);
     if (current !== rec) return; // re-registered meanwhile
@@ -98,7 +97,7 @@ export async function startTracker(o: TrackerOptions) {
       if (!req.node || !s?.range || req.urls.length === 0) {
         throw new ConnectError("a registration names the node, its URLs and its shard", Code.InvalidArgument);
       }
-      if (hex(s.artifactSha256) !== artifact) {
+      if (bytesToHex(s.artifactSha256) !== artifact) {
         throw new ConnectError(
           `this tracker routes artifact ${artifact.slice(0, 12)}… only`,
           Code.FailedPrecondition,
@@ -151,7 +150,7 @@ export async function startTracker(o: TrackerOptions) {
 
     async route(req: RouteRequest) {
       // (async only for signing; selection and load accounting happen before the first await)
-      if (hex(req.artifactSha256) !== artifact) {
+      if (bytesToHex(req.artifactSha256) !== artifact) {
         throw new ConnectError("unknown model artifact", Code.NotFound);
       }
       if (!req.sessionId) throw new ConnectError("a route is asked for one session", Code.InvalidArgument);
@@ -224,7 +223,7 @@ export async function startTracker(o: TrackerOptions) {
             node: r.node,
             urls: r.urls,
             shard: {
-              artifactSha256: unhex(r.artifact),
+              artifactSha256: hexToBytes(r.artifact),
               range: { start: r.start, end: r.end },
               engine: r.engine,
               kvCells: r.kvCells,
@@ -247,15 +246,11 @@ export async function startTracker(o: TrackerOptions) {
     url: server.url,
     publicKey: keys.publicRaw,
     close: async () => {
-      await dialer.close();
+      dialer.close();
       await server.close();
       store.close();
     },
   };
-}
-
-function unhex(h: string): Uint8Array {
-  return Uint8Array.from(h.match(/../g)!.map((x) => parseInt(x, 16)));
 }
 
 /** The route key survives restarts, so tickets already out stay valid. */

@@ -11,8 +11,9 @@ export class StopMatcher {
   update(text: string): { release: string; stopped: boolean } {
     this.#text = text;
     let cut = -1;
+    // released text holds no start of a stop sequence (it would have been held back)
     for (const s of this.stops) {
-      const i = text.indexOf(s);
+      const i = text.indexOf(s, this.#released);
       if (i >= 0 && (cut < 0 || i < cut)) cut = i;
     }
     if (cut >= 0) return { release: this.#take(cut), stopped: true };

@@ -28,7 +28,7 @@ import { SCHEMA_VERSION } from "../../src/seam/limits.ts";
 import type { SeamLink } from "../../src/seam/link.ts";
 import { packTensor } from "../../src/seam/tensor.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { sha256File } from "../../server/model/hash.ts";
+import { artifactSha256 } from "../../server/model/hash.ts";
 import { connectRelay } from "../../server/relay/ws-socket.ts";
 import { type LocalRoute, startLocalRoute, type Transport } from "../../server/route/local-route.ts";
 
@@ -83,7 +83,7 @@ for (const transport of ["direct", "relay"] as const) {
 // 2. bad input against a live route (node 0 direct and on the relay, node 1 on the relay only)
 const local = await route("relay");
 const key = await importPrivateRouteKey(keyText);
-const artifact = Uint8Array.from((await sha256File(model)).match(/../g)!.map((h) => parseInt(h, 16)));
+const artifact = await artifactSha256(model);
 const node0 = local.route.hops[0].url;
 const relayUrl = String(local.relay!.ready.url);
 const refusals: Record<string, string> = {};

@@ -2,7 +2,7 @@
 // are re-learned from heartbeats, and routes work again without a new probe.
 // Prints one JSON object; tracker.test.ts asserts on it.
 import { trackerClient } from "../../server/node/tracker-client.ts";
-import { sha256File } from "../../server/model/hash.ts";
+import { artifactSha256 } from "../../server/model/hash.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/util/service-process.ts";
 import { Dialer } from "../../server/seam/dialer.ts";
@@ -30,9 +30,7 @@ const startTracker = () =>
     "--lease-ms",
     "2000",
   ]);
-const artifact = Uint8Array.from(
-  (await sha256File(defaultModelPath())).match(/../g)!.map((h) => parseInt(h, 16)),
-);
+const artifact = await artifactSha256(defaultModelPath());
 
 async function states() {
   const t = trackerClient(url);
@@ -59,7 +57,7 @@ async function until(what: (s: Awaited<ReturnType<typeof states>>) => boolean, m
 /** A route from the tracker, and two tokens through it (the nodes verify its tickets). */
 async function routeName() {
   const t = trackerClient(url);
-  const dialer = new Dialer(new Map());
+  const dialer = await Dialer.connect();
   try {
     const sessionId = crypto.randomUUID();
     const r = await t.client.route({ artifactSha256: artifact, sessionId, count: 1 }, { timeoutMs: 5000 });
