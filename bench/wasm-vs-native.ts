@@ -53,6 +53,8 @@ async function measure(load: () => Promise<RangeEngine>, o: WasmBenchOptions) {
   }
 }
 
+type Row = Awaited<ReturnType<typeof measure>> & { engine: string; threads: number };
+
 export async function benchWasm(o: WasmBenchOptions) {
   const spec = {
     modelPath: o.modelPath,
@@ -60,34 +62,43 @@ export async function benchWasm(o: WasmBenchOptions) {
     kvCells: o.prompt + o.tokens + 8,
     maxSequences: 1,
     batchTokens: Math.max(64, o.prompt),
-    threads: 1,
   };
-  const native = await measure(() => NativeEngine.load(spec, "cpu"), o);
-  const wasm = await measure(() => loadWasmEngine(spec), o);
+  const rows: Row[] = [];
+  const ratios: Record<string, { decode: number; prefill: number }> = {};
+  for (const threads of [1, 2]) {
+    const native = await measure(() => NativeEngine.load({ ...spec, threads }, "cpu"), o);
+    const wasm = await measure(() => loadWasmEngine({ ...spec, threads }), o);
+    rows.push({ engine: "native-cpu", threads, ...native }, { engine: "wasm-cpu", threads, ...wasm });
+    ratios[`threads_${threads}`] = {
+      decode: wasm.decode_tok_s / native.decode_tok_s,
+      prefill: wasm.prefill_tok_s / native.prefill_tok_s,
+    };
+  }
   const dir = await ensureWasmEngine();
   return {
-    threads: 1,
     prompt_tokens: o.prompt,
     decode_tokens: o.tokens,
-    native_cpu: native,
-    wasm_cpu: wasm,
-    wasm_vs_native_decode: wasm.decode_tok_s / native.decode_tok_s,
-    wasm_vs_native_prefill: wasm.prefill_tok_s / native.prefill_tok_s,
+    rows,
+    wasm_vs_native: ratios,
     wasm_file_bytes: statSync(join(dir, "strata.wasm")).size,
   };
 }
 
 export function printWasmBench(r: Awaited<ReturnType<typeof benchWasm>>): string {
-  const row = (name: string, x: typeof r.native_cpu) =>
-    `${name.padEnd(10)} load ${x.load_ms.toFixed(0)} ms, prefill ${
-      x.prefill_tok_s.toFixed(0)
-    } tok/s, decode ${x.decode_tok_s.toFixed(1)} tok/s (${x.decode_ms_per_layer.toFixed(3)} ms a layer)`;
+  const row = (x: Row) =>
+    `${x.engine.padEnd(11)} ${x.threads} thr  load ${x.load_ms.toFixed(0).padStart(5)} ms, prefill ${
+      x.prefill_tok_s.toFixed(0).padStart(4)
+    } tok/s, decode ${x.decode_tok_s.toFixed(1).padStart(5)} tok/s (${
+      x.decode_ms_per_layer.toFixed(3)
+    } ms a layer)`;
   return [
-    `whole model, 1 thread, prompt ${r.prompt_tokens} tokens, ${r.decode_tokens} decode steps`,
-    row("native", r.native_cpu),
-    row("wasm", r.wasm_cpu),
-    `wasm / native: decode ${r.wasm_vs_native_decode.toFixed(2)}×, prefill ${
-      r.wasm_vs_native_prefill.toFixed(2)
-    }×; strata.wasm ${(r.wasm_file_bytes / 2 ** 20).toFixed(2)} MiB`,
+    `whole model, prompt ${r.prompt_tokens} tokens, ${r.decode_tokens} decode steps`,
+    ...r.rows.map(row),
+    ...Object.entries(r.wasm_vs_native).map(([k, v]) =>
+      `wasm / native, ${k.replace("_", " ")}: decode ${v.decode.toFixed(2)}×, prefill ${
+        v.prefill.toFixed(2)
+      }×`
+    ),
+    `strata.wasm ${(r.wasm_file_bytes / 2 ** 20).toFixed(2)} MiB`,
   ].join("\n");
 }

@@ -3,6 +3,7 @@ import { Command, Option } from "commander";
 import { parseSplit } from "../src/engine/layer-range.ts";
 import { ensureNativeLibrary, findNativeLibrary, NATIVE_BACKENDS } from "./engine/native/build.ts";
 import { ensureWasmEngine, findWasmEngine } from "./engine/wasm/build.ts";
+import { ensureDebianPackages } from "./util/apt.ts";
 import { NativeTokenizer } from "./engine/native/native-tokenizer.ts";
 import { resolveModel } from "./model/fetch.ts";
 import { modelCommands } from "./model/commands.ts";
@@ -31,9 +32,11 @@ program.command("build")
   .addOption(backendOption())
   .option("--cached-only", "only report a cached build; exit 1 when there is none")
   .option("--wasm", "build the WebAssembly engine instead (needs emscripten)")
+  .option("--webgpu", "with --wasm: the flavor with ggml's WebGPU backend")
   .action(async (o) => {
     if (o.wasm) {
-      const dir = o.cachedOnly ? await findWasmEngine() : await ensureWasmEngine();
+      const flavor = o.webgpu ? "webgpu" : "cpu";
+      const dir = o.cachedOnly ? await findWasmEngine(flavor) : await ensureWasmEngine(flavor);
       if (dir) console.log(dir);
       else Deno.exitCode = 1;
       return;
@@ -60,10 +63,15 @@ program.command("parity")
   .addOption(
     new Option(
       "--backend <backend>",
-      "engine of the split (wasm: WASM CPU nodes against native whole-model CPU)",
+      "engine of the split: a native library, or the WASM engine on CPU or WebGPU (against native whole-model CPU)",
     )
-      .choices([...NATIVE_BACKENDS.flatMap((b) => [b, `native-${b}`]), "wasm"])
+      .choices([...NATIVE_BACKENDS.flatMap((b) => [b, `native-${b}`]), "wasm", "webgpu"])
       .default("native-cpu"),
+  )
+  .addOption(
+    new Option("--host <where>", "where the WASM shards run: Deno processes, or headless Chromium tabs")
+      .choices(["process", "chromium"])
+      .default("process"),
   )
   .option("--tokens <n>", "greedy decode steps per session", int("tokens"), 32)
   .option("--sessions <n>", "sessions, alone and batched", int("sessions"), 4)
@@ -79,15 +87,17 @@ program.command("parity")
   .option("--json", "print one JSON object")
   .action(async (o) => {
     const { path, name } = await resolveModel(o.model);
-    // the WASM engine is compared with native whole-model CPU, its nodes run over direct seams
-    const wasm = o.backend === "wasm";
+    const wasm = o.backend === "wasm" || o.backend === "webgpu";
+    // the WASM engines are compared with native whole-model CPU
     const backend = wasm ? "cpu" : nativeBackend(o.backend);
-    if (wasm) o.transport ??= "direct";
     await ensureNativeLibrary(backend);
-    const engines = wasm
-      ? String(o.split).split(",").map(() => "wasm" as const)
-      : o.engines
+    if (o.host === "chromium" && !wasm) {
+      throw new Error("--host chromium runs the WASM engine: --backend wasm|webgpu");
+    }
+    const engines = o.engines
       ? String(o.engines).split(",") as ("native" | "wasm")[]
+      : wasm && o.transport
+      ? String(o.split).split(",").map(() => "wasm" as const)
       : undefined;
     if (engines?.some((e) => e !== "native" && e !== "wasm")) {
       throw new Error("--engines takes native or wasm per node");
@@ -118,7 +128,8 @@ program.command("parity")
         modelPath: path,
         modelName: name,
         split: parseSplit(o.split, facts.nLayer),
-        backend,
+        backend: wasm ? o.backend : backend,
+        host: o.host,
         tokens: o.tokens,
         sessions: o.sessions,
         threads: o.threads,
@@ -216,6 +227,11 @@ program.command("test")
   .action(async (files: string[]) => {
     await ensureNativeLibrary("cpu");
     await resolveModel(DEFAULT_MODEL.name);
+    // the WASM, browser and WebGPU tests need emscripten, Chromium and lavapipe; without
+    // them (not root, no apt) those tests skip and say why
+    if (await ensureDebianPackages(["emscripten", "chromium", "mesa-vulkan-drivers"])) {
+      await ensureWasmEngine("cpu");
+    }
     const vitest = new Deno.Command("node", {
       args: [new URL("../node_modules/vitest/vitest.mjs", import.meta.url).pathname, "run", ...files],
       cwd: new URL("..", import.meta.url).pathname,
@@ -227,13 +243,32 @@ program.command("test")
 program.addCommand(upCommand());
 
 function printParity(r: Awaited<ReturnType<typeof runParity>>): void {
-  const seams = r.max_abs_diff_hidden.map((s) => `after layer ${s.after_layer}: ${s.diff.toExponential(2)}`)
-    .join(", ");
-  console.log(`${r.model} (${r.arch}, ${r.n_layer} layers) split ${r.split} on ${r.backend}`);
-  if (r.text !== undefined) console.log(`route output: ${JSON.stringify(r.text)}`);
-  console.log(`greedy tokens: ${r.tokens_match ? "identical" : "MISMATCH"} over ${r.tokens_compared} steps`);
+  const seams = r.max_abs_diff_hidden.map((s) =>
+    `after layer ${s.after_layer}: ${s.diff.toExponential(2)} of ${
+      s.max_abs.toFixed(0)
+    } (tolerance ${s.tolerance_rel})`
+  ).join(", ");
   console.log(
-    `hidden states vs whole: ${seams} (${r.hidden_within_tolerance ? "within" : "OUTSIDE"} tolerance)`,
+    `${r.model} (${r.arch}, ${r.n_layer} layers) split ${r.split} on ${
+      r.engine_backends.join(",")
+    } (${r.host}),` +
+      ` against ${r.reference}`,
+  );
+  if (r.text !== undefined) console.log(`route output: ${JSON.stringify(r.text)}`);
+  const ties = r.alone_divergences.filter((d) => d.kind === "near_tie");
+  console.log(
+    `greedy tokens: ${
+      r.tokens_match ? "identical" : r.tokens_agree ? `identical but ${ties.length} near-tie(s)` : "MISMATCH"
+    } over ${r.tokens_compared} steps${
+      ties.map((d) =>
+        ` (session ${d.session} step ${"step" in d ? d.step : "?"}: gap ${
+          "gapSigma" in d ? d.gapSigma.toFixed(3) : "?"
+        } σ)`
+      ).join("")
+    }`,
+  );
+  console.log(
+    `hidden states vs whole: ${seams}: ${r.hidden_within_tolerance ? "within" : "OUTSIDE"}`,
   );
   console.log(
     `batched (${r.sessions} sessions, up to ${r.batched.max_batch_tokens} tokens a batch): ${
@@ -248,3 +283,5 @@ function printParity(r: Awaited<ReturnType<typeof runParity>>): void {
 }
 
 await program.parseAsync(["deno", "strata", ...Deno.args]);
+// a command that returned is done: pthread workers of WASM engines would keep Deno alive
+Deno.exit(Deno.exitCode);

@@ -1,6 +1,7 @@
 // `strata node`: serve one shard until Ctrl-C.
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseLayerRange } from "../../src/engine/layer-range.ts";
+import { WASM_MAX_THREADS } from "../../src/engine/wasm/wasm-engine.ts";
 import { importPublicRouteKey, type RouteKeyText } from "../../src/route/keys.ts";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
@@ -32,10 +33,14 @@ export function nodeCommand(): Command {
     .option("--name <name>", "node name in telemetry (defaults to the relay token's name)")
     .addOption(backendOption())
     .addOption(
-      new Option("--engine <engine>", "native (FFI) or wasm (the WebAssembly build, CPU)").choices([
+      new Option("--engine <engine>", "native (FFI) or wasm (the WebAssembly build)").choices([
         "native",
         "wasm",
       ]).default("native"),
+    )
+    .option(
+      "--webgpu",
+      "with --engine wasm: run the layers on WebGPU when the adapter can (else CPU, saying why)",
     )
     .option("--threads <n>", "engine threads", int("threads"), navigator.hardwareConcurrency)
     .option("--kv-cells <n>", "KV cells shared by all sessions", int("kv-cells"), 8192)
@@ -44,6 +49,7 @@ export function nodeCommand(): Command {
     .option("--lease-ms <n>", "release a session idle this long", int("lease-ms"), 300_000)
     .action(async (o) => {
       if (!o.listen && !o.relay) throw new InvalidArgumentError("give --listen, --relay, or both");
+      if (o.webgpu && o.engine !== "wasm") throw new InvalidArgumentError("--webgpu needs --engine wasm");
       if (!o.routeKey === !o.tracker) throw new InvalidArgumentError("give --route-key or --tracker (one)");
       const trackerToken = o.trackerToken ?? Deno.env.get("STRATA_NODE_TOKEN");
       if (o.tracker && !trackerToken) {
@@ -60,7 +66,9 @@ export function nodeCommand(): Command {
         range: parseLayerRange(o.layers, facts.nLayer),
         backend: nativeBackend(o.backend),
         engine: o.engine,
-        threads: o.threads,
+        webgpu: Boolean(o.webgpu),
+        // the WASM engine starts a fixed pool of pthread workers
+        threads: o.engine === "wasm" ? Math.min(o.threads, WASM_MAX_THREADS) : o.threads,
         kvCells: o.kvCells,
         maxSessions: o.maxSessions,
         batchTokens: o.batchTokens,

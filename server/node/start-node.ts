@@ -14,6 +14,7 @@ import { Dialer } from "../seam/dialer.ts";
 import { type SeamServer, serveSeams } from "../seam/grpc.ts";
 import { log } from "../util/log.ts";
 import { scaledOutputs } from "./fault.ts";
+import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
 import { joinTracker, type Membership } from "./tracker-client.ts";
 import type { RangeEngine } from "../../src/engine/range-engine.ts";
 
@@ -24,6 +25,8 @@ export interface NodeConfig {
   readonly backend: NativeBackend;
   /** native (FFI) or wasm (the WebAssembly build under Deno: CPU, one thread, on the event loop for now) */
   readonly engine?: "native" | "wasm";
+  /** with the wasm engine: WebGPU when the adapter can run it */
+  readonly webgpu?: boolean;
   readonly threads: number;
   readonly kvCells: number;
   readonly maxSessions: number;
@@ -61,13 +64,15 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     threads: c.threads,
   };
   const wasm = c.engine === "wasm";
-  // the build (its cache key is in the path) and backend decide the numerics
-  const build = wasm ? await ensureWasmEngine() : await ensureNativeLibrary(c.backend);
-  const label = wasm ? "wasm-cpu" : `native-${c.backend}`;
   const [artifact, loaded] = await Promise.all([
     artifactSha256(c.modelPath),
-    wasm ? loadWasmEngine(spec) : NativeEngine.load(spec, c.backend),
+    wasm ? loadWasmEngine(spec, { webgpu: c.webgpu }) : NativeEngine.load(spec, c.backend),
   ]);
+  // the build (its cache key is in the path) and backend decide the numerics
+  const build = wasm
+    ? await ensureWasmEngine(loaded.backend === "wasm-webgpu" ? "webgpu" : "cpu")
+    : await ensureNativeLibrary(c.backend);
+  const label = wasm ? loaded.backend : `native-${c.backend}`;
   const tokensPerS = await measureDecode(loaded);
   const engine = c.fault === "scale" ? scaledOutputs(loaded) : loaded;
   const recipe = createHash("sha256").update(`${build}|${label}`).digest();
@@ -104,6 +109,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       kvCells: c.kvCells,
       maxSessions: c.maxSessions,
       decodeTokensPerS: tokensPerS,
+      memoryCapBytes: BigInt(wasm ? WASM32_MEMORY_CAP : 0),
     }, () => node);
     keyFromTracker(membership.routeKey);
   }

@@ -1,30 +1,15 @@
 // The parent's handle on a shard process: one request at a time, replies in order.
+import { DENO_V8_FLAGS } from "../util/v8-flags.ts";
 import { EngineError, type EngineErrorCode } from "../../src/engine/errors.ts";
 import type { EngineMemory, ModelFacts, SeqId } from "../../src/engine/range-engine.ts";
-import type { LayerRange } from "../../src/engine/layer-range.ts";
-import type { NativeBackend } from "../engine/native/build.ts";
 import { encodeFrame, type Frame, readFrames, splitPayload } from "./frames.ts";
+import { type Shard, shardLabel, type ShardLoad, type ShardStep } from "./shard.ts";
 
-export interface ShardLoad {
-  modelPath: string;
-  range: LayerRange | "whole";
-  kvCells: number;
-  maxSequences: number;
-  batchTokens: number;
-  threads: number;
-  backend: NativeBackend;
-  capture?: boolean;
-}
+export type { ShardLoad, ShardStep } from "./shard.ts";
 
-export interface ShardStep {
-  rows: number;
-  dim: number;
-  data: Float32Array;
-  captured: Float32Array[];
-}
-
-export class ShardProcess {
+export class ShardProcess implements Shard {
   facts!: ModelFacts;
+  engineBackend = "";
   rssAfterLoad = 0;
   label = "shard";
   readonly #child: Deno.ChildProcess;
@@ -35,7 +20,7 @@ export class ShardProcess {
   private constructor(env: Record<string, string>) {
     const script = new URL("./shard-process.ts", import.meta.url).pathname;
     this.#child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-all", "--quiet", script],
+      args: ["run", "--allow-all", "--quiet", DENO_V8_FLAGS, script],
       stdin: "piped",
       stdout: "piped",
       stderr: "inherit",
@@ -47,12 +32,13 @@ export class ShardProcess {
 
   static async spawn(load: ShardLoad, env: Record<string, string> = {}): Promise<ShardProcess> {
     const p = new ShardProcess(env);
-    p.label = load.range === "whole" ? "whole model" : `shard ${load.range.start}:${load.range.end}`;
+    p.label = shardLabel(load.range);
     const spec = load.range === "whole"
       ? { ...load, range: undefined }
       : { ...load, range: undefined, start: load.range.start, end: load.range.end };
     const r = await p.request({ op: "load", spec, backend: load.backend, capture: load.capture ?? false });
     p.facts = r.header.facts as ModelFacts;
+    p.engineBackend = String(r.header.engineBackend);
     p.rssAfterLoad = Number(r.header.rss);
     return p;
   }

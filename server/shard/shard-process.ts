@@ -1,19 +1,30 @@
-// A shard in its own OS process: loads one layer range with the native engine and
-// serves load / open / decode / release / memory requests over stdin/stdout frames.
+// A shard in its own OS process: loads one layer range with the native or the WASM
+// engine and serves load / open / decode / release / memory requests over stdin/stdout
+// frames. Capture (hidden states inside the range) is the native reference's alone.
 import { EngineError } from "../../src/engine/errors.ts";
-import type { SeqId } from "../../src/engine/range-engine.ts";
+import type { RangeEngine, SeqId, ShardSpec } from "../../src/engine/range-engine.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { NativeEngine } from "../engine/native/native-engine.ts";
+import { loadWasmEngine } from "../engine/wasm/load.ts";
 import { encodeFrame, readFrames, splitPayload } from "./frames.ts";
+import type { ShardBackend } from "./shard.ts";
 
-let engine: NativeEngine | undefined;
+let engine: RangeEngine | undefined;
 const out = Deno.stdout.writable.getWriter();
 
 const reply = (header: Record<string, unknown>, parts: ArrayBufferView[] = []) =>
   out.write(encodeFrame(header, parts));
 
-function need(): NativeEngine {
+async function load(spec: ShardSpec, backend: ShardBackend, capture: boolean): Promise<RangeEngine> {
+  if (backend === "wasm" || backend === "webgpu") {
+    if (capture) throw new EngineError("bad_input", "capture needs the native engine");
+    return await loadWasmEngine(spec, { webgpu: backend === "webgpu" });
+  }
+  return await NativeEngine.load(spec, backend as NativeBackend, { capture });
+}
+
+function need(): RangeEngine {
   if (!engine) throw new EngineError("engine_failed", "no shard loaded");
   return engine;
 }
@@ -25,7 +36,7 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
     switch (h.op) {
       case "load": {
         const s = h.spec as Record<string, number | string>;
-        engine = await NativeEngine.load(
+        engine = await load(
           {
             modelPath: String(s.modelPath),
             range: s.start === undefined ? "whole" : layerRange(Number(s.start), Number(s.end)),
@@ -34,10 +45,15 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
             batchTokens: Number(s.batchTokens),
             threads: Number(s.threads),
           },
-          h.backend as NativeBackend,
-          { capture: Boolean(h.capture) },
+          h.backend as ShardBackend,
+          Boolean(h.capture),
         );
-        await reply({ facts: engine.facts, memory: engine.memory(), rss: rss() });
+        await reply({
+          facts: engine.facts,
+          engineBackend: engine.backend,
+          memory: engine.memory(),
+          rss: rss(),
+        });
         break;
       }
       case "open":
@@ -54,7 +70,10 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
           ["u8", n],
         ]);
         const capture = (h.capture as number[] | undefined) ?? [];
-        if (capture.length) e.capture(capture);
+        if (capture.length && !(e instanceof NativeEngine)) {
+          throw new EngineError("bad_input", "capture needs the native engine");
+        }
+        if (capture.length) (e as NativeEngine).capture(capture);
         const r = await e.decode({
           tokens: e.input === "tokens" ? input as Int32Array : undefined,
           hidden: e.input === "hidden" ? input as Float32Array : undefined,
@@ -62,7 +81,7 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
           seq: seq as Int32Array,
           outputs: outputs as Uint8Array,
         });
-        const captured = capture.map((il) => e.captured(il));
+        const captured = capture.map((il) => (e as NativeEngine).captured(il));
         await reply({ rows: r.rows, dim: r.dim, captured: captured.map((c) => c.length) }, [
           r.data,
           ...captured,

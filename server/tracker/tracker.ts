@@ -22,6 +22,10 @@ import { listenConnect } from "../util/http2.ts";
 import { log } from "../util/log.ts";
 import { probeNode } from "./admission.ts";
 import { probeReference } from "./reference.ts";
+import { readHeader } from "../model/facts.ts";
+import { buildManifest, shardBytes } from "../../src/gguf/manifest.ts";
+import { arch, metaNumber } from "../../src/gguf/reader.ts";
+import { memoryMisfit, rangeMemory } from "../../src/engine/memory-fit.ts";
 import { type NodeRecord, TrackerStore } from "./store.ts";
 
 export interface TrackerOptions {
@@ -56,10 +60,16 @@ function sameSecret(a: string, b: string): boolean {
 export async function startTracker(o: TrackerOptions) {
   const store = new TrackerStore(o.dbPath);
   const keys = await routeKeys(store);
-  const [artifact, reference] = await Promise.all([
+  const [artifact, reference, header] = await Promise.all([
     sha256File(o.modelPath),
     probeReference(o.modelPath, o.backend),
+    readHeader(o.modelPath),
   ]);
+  const manifest = buildManifest(header, (await Deno.stat(o.modelPath)).size, artifact);
+  const a = arch(header);
+  const nEmbd = metaNumber(header, `${a}.embedding_length`) ?? 0;
+  const nHead = metaNumber(header, `${a}.attention.head_count`) ?? 1;
+  const nEmbdKv = nEmbd * (metaNumber(header, `${a}.attention.head_count_kv`) ?? nHead) / nHead;
   const dialer = await Dialer.connect(o.relay);
   const records = new Map(store.nodes().map((r) => [r.node, r]));
   const live = new Map<string, Live>();
@@ -107,6 +117,22 @@ export async function startTracker(o: TrackerOptions) {
         throw new ConnectError(
           `layers ${s.range.start}:${s.range.end} of ${reference.nLayer}`,
           Code.InvalidArgument,
+        );
+      }
+      // an engine with a memory cap (wasm32) is never given a range it cannot hold
+      const misfit = memoryMisfit(
+        rangeMemory({
+          weightBytes: shardBytes(manifest, s.range.start, s.range.end).bytes,
+          layers: s.range.end - s.range.start,
+          kvCells: s.kvCells,
+          nEmbdKv,
+        }),
+        Number(s.memoryCapBytes),
+      );
+      if (misfit) {
+        throw new ConnectError(
+          `layers ${s.range.start}:${s.range.end} with ${s.kvCells} KV cells ${misfit}`,
+          Code.ResourceExhausted,
         );
       }
       const rec: NodeRecord = {

@@ -1,5 +1,6 @@
 // A `strata` subcommand (node, relay) in its own OS process, started and awaited until it
 // prints its one-line JSON "ready" event.
+import { DENO_V8_FLAGS } from "./v8-flags.ts";
 const cli = new URL("../cli.ts", import.meta.url).pathname;
 const config = new URL("../../deno.json", import.meta.url).pathname;
 
@@ -12,7 +13,7 @@ export class ServiceProcess {
 
   static async start(label: string, args: string[], env: Record<string, string> = {}, timeoutMs = 120_000) {
     const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--quiet", "--config", config, cli, ...args],
+      args: ["run", "-A", "--quiet", DENO_V8_FLAGS, "--config", config, cli, ...args],
       stdin: "null",
       stdout: "piped",
       stderr: "inherit",

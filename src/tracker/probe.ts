@@ -1,6 +1,8 @@
 // Capability admission: a node runs a fixed probe through its range and its output must
 // match the tracker's reference for that range within a stated tolerance.
 
+import { CROSS_ENGINE_HIDDEN_REL_TOL, HIDDEN_REL_TOL } from "../parity/tolerance.ts";
+
 export interface ProbeVerdict {
   readonly ok: boolean;
   readonly maxAbsDiff: number;
@@ -10,10 +12,13 @@ export interface ProbeVerdict {
 }
 
 /**
- * The same engine kind as the reference reproduces it to rounding (1e-4 of the scale);
- * another backend (GPU kernels, other accumulation orders) is held to 5e-2 of the scale.
+ * The same engine kind as the reference reproduces it to rounding; another backend (WASM
+ * or GPU kernels, other accumulation orders) is held to the cross-engine tolerance.
  */
-export const PROBE_TOLERANCE = { sameEngine: 1e-4, otherEngine: 5e-2 } as const;
+export const PROBE_TOLERANCE = {
+  sameEngine: HIDDEN_REL_TOL,
+  otherEngine: CROSS_ENGINE_HIDDEN_REL_TOL,
+} as const;
 
 export function judgeProbe(reference: Float32Array, got: Float32Array, relTol: number): ProbeVerdict {
   if (reference.length !== got.length) {

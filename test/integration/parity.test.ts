@@ -5,36 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { spawnSync } from "node:child_process";
 import { root, strata } from "./strata.ts";
-
-async function parity(args: string[]) {
-  const r = await strata(["parity", "--json", "--tokens", "32", "--sessions", "4", ...args]);
-  if (!r.stdout.trim().startsWith("{")) throw new Error(`parity printed no report:\n${r.stderr}`);
-  return { code: r.code, report: JSON.parse(r.stdout), stderr: r.stderr };
-}
-
-function expectParity(r: Awaited<ReturnType<typeof parity>>, seams: number) {
-  const p = r.report;
-  expect(p.tokens_match, JSON.stringify(p.first_mismatch)).toBe(true);
-  expect(p.tokens_compared).toBe(4 * 32);
-  expect(p.max_abs_diff_hidden).toHaveLength(seams);
-  expect(p.hidden_within_tolerance).toBe(true);
-  for (const s of p.max_abs_diff_hidden) {
-    expect(s.diff).toBeLessThanOrEqual(p.hidden_tolerance_rel * Math.max(1, s.max_abs));
-  }
-  // batched: 4 sessions of different prompt lengths decoded in mixed batches
-  expect(new Set(p.prompt_tokens).size).toBe(4);
-  expect(p.batched.max_batch_sessions).toBe(4);
-  expect(p.batched_match, JSON.stringify(p.batched.agreements)).toBe(true);
-  // releasing one session frees exactly its cells and keeps the others' cells
-  expect(p.release.cells_freed.every((c: number) => c === p.release.cells_expected)).toBe(true);
-  expect(p.release.others_cells_kept).toBe(true);
-  for (const a of p.release.others_after_release) {
-    if (a) expect(a.kind, JSON.stringify(a)).not.toBe("mismatch");
-  }
-  expect(p.kv_cells_used_after_alone.every((c: number) => c === 0)).toBe(true);
-  expect(p.ok).toBe(true);
-  expect(r.code).toBe(0);
-}
+import { expectParity, parity } from "./parity-check.ts";
 
 describe("parity on SmolLM2-135M (Q4_1)", () => {
   it("2 shards: identical greedy tokens, exact seams, batched sessions", async () => {

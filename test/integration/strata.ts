@@ -28,7 +28,15 @@ export const strata = (args: string[], env: Record<string, string> = {}): Promis
   run(`${root}strata`, args, env);
 
 export const denoRun = (script: string): Promise<Ran> =>
-  run(deno, ["run", "--allow-all", "--quiet", "--config", `${root}deno.json`, script], {});
+  run(deno, [
+    "run",
+    "--allow-all",
+    "--quiet",
+    "--v8-flags=--no-liftoff",
+    "--config",
+    `${root}deno.json`,
+    script,
+  ], {});
 
 /**
  * `strata parity` over node processes, 8 sessions × 16 tokens, one engine thread a node;

@@ -25,6 +25,8 @@ const whole = await NativeEngine.load({ ...spec, range: "whole" }, "cpu", { capt
 whole.capture([seam]);
 // the same engine kind whole: separates range execution from CPU-kernel numerics
 const wasmWhole = await loadWasmEngine({ ...spec, range: "whole" });
+// the same with two pthreads: ggml splits rows between threads, never a sum
+const wasmWhole2 = await loadWasmEngine({ ...spec, range: "whole", threads: 2 });
 
 const last = (n: number) => Uint8Array.from({ length: n }, (_, i) => (i === n - 1 ? 1 : 0));
 const iota = (from: number, n: number) => Int32Array.from({ length: n }, (_, i) => from + i);
@@ -44,9 +46,11 @@ let hiddenDiff = 0;
 let hiddenScale = 0;
 let logitDiff = 0;
 let wasmLogitDiff = 0;
+let threadsLogitDiff = 0;
 for (const prompt of prompts) {
   const [sh, st, sw] = [head.openSequence(), tail.openSequence(), whole.openSequence()];
   const sww = wasmWhole.openSequence();
+  const sw2 = wasmWhole2.openSequence();
   const wasmWholeTokens: number[] = [];
   const wasmTokens: number[] = [];
   const nativeTokens: number[] = [];
@@ -57,6 +61,8 @@ for (const prompt of prompts) {
     const l = await step(tail, st, h.data, pos);
     const w = await step(whole, sw, input, pos);
     const ww = await step(wasmWhole, sww, input, pos);
+    const w2 = await step(wasmWhole2, sw2, input, pos);
+    threadsLogitDiff = Math.max(threadsLogitDiff, maxAbsDiff(ww.data, w2.data));
     wasmLogitDiff = Math.max(wasmLogitDiff, maxAbsDiff(l.data, ww.data));
     wasmWholeTokens.push(top2(ww.data).best);
     const ref = whole.captured(seam);
@@ -75,6 +81,7 @@ for (const prompt of prompts) {
   await tail.releaseSequence(st);
   await whole.releaseSequence(sw);
   await wasmWhole.releaseSequence(sww);
+  await wasmWhole2.releaseSequence(sw2);
   sessions.push({ wasmTokens, wasmWholeTokens, nativeTokens });
 }
 
@@ -114,7 +121,7 @@ const batched: number[][] = [[], []];
   }
 }
 const memory = [head.memory(), tail.memory()];
-await Promise.all([head.close(), tail.close(), whole.close(), wasmWhole.close()]);
+await Promise.all([head.close(), tail.close(), whole.close(), wasmWhole.close(), wasmWhole2.close()]);
 console.log(JSON.stringify({
   loadMs,
   sessions,
@@ -123,5 +130,7 @@ console.log(JSON.stringify({
   hiddenScale,
   maxAbsDiffLogits: logitDiff,
   maxAbsDiffLogitsVsWasmWhole: wasmLogitDiff,
+  threadsLogitDiff,
   memory,
 }));
+Deno.exit(0); // the engines' pthread workers would keep the process alive

@@ -9,32 +9,47 @@ import { runCommand } from "../../util/run.ts";
 import { log } from "../../util/log.ts";
 import { forkBuildKey, forkDir, hasCommand } from "../native/build.ts";
 
-const FLAGS = [
+/** cpu: WASM SIMD + pthreads; webgpu: the same plus ggml's WebGPU backend (ASYNCIFY). */
+export type WasmFlavor = "cpu" | "webgpu";
+export const WASM_FLAVORS: readonly WasmFlavor[] = ["cpu", "webgpu"];
+
+const COMMON = [
   "-DLLAMA_WASM_MEM64=OFF", // wasm64 crashes clang 14 here
-  "-DGGML_WEBGPU=OFF",
   "-DGGML_OPENMP=OFF",
   "-DGGML_NATIVE=OFF",
   // emscripten's platform file says "x86": without this ggml skips its wasm SIMD kernels
   "-DEMSCRIPTEN_SYSTEM_PROCESSOR=wasm32",
 ];
 
-async function moduleDir(): Promise<string> {
-  return cacheDir("wasm", `cpu-${await forkBuildKey({ wasm: "cpu", flags: FLAGS })}`);
+const FLAGS: Record<WasmFlavor, string[]> = {
+  cpu: [...COMMON, "-DGGML_WEBGPU=OFF"],
+  webgpu: [...COMMON, "-DGGML_WEBGPU=ON", "-DSTRATA_WASM_WEBGPU=ON"],
+};
+
+/** Files the build leaves beside each other: the module, its wasm, and the pthread worker. */
+const OUTPUTS = ["strata.mjs", "strata.wasm", "strata.worker.js"];
+
+/** The project's webgpu shim (used on emscripten < 4.0.10) is part of the webgpu flavor's key. */
+const SHIM = ["webgpu/include/webgpu/webgpu_cpp.h", "webgpu/library_strata_webgpu.js"];
+
+async function moduleDir(flavor: WasmFlavor): Promise<string> {
+  const shim = flavor === "webgpu" ? SHIM.map((f) => Deno.readTextFileSync(join(forkDir, f))) : undefined;
+  return cacheDir("wasm", `${flavor}-${await forkBuildKey({ wasm: flavor, flags: FLAGS[flavor], shim })}`);
 }
 
 /** Folder holding strata.mjs and strata.wasm, if built. */
-export async function findWasmEngine(): Promise<string | undefined> {
-  const dir = await moduleDir();
+export async function findWasmEngine(flavor: WasmFlavor = "cpu"): Promise<string | undefined> {
+  const dir = await moduleDir(flavor);
   return existsSync(join(dir, "strata.wasm")) ? dir : undefined;
 }
 
-export async function ensureWasmEngine(): Promise<string> {
-  const found = await findWasmEngine();
+export async function ensureWasmEngine(flavor: WasmFlavor = "cpu"): Promise<string> {
+  const found = await findWasmEngine(flavor);
   if (found) return found;
   if (!hasCommand("emcmake")) {
     throw new Error("the WASM engine needs emscripten: apt-get install emscripten (Debian bookworm: 3.1.6)");
   }
-  const out = await moduleDir();
+  const out = await moduleDir(flavor);
   const started = performance.now();
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
   const emCache = cacheDir("wasm", "em-cache");
@@ -48,8 +63,8 @@ export async function ensureWasmEngine(): Promise<string> {
     CCACHE_BASEDIR: repoRoot,
     CCACHE_NOHASHDIR: "1",
   };
-  const buildDir = cacheDir("wasm", "build-cpu");
-  console.error("engine: building the WASM engine (first use only; a few minutes)");
+  const buildDir = cacheDir("wasm", `build-${flavor}`);
+  console.error(`engine: building the WASM engine (${flavor}; first use only; a few minutes)`);
   await runCommand("emcmake", [
     "cmake",
     "-S",
@@ -58,9 +73,9 @@ export async function ensureWasmEngine(): Promise<string> {
     buildDir,
     "-DCMAKE_BUILD_TYPE=Release",
     ...(hasCommand("ninja") ? ["-G", "Ninja"] : []),
-    ...FLAGS,
+    ...FLAGS[flavor],
   ], { env });
-  const bar = progress("engine: compiling (wasm)", 1);
+  const bar = progress(`engine: compiling (wasm-${flavor})`, 1);
   await runCommand("cmake", [
     "--build",
     buildDir,
@@ -78,7 +93,9 @@ export async function ensureWasmEngine(): Promise<string> {
   const seconds = (performance.now() - started) / 1000;
   bar.finish(`${seconds.toFixed(0)} s`);
   Deno.mkdirSync(out, { recursive: true });
-  for (const f of ["strata.mjs", "strata.wasm"]) Deno.copyFileSync(join(buildDir, f), join(out, f));
-  log.info("engine.built", { backend: "wasm-cpu", seconds });
+  for (const f of OUTPUTS) {
+    if (existsSync(join(buildDir, f))) Deno.copyFileSync(join(buildDir, f), join(out, f));
+  }
+  log.info("engine.built", { backend: `wasm-${flavor}`, seconds });
   return out;
 }

@@ -19,6 +19,8 @@ import { EngineQueue } from "../engine-queue.ts";
 /** What the emscripten module (built with -sWASM_BIGINT) exposes. */
 export interface StrataModule {
   HEAPU8: Uint8Array;
+  /** the module's memory (pthread builds share it with their workers) */
+  wasmMemory?: WebAssembly.Memory;
   FS: {
     mkdirTree(path: string): void;
     writeFile(path: string, data: Uint8Array): void;
@@ -60,6 +62,23 @@ const CODE: Record<number, EngineErrorCode> = { [-1]: "bad_input", [-2]: "kv_ful
 /** wasm32 addresses at most 4 GiB, and the engine needs room beyond the weights. */
 export const WASM32_MEMORY_CAP = 4 * 2 ** 30;
 
+/**
+ * pthread workers the build starts with each module (STRATA_WASM_MAX_THREADS): ggml
+ * starts its threads on every graph, and a page's main thread cannot wait for a worker
+ * that does not exist yet, so more threads than this are never asked for.
+ */
+export const WASM_MAX_THREADS = 4;
+
+/**
+ * A view of the whole heap. With shared memory a growth (on any thread) does not detach
+ * old views: it leaves them short, so the view is renewed whenever the memory moved on.
+ */
+function heap(m: StrataModule): Uint8Array {
+  const buffer = m.wasmMemory?.buffer;
+  if (buffer && m.HEAPU8.buffer !== buffer) return new Uint8Array(buffer);
+  return m.HEAPU8;
+}
+
 export class WasmEngine implements RangeEngine {
   readonly kind = "wasm" as const;
   readonly input: "tokens" | "hidden";
@@ -98,11 +117,18 @@ export class WasmEngine implements RangeEngine {
         } GiB memory`,
       );
     }
+    if (spec.threads < 1 || spec.threads > WASM_MAX_THREADS) {
+      throw new EngineError(
+        "bad_input",
+        `the WASM engine runs 1 to ${WASM_MAX_THREADS} threads, not ${spec.threads}`,
+      );
+    }
     const path = `/models/${spec.modelPath.split("/").pop() || "model.gguf"}`;
     m.FS.mkdirTree("/models");
     m.FS.writeFile(path, bytes);
     const [start, end] = spec.range === "whole" ? [0, 0] : [spec.range.start, spec.range.end];
-    const model = withString(m, path, (p) => m._strata_model_load(p, start, end, 0, 0));
+    const gpuLayers = spec.gpuLayers ?? 0;
+    const model = withString(m, path, (p) => m._strata_model_load(p, start, end, gpuLayers, 0));
     m.FS.unlink(path); // the loader has read what the range needs
     if (!model) {
       const message = lastError(m);
@@ -115,7 +141,7 @@ export class WasmEngine implements RangeEngine {
       m._strata_model_free(model);
       throw new EngineError(message.startsWith("context:") ? "bad_input" : "engine_failed", message);
     }
-    return new WasmEngine(m, model, ctx, "wasm-cpu", facts, spec);
+    return new WasmEngine(m, model, ctx, gpuLayers > 0 ? "wasm-webgpu" : "wasm-cpu", facts, spec);
   }
 
   openSequence(): SeqId {
@@ -141,7 +167,7 @@ export class WasmEngine implements RangeEngine {
       const put = (a: Int32Array | Float32Array | Uint8Array | undefined) => {
         if (!a) return 0;
         const p = m._malloc(Math.max(1, a.byteLength));
-        m.HEAPU8.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), p);
+        heap(m).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), p);
         return p;
       };
       const ptrs = [put(batch.tokens), put(batch.hidden), put(batch.pos), put(batch.seq), put(batch.outputs)];
@@ -154,7 +180,7 @@ export class WasmEngine implements RangeEngine {
           const dst = m._malloc(data.byteLength);
           try {
             this.#check(Number(m._strata_outputs(this.ctx, dst, BigInt(data.length))));
-            new Uint8Array(data.buffer).set(m.HEAPU8.subarray(dst, dst + data.byteLength));
+            new Uint8Array(data.buffer).set(heap(m).subarray(dst, dst + data.byteLength));
           } finally {
             m._free(dst);
           }
@@ -170,7 +196,7 @@ export class WasmEngine implements RangeEngine {
     const p = this.m._malloc(32);
     try {
       this.m._strata_ctx_stats(this.ctx, p, 4);
-      const s = new BigInt64Array(this.m.HEAPU8.slice(p, p + 32).buffer);
+      const s = new BigInt64Array(heap(this.m).slice(p, p + 32).buffer);
       return {
         weightBytes: this.facts.weightBytes,
         kvCells: Number(s[0]),
@@ -200,7 +226,7 @@ export class WasmEngine implements RangeEngine {
 function withString<T>(m: StrataModule, s: string, fn: (p: number) => T): T {
   const bytes = new TextEncoder().encode(s + "\0");
   const p = m._malloc(bytes.length);
-  m.HEAPU8.set(bytes, p);
+  heap(m).set(bytes, p);
   try {
     return fn(p);
   } finally {
@@ -213,7 +239,7 @@ function readString(m: StrataModule, fill: (buf: number, cap: number) => number)
   const p = m._malloc(cap);
   try {
     const n = fill(p, cap);
-    return n > 0 ? new TextDecoder().decode(m.HEAPU8.slice(p, p + Math.min(n, cap))) : "";
+    return n > 0 ? new TextDecoder().decode(heap(m).slice(p, p + Math.min(n, cap))) : "";
   } finally {
     m._free(p);
   }
@@ -222,8 +248,8 @@ function readString(m: StrataModule, fill: (buf: number, cap: number) => number)
 function lastError(m: StrataModule): string {
   const p = m._strata_last_error();
   if (!p) return "unknown engine error";
-  const end = m.HEAPU8.indexOf(0, p);
-  return new TextDecoder().decode(m.HEAPU8.slice(p, end));
+  const h = heap(m);
+  return new TextDecoder().decode(h.slice(p, h.indexOf(0, p)));
 }
 
 function modelFacts(m: StrataModule, model: number): ModelFacts {
@@ -231,7 +257,7 @@ function modelFacts(m: StrataModule, model: number): ModelFacts {
   let f: BigInt64Array;
   try {
     m._strata_model_facts(model, p, 10);
-    f = new BigInt64Array(m.HEAPU8.slice(p, p + 80).buffer);
+    f = new BigInt64Array(heap(m).slice(p, p + 80).buffer);
   } finally {
     m._free(p);
   }

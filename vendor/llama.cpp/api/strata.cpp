@@ -2,6 +2,7 @@
 #include "strata.h"
 
 #include "gguf.h"
+#include "ggml-cpu.h"
 #include "llama.h"
 #include "llama-model.h"
 
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -99,6 +101,27 @@ bool arch_supported(const std::string & arch) {
     return false;
 }
 
+#if defined(STRATA_WASM_WEBGPU)
+#  if defined(STRATA_WEBGPU_SHIM)
+extern "C" char * strata_webgpu_problem(void);  // library_strata_webgpu.js, malloc'd
+#  endif
+// The WebGPU build offloads layers only where a GPU device registered; otherwise the load fails
+// with the reason, so that the caller can fall back to the CPU build.
+bool gpu_missing(std::string & why) {
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        const auto type = ggml_backend_dev_type(ggml_backend_dev_get(i));
+        if (type == GGML_BACKEND_DEVICE_TYPE_GPU || type == GGML_BACKEND_DEVICE_TYPE_IGPU) return false;
+    }
+    why = "no WebGPU device";
+#  if defined(STRATA_WEBGPU_SHIM)
+    char * p = strata_webgpu_problem();
+    if (p && *p) why += std::string(": ") + p;
+    free(p);
+#  endif
+    return true;
+}
+#endif
+
 } // namespace
 
 struct strata_model {
@@ -124,6 +147,10 @@ struct strata_ctx {
     std::vector<int32_t>        n_seq_id;
     std::vector<llama_seq_id *> seq_ptr;
     std::vector<int8_t>         logits;
+
+    // WebAssembly: the CPU threads live as long as the context (see strata_ctx_new)
+    ggml_threadpool_t threadpool = nullptr;
+    int32_t           n_threads  = 0;
 
     // reference capture of the residual stream after chosen layers
     std::vector<int32_t>                 capture_layers;
@@ -204,6 +231,13 @@ strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t
         return nullptr;
     }
 
+#if defined(STRATA_WASM_WEBGPU)
+    std::string why;
+    if (!vocab_only && n_gpu_layers > 0 && gpu_missing(why)) {
+        fail(STRATA_ERR_ENGINE, why);
+        return nullptr;
+    }
+#endif
     llama_model_params p = llama_model_default_params();
     p.n_gpu_layers = n_gpu_layers;
     p.layer_start  = vocab_only ? 0 : layer_start;
@@ -352,17 +386,40 @@ strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_m
         delete s;
         return nullptr;
     }
+    s->n_threads = n_threads;
+#if defined(__EMSCRIPTEN__)
+    // Without a pool ggml starts and joins its threads on every graph; in WebAssembly each
+    // start hands a pthread to a worker, which comes back only through the main thread's
+    // event loop. One pool per context keeps the workers for its whole life instead.
+    if (n_threads > 1) {
+        ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
+        s->threadpool = ggml_threadpool_new(&tpp);
+        if (!s->threadpool) {
+            fail(STRATA_ERR_ENGINE, "failed to start " + std::to_string(n_threads) + " threads");
+            llama_free(s->c);
+            delete s;
+            return nullptr;
+        }
+        llama_attach_threadpool(s->c, s->threadpool, s->threadpool);
+    }
+#endif
     return s;
 }
 
 void strata_ctx_free(strata_ctx * ctx) {
     if (!ctx) return;
+    if (ctx->threadpool) llama_detach_threadpool(ctx->c);
     llama_free(ctx->c);
+    if (ctx->threadpool) ggml_threadpool_free(ctx->threadpool);
     delete ctx;
 }
 
 int32_t strata_ctx_threads(strata_ctx * ctx, int32_t n_threads) {
     if (!ctx || n_threads <= 0) return fail(STRATA_ERR_INPUT, "threads must be positive");
+    if (ctx->threadpool && n_threads > ctx->n_threads) {
+        return fail(STRATA_ERR_INPUT, "this context's thread pool holds " + std::to_string(ctx->n_threads) +
+                                          " threads");
+    }
     llama_set_n_threads(ctx->c, n_threads, n_threads);
     return 0;
 }
@@ -430,6 +487,11 @@ int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens, const int32_t * tokens
     }
     if (r == -1) return fail(STRATA_ERR_INPUT, "invalid batch: " + log_tail());
     if (r != 0)  return fail(STRATA_ERR_ENGINE, "decode failed (" + std::to_string(r) + "): " + log_tail());
+#if defined(STRATA_WASM_WEBGPU)
+    // every WebGPU wait happens here, so that strata_outputs never suspends (ASYNCIFY in
+    // emscripten 3.1.6 cannot resume an export with an int64 parameter)
+    llama_synchronize(ctx->c);
+#endif
     ctx->n_outputs = n_out;
     return n_out;
 }

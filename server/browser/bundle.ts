@@ -1,0 +1,19 @@
+// Bundles a browser entry of web/ (TypeScript importing the shared core in src/) into one
+// ES module with esbuild, in memory: pages are served from what this returns.
+import * as esbuild from "esbuild";
+import { join } from "node:path";
+import { repoRoot } from "../util/paths.ts";
+
+export async function bundleWebEntry(entry: string): Promise<string> {
+  const r = await esbuild.build({
+    entryPoints: [join(repoRoot, "web", entry)],
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    write: false,
+    logLevel: "silent",
+  });
+  await esbuild.stop();
+  return r.outputFiles[0].text;
+}

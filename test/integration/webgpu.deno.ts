@@ -1,0 +1,220 @@
+// ggml's WebGPU backend inside the WASM engine (webgpu flavor, ASYNCIFY) under Deno, whose
+// navigator.gpu is lavapipe here: SmolLM2 0:30 offloaded, a short greedy decode, compared
+// with the same module on its CPU path and, when a native library is at hand, with native
+// whole-model llama.cpp. Counts GPU readbacks per step. Then an adapter without shader-f16
+// must make the load fail with a clear message. Prints one JSON object.
+//
+// Exports that may suspend (reach a WebGPU wait) are called through ccall({async: true}):
+// strata_backends, strata_model_load, strata_ctx_new, strata_decode, strata_outputs (it
+// synchronizes the backend), strata_ctx_free, strata_model_free.
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { maxAbsDiff, top2 } from "../../src/parity/compare.ts";
+import { NativeEngine } from "../../server/engine/native/native-engine.ts";
+import { findNativeLibrary } from "../../server/engine/native/build.ts";
+import { ensureWasmEngine } from "../../server/engine/wasm/build.ts";
+import { defaultModelPath } from "../../server/model/fetch.ts";
+
+const STEPS = Number(Deno.env.get("STEPS") ?? 16);
+const prompt = [1, 9690, 28, 2683, 314, 260, 3575, 282, 4649, 47];
+const modelPath = defaultModelPath();
+const log = Deno.env.get("STRATA_ENGINE_LOG") ? (s: string) => console.error(s) : () => {};
+
+// emscripten starts pthread workers as classic scripts; Deno runs module workers only
+const Base = globalThis.Worker;
+globalThis.Worker = class extends Base {
+  constructor(url: string | URL, options?: WorkerOptions) {
+    super(url, { ...options, type: "module" });
+  }
+};
+
+// deno-lint-ignore no-explicit-any
+type Module = any;
+
+async function instantiate(): Promise<Module> {
+  const dir = Deno.env.get("STRATA_WASM_DIR") ?? await ensureWasmEngine("webgpu");
+  const { default: createStrata } = await import(pathToFileURL(join(dir, "strata.mjs")).href);
+  return await createStrata({
+    wasmBinary: await Deno.readFile(join(dir, "strata.wasm")),
+    print: log,
+    printErr: log,
+  });
+}
+
+const call = (m: Module, name: string, ret: string | null, types: string[], args: unknown[]) =>
+  m.ccall(name, ret, types, args, { async: true });
+
+/** the heap now (shared memory grows without renewing old views) */
+const heap = (m: Module): ArrayBuffer | SharedArrayBuffer => m.wasmMemory?.buffer ?? m.HEAPU8.buffer;
+
+function cstr(m: Module, p: number): string {
+  return p ? m.UTF8ToString(p) : "";
+}
+
+async function backends(m: Module): Promise<string> {
+  const p = m._malloc(256);
+  await call(m, "strata_backends", "number", ["number", "number"], [p, 256]);
+  const s = cstr(m, p);
+  m._free(p);
+  return s;
+}
+
+async function load(m: Module, bytes: Uint8Array, gpuLayers: number) {
+  m.FS.mkdirTree("/models");
+  m.FS.writeFile("/models/m.gguf", bytes);
+  const t0 = performance.now();
+  const model = await call(m, "strata_model_load", "number", [
+    "string",
+    "number",
+    "number",
+    "number",
+    "number",
+  ], [
+    "/models/m.gguf",
+    0,
+    30,
+    gpuLayers,
+    0,
+  ]);
+  m.FS.unlink("/models/m.gguf");
+  if (!model) return { error: cstr(m, m._strata_last_error()) };
+  const ctx = await call(m, "strata_ctx_new", "number", Array(6).fill("number"), [model, 256, 1, 64, 1, 0]);
+  if (!ctx) return { error: cstr(m, m._strata_last_error()) };
+  return { model, ctx, loadMs: performance.now() - t0 };
+}
+
+/** Greedy decode; logits of every step, timings, and readbacks per step. */
+async function run(m: Module, ctx: number) {
+  const dim = 49152;
+  const bufs = [m._malloc(4 * 64), m._malloc(4 * 64), m._malloc(4 * 64), m._malloc(64)];
+  const dst = m._malloc(4 * dim);
+  const stats = m.webgpuStats;
+  const logits: Float32Array[] = [];
+  const tokens: number[] = [];
+  const stepMs: number[] = [];
+  const readbacks: number[] = [];
+  let input = prompt;
+  let pos = 0;
+  for (let i = 0; i < STEPS; i++) {
+    const n = input.length;
+    const h32 = new Int32Array(heap(m));
+    h32.set(input, bufs[0] >> 2);
+    h32.set(input.map((_, k) => pos + k), bufs[1] >> 2);
+    h32.set(new Array(n).fill(0), bufs[2] >> 2);
+    new Uint8Array(heap(m)).set(input.map((_, k) => (k === n - 1 ? 1 : 0)), bufs[3]);
+    const before = stats ? stats.mapWaits + stats.workDoneWaits : 0;
+    const t = performance.now();
+    const rows = await call(m, "strata_decode", "number", Array(7).fill("number"), [
+      ctx,
+      n,
+      bufs[0],
+      0,
+      bufs[1],
+      bufs[2],
+      bufs[3],
+    ]);
+    if (rows !== 1) throw new Error(`decode: ${rows} ${cstr(m, m._strata_last_error())}`);
+    // strata_outputs reaches llama_synchronize, a WebGPU queue wait: it may suspend too
+    await call(m, "strata_outputs", "number", ["number", "number", "number"], [ctx, dst, BigInt(dim)]);
+    stepMs.push(performance.now() - t);
+    readbacks.push(stats ? stats.mapWaits + stats.workDoneWaits - before : 0);
+    const row = new Float32Array(heap(m), dst, dim).slice();
+    logits.push(row);
+    tokens.push(top2(row).best);
+    pos += n;
+    input = [tokens[tokens.length - 1]];
+  }
+  [...bufs, dst].forEach((p) => m._free(p));
+  const decode = stepMs.slice(1);
+  return {
+    tokens,
+    logits,
+    prefillMs: stepMs[0],
+    decodeTokPerS: 1000 * decode.length / decode.reduce((a, b) => a + b, 0),
+    readbacksPerStep: readbacks,
+  };
+}
+
+const bytes = await Deno.readFile(modelPath);
+const m = await instantiate();
+const names = await backends(m);
+const gpu = await load(m, bytes, 999);
+if ("error" in gpu) {
+  console.log(JSON.stringify({ backends: names, error: gpu.error }));
+  Deno.exit(1);
+}
+const g = await run(m, gpu.ctx);
+const s = m.webgpuStats;
+const statsAfter = { ...s };
+
+// the same module on its CPU path (ASYNCIFY build, 1 thread)
+const cpu = await load(m, bytes, 0);
+if ("error" in cpu) throw new Error(cpu.error);
+const c = await run(m, cpu.ctx);
+
+// native whole model, when its library is built (STRATA_NATIVE_LIB may point at one)
+let native: { tokens: number[]; maxAbsDiffLogits: number } | undefined;
+if (await findNativeLibrary("cpu")) {
+  const e = await NativeEngine.load(
+    { modelPath, kvCells: 256, maxSequences: 1, batchTokens: 64, threads: 1, range: "whole" },
+    "cpu",
+  );
+  const seq = e.openSequence();
+  const tokens: number[] = [];
+  let diff = 0;
+  let input = Int32Array.from(prompt);
+  let pos = 0;
+  for (let i = 0; i < STEPS; i++) {
+    const n = input.length;
+    const out = await e.decode({
+      tokens: input,
+      seq: new Int32Array(n).fill(seq),
+      pos: Int32Array.from({ length: n }, (_, k) => pos + k),
+      outputs: Uint8Array.from({ length: n }, (_, k) => (k === n - 1 ? 1 : 0)),
+    });
+    diff = Math.max(diff, maxAbsDiff(out.data, g.logits[i]));
+    tokens.push(top2(out.data).best);
+    pos += n;
+    input = Int32Array.of(g.tokens[i]); // teacher-forced on the WebGPU tokens
+  }
+  await e.close();
+  native = { tokens, maxAbsDiffLogits: diff };
+}
+
+let cpuDiff = 0;
+g.logits.forEach((l, i) => (cpuDiff = Math.max(cpuDiff, maxAbsDiff(l, c.logits[i]))));
+
+// an adapter without shader-f16: the load must fail with the reason, in a fresh module
+const request = navigator.gpu.requestAdapter.bind(navigator.gpu);
+navigator.gpu.requestAdapter = async (o?: GPURequestAdapterOptions) => {
+  const a = await request(o);
+  if (!a) return a;
+  const features = new Set([...a.features].filter((f) => f !== "shader-f16"));
+  return new Proxy(a, {
+    get: (t, p) => {
+      if (p === "features") return features;
+      const v = Reflect.get(t, p);
+      return typeof v === "function" ? v.bind(t) : v;
+    },
+  });
+};
+const m2 = await instantiate();
+const noF16 = await load(m2, bytes, 999);
+
+console.log(JSON.stringify({
+  backends: names,
+  loadMs: gpu.loadMs,
+  webgpu: {
+    tokens: g.tokens,
+    prefillMs: g.prefillMs,
+    decodeTokPerS: g.decodeTokPerS,
+    readbacks: g.readbacksPerStep,
+  },
+  cpuSameModule: { tokens: c.tokens, prefillMs: c.prefillMs, decodeTokPerS: c.decodeTokPerS },
+  tokensMatchCpu: g.tokens.every((t, i) => t === c.tokens[i]),
+  maxAbsDiffLogitsVsCpu: cpuDiff,
+  native,
+  stats: statsAfter,
+  noF16: "error" in noF16 ? noF16.error : "loaded (unexpected)",
+}));
+Deno.exit(0); // pthread workers keep the process alive
