@@ -8,6 +8,7 @@ import { top2 } from "../src/parity/compare.ts";
 import { NativeEngine } from "../server/engine/native/native-engine.ts";
 import { ensureWasmEngine } from "../server/engine/wasm/build.ts";
 import { loadWasmEngine } from "../server/engine/wasm/load.ts";
+import { WasmEngine } from "../src/engine/wasm/wasm-engine.ts";
 
 export interface WasmBenchOptions {
   readonly modelPath: string;
@@ -31,6 +32,8 @@ async function measure(load: () => Promise<RangeEngine>, o: WasmBenchOptions) {
       outputs: last(o.prompt),
     });
     const prefillS = (performance.now() - p0) / 1000;
+    const gpuWaits = () => (e instanceof WasmEngine ? e.gpuWaits() : undefined);
+    const waits0 = gpuWaits();
     const d0 = performance.now();
     for (let i = 0; i < o.tokens; i++) {
       r = await e.decode({
@@ -41,7 +44,10 @@ async function measure(load: () => Promise<RangeEngine>, o: WasmBenchOptions) {
       });
     }
     const decodeMs = (performance.now() - d0) / o.tokens;
+    const waits1 = gpuWaits();
     return {
+      backend: e.backend,
+      gpu_readbacks_per_step: waits0 === undefined ? undefined : (waits1! - waits0) / o.tokens,
       load_ms: loadMs,
       prefill_tok_s: o.prompt / prefillS,
       decode_ms_per_token: decodeMs,
@@ -53,7 +59,12 @@ async function measure(load: () => Promise<RangeEngine>, o: WasmBenchOptions) {
   }
 }
 
-type Row = Awaited<ReturnType<typeof measure>> & { engine: string; threads: number };
+type Row = Awaited<ReturnType<typeof measure>> & {
+  engine: string;
+  threads: number;
+  prompt_tokens?: number;
+  decode_steps?: number;
+};
 
 export async function benchWasm(o: WasmBenchOptions) {
   const spec = {
@@ -74,13 +85,30 @@ export async function benchWasm(o: WasmBenchOptions) {
       prefill: wasm.prefill_tok_s / native.prefill_tok_s,
     };
   }
+  // WebGPU (Deno's adapter; WASM CPU with a logged reason where it cannot), one thread
+  // (lavapipe runs a token in seconds: a shorter prompt and fewer steps)
+  const gpuRun = { ...o, prompt: Math.min(o.prompt, 16), tokens: Math.min(o.tokens, 4) };
+  const webgpu = await measure(() => loadWasmEngine({ ...spec, threads: 1 }, { webgpu: true }), gpuRun);
+  rows.push({
+    engine: webgpu.backend,
+    threads: 1,
+    ...webgpu,
+    prompt_tokens: gpuRun.prompt,
+    decode_steps: gpuRun.tokens,
+  });
+  const cpu1 = rows.find((r) => r.engine === "wasm-cpu" && r.threads === 1)!;
   const dir = await ensureWasmEngine();
   return {
+    webgpu_vs_wasm_cpu: {
+      decode: webgpu.decode_tok_s / cpu1.decode_tok_s,
+      prefill: webgpu.prefill_tok_s / cpu1.prefill_tok_s,
+    },
     prompt_tokens: o.prompt,
     decode_tokens: o.tokens,
     rows,
     wasm_vs_native: ratios,
     wasm_file_bytes: statSync(join(dir, "strata.wasm")).size,
+    webgpu_file_bytes: statSync(join(await ensureWasmEngine("webgpu"), "strata.wasm")).size,
   };
 }
 
@@ -99,6 +127,11 @@ export function printWasmBench(r: Awaited<ReturnType<typeof benchWasm>>): string
         v.prefill.toFixed(2)
       }×`
     ),
-    `strata.wasm ${(r.wasm_file_bytes / 2 ** 20).toFixed(2)} MiB`,
+    `webgpu / wasm cpu (1 thread): decode ${r.webgpu_vs_wasm_cpu.decode.toFixed(2)}×, prefill ${
+      r.webgpu_vs_wasm_cpu.prefill.toFixed(2)
+    }×`,
+    `strata.wasm ${(r.wasm_file_bytes / 2 ** 20).toFixed(2)} MiB (cpu), ${
+      (r.webgpu_file_bytes / 2 ** 20).toFixed(2)
+    } MiB (webgpu)`,
   ].join("\n");
 }

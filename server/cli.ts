@@ -231,6 +231,7 @@ program.command("test")
     // them (not root, no apt) those tests skip and say why
     if (await ensureDebianPackages(["emscripten", "chromium", "mesa-vulkan-drivers"])) {
       await ensureWasmEngine("cpu");
+      await ensureWasmEngine("webgpu");
     }
     const vitest = new Deno.Command("node", {
       args: [new URL("../node_modules/vitest/vitest.mjs", import.meta.url).pathname, "run", ...files],

@@ -17,10 +17,10 @@ export class EngineQueue {
   }
 
   /** Runs `free` once, after everything queued; later calls are refused, closing again is a no-op. */
-  close(free: () => void): Promise<void> {
-    this.#closing ??= this.run(() => {
+  close(free: () => void | Promise<void>): Promise<void> {
+    this.#closing ??= this.run(async () => {
       this.#closed = true;
-      free();
+      await free();
     });
     return this.#closing;
   }

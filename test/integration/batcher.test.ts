@@ -9,7 +9,9 @@ describe("continuous batching on one shard (native engine)", () => {
     // equal in the parity sense: identical greedy tokens, or a reported near-tie
     for (const a of out.agreements) expect(a.kind, JSON.stringify(a)).not.toBe("mismatch");
     expect(
-      out.agreements.slice(0, 6).every((a: { kind: string; steps?: number }) => a.kind !== "identical" || a.steps === 12),
+      out.agreements.slice(0, 6).every((a: { kind: string; steps?: number }) =>
+        a.kind !== "identical" || a.steps === 12
+      ),
     )
       .toBe(true);
     expect(out.statsTogether.maxBatchSessions).toBeGreaterThanOrEqual(4);

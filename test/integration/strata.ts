@@ -27,7 +27,7 @@ function run(cmd: string, args: string[], env: Record<string, string>): Promise<
 export const strata = (args: string[], env: Record<string, string> = {}): Promise<Ran> =>
   run(`${root}strata`, args, env);
 
-export const denoRun = (script: string): Promise<Ran> =>
+export const denoRun = (script: string, env: Record<string, string> = {}): Promise<Ran> =>
   run(deno, [
     "run",
     "--allow-all",
@@ -36,7 +36,7 @@ export const denoRun = (script: string): Promise<Ran> =>
     "--config",
     `${root}deno.json`,
     script,
-  ], {});
+  ], env);
 
 /**
  * `strata parity` over node processes, 8 sessions × 16 tokens, one engine thread a node;

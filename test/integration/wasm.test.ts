@@ -59,10 +59,11 @@ describe.skipIf(!built)("the WASM engine (CPU, under Deno)", () => {
 });
 
 describe.skipIf(!built || !chromium)("the WASM engine in headless Chromium", () => {
-  it("a 2-shard split in two tabs: whole-model native's greedy tokens, seams within tolerance, batched", async () => {
+  // two tabs, one shard each, against whole-model native; passes as every parity run must
+  const inTabs = async (backend: string) => {
     const r = await parity([
       "--backend",
-      "wasm",
+      backend,
       "--host",
       "chromium",
       "--split",
@@ -73,21 +74,15 @@ describe.skipIf(!built || !chromium)("the WASM engine in headless Chromium", () 
     expectParity(r, 1);
     expect(r.report.host).toBe("chromium");
     expect(r.report.engine_backends).toEqual(["wasm-cpu", "wasm-cpu"]);
+    return r;
+  };
+
+  it("a 2-shard split in two tabs: whole-model native's greedy tokens, seams within tolerance, batched", async () => {
+    await inTabs("wasm");
   });
 
   it("asked for WebGPU on SwiftShader (no shader-f16), says why and passes on WASM CPU", async () => {
-    const r = await parity([
-      "--backend",
-      "webgpu",
-      "--host",
-      "chromium",
-      "--split",
-      "0:12,12:30",
-      "--threads",
-      "1",
-    ]);
-    expectParity(r, 1);
-    expect(r.report.engine_backends).toEqual(["wasm-cpu", "wasm-cpu"]);
+    const r = await inTabs("webgpu");
     const fallbacks = r.stderr.split("\n").filter((l) => l.includes("engine.fallback"));
     expect(fallbacks).toHaveLength(2); // one line per tab
     expect(fallbacks[0]).toMatch(/lacks shader-f16/);

@@ -83,8 +83,8 @@ async function load(m: Module, bytes: Uint8Array, gpuLayers: number) {
   return { model, ctx, loadMs: performance.now() - t0 };
 }
 
-/** Greedy decode; logits of every step, timings, and readbacks per step. */
-async function run(m: Module, ctx: number) {
+/** Greedy decode (or fed the given tokens); logits of every step, timings, readbacks per step. */
+async function run(m: Module, ctx: number, forced?: number[]) {
   const dim = 49152;
   const bufs = [m._malloc(4 * 64), m._malloc(4 * 64), m._malloc(4 * 64), m._malloc(64)];
   const dst = m._malloc(4 * dim);
@@ -122,7 +122,7 @@ async function run(m: Module, ctx: number) {
     logits.push(row);
     tokens.push(top2(row).best);
     pos += n;
-    input = [tokens[tokens.length - 1]];
+    input = [forced ? forced[i] : tokens[tokens.length - 1]];
   }
   [...bufs, dst].forEach((p) => m._free(p));
   const decode = stepMs.slice(1);
@@ -147,10 +147,10 @@ const g = await run(m, gpu.ctx);
 const s = m.webgpuStats;
 const statsAfter = { ...s };
 
-// the same module on its CPU path (ASYNCIFY build, 1 thread)
+// the same module on its CPU path (ASYNCIFY build, 1 thread), fed the WebGPU tokens
 const cpu = await load(m, bytes, 0);
 if ("error" in cpu) throw new Error(cpu.error);
-const c = await run(m, cpu.ctx);
+const c = await run(m, cpu.ctx, g.tokens);
 
 // native whole model, when its library is built (STRATA_NATIVE_LIB may point at one)
 let native: { tokens: number[]; maxAbsDiffLogits: number } | undefined;
@@ -212,6 +212,7 @@ console.log(JSON.stringify({
   },
   cpuSameModule: { tokens: c.tokens, prefillMs: c.prefillMs, decodeTokPerS: c.decodeTokPerS },
   tokensMatchCpu: g.tokens.every((t, i) => t === c.tokens[i]),
+  tokensMatchNative: native ? g.tokens.every((t, i) => t === native!.tokens[i]) : undefined,
   maxAbsDiffLogitsVsCpu: cpuDiff,
   native,
   stats: statsAfter,

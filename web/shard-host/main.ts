@@ -67,7 +67,7 @@ const api = {
         }),
       ]);
       const range = o.start === undefined ? "whole" as const : layerRange(o.start, o.end!);
-      engine = WasmEngine.load(m, bytes, {
+      engine = await WasmEngine.load(m, bytes, {
         modelPath: "model.gguf",
         range,
         kvCells: o.kvCells,
@@ -75,7 +75,7 @@ const api = {
         batchTokens: o.batchTokens,
         threads: o.threads,
         gpuLayers: flavor === "webgpu" ? 999 : 0,
-      });
+      }, { suspends: flavor === "webgpu" });
       return {
         facts: engine.facts,
         engineBackend: engine.backend,

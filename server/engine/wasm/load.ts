@@ -42,14 +42,25 @@ export async function instantiateStrata(flavor: WasmFlavor = "cpu"): Promise<Str
  * WebGPU backend; when it cannot, one warning says why and the engine runs on CPU.
  */
 export async function loadWasmEngine(spec: ShardSpec, o: { webgpu?: boolean } = {}): Promise<WasmEngine> {
-  let flavor: WasmFlavor = "cpu";
-  if (o.webgpu) {
-    const choice = await chooseWasmBackend((navigator as unknown as { gpu?: GpuLike }).gpu);
-    if (choice.use === "webgpu") flavor = "webgpu";
-    else {log.warn("engine.fallback", {
-        line: `engine: WebGPU unavailable, running on WASM CPU: ${choice.reason}`,
-      });}
+  const bytes = await Deno.readFile(spec.modelPath);
+  const choice = o.webgpu
+    ? await chooseWasmBackend((navigator as unknown as { gpu?: GpuLike }).gpu)
+    : undefined;
+  if (choice?.use === "cpu") {
+    log.warn("engine.fallback", {
+      line: `engine: WebGPU unavailable, running on WASM CPU: ${choice.reason}`,
+    });
   }
-  const [m, bytes] = await Promise.all([instantiateStrata(flavor), Deno.readFile(spec.modelPath)]);
-  return WasmEngine.load(m, bytes, { ...spec, gpuLayers: flavor === "webgpu" ? 999 : 0 });
+  if (choice?.use === "webgpu") {
+    try {
+      return await WasmEngine.load(await instantiateStrata("webgpu"), bytes, { ...spec, gpuLayers: 999 }, {
+        suspends: true,
+      });
+    } catch (err) {
+      // the adapter passed the feature check but the backend still refused the device
+      const reason = err instanceof Error ? err.message : String(err);
+      log.warn("engine.fallback", { line: `engine: WebGPU load failed, running on WASM CPU: ${reason}` });
+    }
+  }
+  return await WasmEngine.load(await instantiateStrata("cpu"), bytes, { ...spec, gpuLayers: 0 });
 }

@@ -55,6 +55,32 @@ export interface StrataModule {
   _strata_outputs(ctx: number, dst: number, cap: bigint): bigint;
   _strata_seq_release(ctx: number, seq: number): number;
   _strata_ctx_stats(ctx: number, out: number, cap: number): number;
+  /** exports that may suspend (ASYNCIFY builds) are called through this with {async: true} */
+  ccall(
+    name: string,
+    ret: "number",
+    types: string[],
+    args: (number | bigint)[],
+    o?: { async: boolean },
+  ): unknown;
+  /** the WebGPU flavor's count of awaited GPU waits (buffer maps, queue done) */
+  webgpuStats?: { mapWaits: number; workDoneWaits: number };
+}
+
+/**
+ * Calls an export that may reach a WebGPU wait. In the WebGPU flavor (ASYNCIFY) those are
+ * model load, context new/free, decode and outputs (which synchronizes the backend); a
+ * direct call would return at the first suspension. The CPU flavor never suspends.
+ */
+type Invoke = (name: string, args: (number | bigint)[]) => Promise<number>;
+
+function invoker(m: StrataModule, suspends: boolean): Invoke {
+  return async (name, args) => {
+    const r = suspends
+      ? await m.ccall(name, "number", args.map(() => "number"), args, { async: true })
+      : (m as unknown as Record<string, (...a: (number | bigint)[]) => number | bigint>)[`_${name}`](...args);
+    return Number(r);
+  };
 }
 
 const CODE: Record<number, EngineErrorCode> = { [-1]: "bad_input", [-2]: "kv_full", [-3]: "engine_failed" };
@@ -88,6 +114,7 @@ export class WasmEngine implements RangeEngine {
 
   private constructor(
     private readonly m: StrataModule,
+    private readonly invoke: Invoke,
     private readonly model: number,
     private readonly ctx: number,
     readonly backend: string,
@@ -103,12 +130,14 @@ export class WasmEngine implements RangeEngine {
    * Loads a range from the model's bytes, placed in the module's in-memory file system
    * (outside the wasm heap). Refuses before allocating when the file alone passes the cap.
    */
-  static load(
+  static async load(
     m: StrataModule,
     bytes: Uint8Array,
     spec: ShardSpec,
-    memoryCap = WASM32_MEMORY_CAP,
-  ): WasmEngine {
+    o: { memoryCap?: number; suspends?: boolean } = {},
+  ): Promise<WasmEngine> {
+    const memoryCap = o.memoryCap ?? WASM32_MEMORY_CAP;
+    const invoke = invoker(m, o.suspends ?? false);
     if (bytes.length >= memoryCap) {
       throw new EngineError(
         "load_failed",
@@ -128,20 +157,31 @@ export class WasmEngine implements RangeEngine {
     m.FS.writeFile(path, bytes);
     const [start, end] = spec.range === "whole" ? [0, 0] : [spec.range.start, spec.range.end];
     const gpuLayers = spec.gpuLayers ?? 0;
-    const model = withString(m, path, (p) => m._strata_model_load(p, start, end, gpuLayers, 0));
+    const model = await withString(
+      m,
+      path,
+      (p) => invoke("strata_model_load", [p, start, end, gpuLayers, 0]),
+    );
     m.FS.unlink(path); // the loader has read what the range needs
     if (!model) {
       const message = lastError(m);
       throw new EngineError(message.startsWith("invalid layer range") ? "bad_range" : "load_failed", message);
     }
     const facts = modelFacts(m, model);
-    const ctx = m._strata_ctx_new(model, spec.kvCells, spec.maxSequences, spec.batchTokens, spec.threads, 0);
+    const ctx = await invoke("strata_ctx_new", [
+      model,
+      spec.kvCells,
+      spec.maxSequences,
+      spec.batchTokens,
+      spec.threads,
+      0,
+    ]);
     if (!ctx) {
       const message = lastError(m);
-      m._strata_model_free(model);
+      await invoke("strata_model_free", [model]);
       throw new EngineError(message.startsWith("context:") ? "bad_input" : "engine_failed", message);
     }
-    return new WasmEngine(m, model, ctx, gpuLayers > 0 ? "wasm-webgpu" : "wasm-cpu", facts, spec);
+    return new WasmEngine(m, invoke, model, ctx, gpuLayers > 0 ? "wasm-webgpu" : "wasm-cpu", facts, spec);
   }
 
   openSequence(): SeqId {
@@ -159,8 +199,14 @@ export class WasmEngine implements RangeEngine {
     });
   }
 
+  /** Awaited GPU waits so far (WebGPU flavor): a benchmark divides them by decode steps. */
+  gpuWaits(): number | undefined {
+    const s = this.m.webgpuStats;
+    return s ? s.mapWaits + s.workDoneWaits : undefined;
+  }
+
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {
-    return this.#calls.run(() => {
+    return this.#calls.run(async () => {
       this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
       const n = batch.seq.length;
       const m = this.m;
@@ -172,14 +218,16 @@ export class WasmEngine implements RangeEngine {
       };
       const ptrs = [put(batch.tokens), put(batch.hidden), put(batch.pos), put(batch.seq), put(batch.outputs)];
       try {
-        const rows = this.#check(m._strata_decode(this.ctx, n, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4]));
+        const rows = this.#check(
+          await this.invoke("strata_decode", [this.ctx, n, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4]]),
+        );
         this.#seqs.commit(batch);
         const dim = m._strata_output_dim(this.ctx);
         const data = new Float32Array(rows * dim);
         if (rows > 0) {
           const dst = m._malloc(data.byteLength);
           try {
-            this.#check(Number(m._strata_outputs(this.ctx, dst, BigInt(data.length))));
+            this.#check(await this.invoke("strata_outputs", [this.ctx, dst, BigInt(data.length)]));
             new Uint8Array(data.buffer).set(heap(m).subarray(dst, dst + data.byteLength));
           } finally {
             m._free(dst);
@@ -211,9 +259,9 @@ export class WasmEngine implements RangeEngine {
   }
 
   close(): Promise<void> {
-    return this.#calls.close(() => {
-      this.m._strata_ctx_free(this.ctx);
-      this.m._strata_model_free(this.model);
+    return this.#calls.close(async () => {
+      await this.invoke("strata_ctx_free", [this.ctx]);
+      await this.invoke("strata_model_free", [this.model]);
     });
   }
 
@@ -223,12 +271,12 @@ export class WasmEngine implements RangeEngine {
   }
 }
 
-function withString<T>(m: StrataModule, s: string, fn: (p: number) => T): T {
+async function withString<T>(m: StrataModule, s: string, fn: (p: number) => Promise<T>): Promise<T> {
   const bytes = new TextEncoder().encode(s + "\0");
   const p = m._malloc(bytes.length);
   heap(m).set(bytes, p);
   try {
-    return fn(p);
+    return await fn(p);
   } finally {
     m._free(p);
   }

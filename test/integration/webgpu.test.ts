@@ -1,0 +1,32 @@
+import { describe, expect, it } from "vitest";
+import { existsSync, readdirSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { denoRun, root } from "./strata.ts";
+
+// ggml's WebGPU backend in the WASM engine under Deno, on the lavapipe adapter (software
+// Vulkan, with shader-f16). Needs the webgpu flavor (`strata build --wasm --webgpu`, which
+// `strata test` makes where emscripten is installed) and mesa-vulkan-drivers.
+const wasmDir = join(process.env.STRATA_CACHE ?? join(homedir(), ".cache", "strata"), "wasm");
+const built = existsSync(wasmDir) &&
+  readdirSync(wasmDir).some((d) => d.startsWith("webgpu-") && existsSync(join(wasmDir, d, "strata.wasm")));
+const lavapipe = existsSync("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
+if (!built || !lavapipe) {
+  console.warn("webgpu test skipped: no webgpu WASM build or no lavapipe (mesa-vulkan-drivers)");
+}
+
+describe.skipIf(!built || !lavapipe)("the WASM engine on WebGPU (Deno, lavapipe)", () => {
+  it("decodes SmolLM2 on the GPU with native's greedy tokens, and refuses an adapter without shader-f16", async () => {
+    const r = await denoRun(`${root}test/integration/webgpu.deno.ts`, { STEPS: "6" });
+    expect(r.code, r.stderr.slice(-3000)).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
+    expect(out.backends).toMatch(/WebGPU/);
+    expect(out.tokensMatchNative).toBe(true);
+    expect(out.tokensMatchCpu).toBe(true);
+    // f16 storage and accumulation on the GPU: logits within a few units of CPU's (σ ≈ 2.6)
+    expect(out.maxAbsDiffLogitsVsCpu).toBeLessThan(3);
+    // one buffer map and at most one queue wait per decode step, never one per op
+    for (const n of out.webgpu.readbacks.slice(1)) expect(n).toBeLessThanOrEqual(2);
+    expect(out.noF16).toMatch(/lacks the shader-f16 feature/);
+  });
+});
