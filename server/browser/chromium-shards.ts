@@ -10,7 +10,6 @@ import { serveShardOrigin, type ShardOrigin } from "./shard-origin.ts";
 import { type Shard, shardLabel, type ShardLoad, type ShardStep } from "../shard/shard.ts";
 
 type Result<T> = { ok: T } | { error: { code: EngineErrorCode; message: string } };
-type Api = { [K in keyof ShardHostApi]: ShardHostApi[K] };
 
 export class ChromiumShards {
   private constructor(private readonly browser: Chromium, private readonly origin: ShardOrigin) {}
@@ -68,7 +67,7 @@ export class BrowserShard implements Shard {
   constructor(private readonly page: BrowserPage, readonly label: string) {}
 
   /** One call into the tab's host API; its errors come back as values with their codes. */
-  async call(name: keyof Api, arg?: unknown): Promise<unknown> {
+  async call(name: keyof ShardHostApi, arg?: unknown): Promise<unknown> {
     const r = await this.page.evaluate(
       // deno-lint-ignore no-explicit-any -- the tab's global, typed by ShardHostApi
       ([n, a]) => (globalThis as any).strataShard[n as string](a),
