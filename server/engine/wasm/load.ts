@@ -6,6 +6,7 @@ import type { ShardSpec } from "../../../src/engine/range-engine.ts";
 import { type StrataModule, WasmEngine } from "../../../src/engine/wasm/wasm-engine.ts";
 import { chooseWasmBackend, type GpuLike } from "../../../src/engine/wasm/webgpu-support.ts";
 import { log } from "../../util/log.ts";
+import { cacheDir } from "../../util/paths.ts";
 import { ensureWasmEngine, type WasmFlavor } from "./build.ts";
 
 /**
@@ -41,6 +42,17 @@ export async function instantiateStrata(flavor: WasmFlavor = "cpu"): Promise<Str
  * Loads a range on WASM CPU, or on WebGPU when asked and Deno's adapter can run ggml's
  * WebGPU backend; when it cannot, one warning says why and the engine runs on CPU.
  */
+/**
+ * mesa's Vulkan driver (lavapipe, behind Deno's WebGPU) prints an error on every start
+ * when XDG_RUNTIME_DIR is unset, as it is in services and CI: give it a private one.
+ */
+function quietVulkan(): void {
+  if (Deno.env.get("XDG_RUNTIME_DIR")) return;
+  const dir = cacheDir("xdg-runtime");
+  Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  Deno.env.set("XDG_RUNTIME_DIR", dir);
+}
+
 export async function loadWasmEngine(spec: ShardSpec, o: { webgpu?: boolean } = {}): Promise<WasmEngine> {
   const bytes = await Deno.readFile(spec.modelPath);
   const choice = o.webgpu
