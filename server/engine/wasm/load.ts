@@ -55,6 +55,7 @@ function quietVulkan(): void {
 
 export async function loadWasmEngine(spec: ShardSpec, o: { webgpu?: boolean } = {}): Promise<WasmEngine> {
   const bytes = await Deno.readFile(spec.modelPath);
+  if (o.webgpu) quietVulkan();
   const choice = o.webgpu
     ? await chooseWasmBackend((navigator as unknown as { gpu?: GpuLike }).gpu)
     : undefined;
