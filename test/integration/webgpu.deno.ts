@@ -7,39 +7,20 @@
 // Exports that may suspend (reach a WebGPU wait) are called through ccall({async: true}):
 // strata_backends, strata_model_load, strata_ctx_new, strata_decode, strata_outputs (it
 // synchronizes the backend), strata_ctx_free, strata_model_free.
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { maxAbsDiff, top2 } from "../../src/parity/compare.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { findNativeLibrary } from "../../server/engine/native/build.ts";
-import { ensureWasmEngine } from "../../server/engine/wasm/build.ts";
+import { instantiateStrata } from "../../server/engine/wasm/load.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 
 const STEPS = Number(Deno.env.get("STEPS") ?? 16);
 const prompt = [1, 9690, 28, 2683, 314, 260, 3575, 282, 4649, 47];
 const modelPath = defaultModelPath();
-const log = Deno.env.get("STRATA_ENGINE_LOG") ? (s: string) => console.error(s) : () => {};
-
-// emscripten starts pthread workers as classic scripts; Deno runs module workers only
-const Base = globalThis.Worker;
-globalThis.Worker = class extends Base {
-  constructor(url: string | URL, options?: WorkerOptions) {
-    super(url, { ...options, type: "module" });
-  }
-};
-
-// deno-lint-ignore no-explicit-any
+// deno-lint-ignore no-explicit-any -- the raw module, called export by export
 type Module = any;
 
-async function instantiate(): Promise<Module> {
-  const dir = Deno.env.get("STRATA_WASM_DIR") ?? await ensureWasmEngine("webgpu");
-  const { default: createStrata } = await import(pathToFileURL(join(dir, "strata.mjs")).href);
-  return await createStrata({
-    wasmBinary: await Deno.readFile(join(dir, "strata.wasm")),
-    print: log,
-    printErr: log,
-  });
-}
+// the engine's own loader: module workers under Deno, llama.cpp's log behind STRATA_ENGINE_LOG
+const instantiate = (): Promise<Module> => instantiateStrata("webgpu");
 
 const call = (m: Module, name: string, ret: string | null, types: string[], args: unknown[]) =>
   m.ccall(name, ret, types, args, { async: true });

@@ -5,7 +5,7 @@ import { EngineError } from "../../src/engine/errors.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import type { SeqId } from "../../src/engine/range-engine.ts";
 import { type StrataModule, WasmEngine } from "../../src/engine/wasm/wasm-engine.ts";
-import { chooseWasmBackend, type GpuLike } from "../../src/engine/wasm/webgpu-support.ts";
+import { chooseWasmBackend, fallbackLine, type GpuLike } from "../../src/engine/wasm/webgpu-support.ts";
 import { f32FromBase64, fromBase64, i32FromBase64, toBase64 } from "../../src/util/base64.ts";
 
 export interface HostLoad {
@@ -54,7 +54,7 @@ const api = {
         const choice = await chooseWasmBackend((navigator as unknown as { gpu?: GpuLike }).gpu);
         if (choice.use === "webgpu") flavor = "webgpu";
         else {
-          const line = `engine: WebGPU unavailable, running on WASM CPU: ${choice.reason}`;
+          const line = fallbackLine(choice.reason);
           logs.push(line);
           console.warn(line);
         }

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { ShardSpec } from "../../../src/engine/range-engine.ts";
 import { type StrataModule, WasmEngine } from "../../../src/engine/wasm/wasm-engine.ts";
-import { chooseWasmBackend, type GpuLike } from "../../../src/engine/wasm/webgpu-support.ts";
+import { chooseWasmBackend, fallbackLine, type GpuLike } from "../../../src/engine/wasm/webgpu-support.ts";
 import { log } from "../../util/log.ts";
 import { cacheDir } from "../../util/paths.ts";
 import { ensureWasmEngine, type WasmFlavor } from "./build.ts";
@@ -61,7 +61,7 @@ export async function loadWasmEngine(spec: ShardSpec, o: { webgpu?: boolean } = 
     : undefined;
   if (choice?.use === "cpu") {
     log.warn("engine.fallback", {
-      line: `engine: WebGPU unavailable, running on WASM CPU: ${choice.reason}`,
+      line: fallbackLine(choice.reason),
     });
   }
   if (choice?.use === "webgpu") {

@@ -31,3 +31,6 @@ export async function chooseWasmBackend(gpu: GpuLike | undefined): Promise<WasmB
   }
   return { use: "webgpu", adapter: name };
 }
+
+/** The one line an engine logs when it was asked for WebGPU and runs on CPU instead. */
+export const fallbackLine = (reason: string) => `engine: WebGPU unavailable, running on WASM CPU: ${reason}`;
