@@ -1,4 +1,5 @@
 // The `strata` command line. Each subcommand is a thin shell over one module.
+import { artifactsCommand } from "./artifacts/command.ts";
 import { Command, Option } from "commander";
 import { parseSplit } from "../src/engine/layer-range.ts";
 import { ensureNativeLibrary, findNativeLibrary, NATIVE_BACKENDS } from "./engine/native/build.ts";
@@ -33,10 +34,12 @@ program.command("build")
   .option("--cached-only", "only report a cached build; exit 1 when there is none")
   .option("--wasm", "build the WebAssembly engine instead (needs emscripten)")
   .option("--webgpu", "with --wasm: the flavor with ggml's WebGPU backend")
+  .option("--wasm64", "with --wasm: 64-bit memory past 4 GiB (needs emscripten ≥ 4.0)")
   .action(async (o) => {
     if (o.wasm) {
       const flavor = o.webgpu ? "webgpu" : "cpu";
-      const dir = o.cachedOnly ? await findWasmEngine(flavor) : await ensureWasmEngine(flavor);
+      const opts = { memory64: Boolean(o.wasm64) };
+      const dir = o.cachedOnly ? await findWasmEngine(flavor, opts) : await ensureWasmEngine(flavor, opts);
       if (dir) console.log(dir);
       else Deno.exitCode = 1;
       return;
@@ -54,6 +57,7 @@ program.addCommand(relayCommand());
 program.addCommand(routeCommand());
 program.addCommand(trackerCommand());
 program.addCommand(gatewayCommand());
+program.addCommand(artifactsCommand());
 program.addCommand(chatCommand());
 
 program.command("parity")
@@ -283,6 +287,14 @@ function printParity(r: Awaited<ReturnType<typeof runParity>>): void {
   );
 }
 
-await program.parseAsync(["deno", "strata", ...Deno.args]);
+try {
+  await program.parseAsync(["deno", "strata", ...Deno.args]);
+} catch (err) {
+  // a refused request is one line; STRATA_DEBUG keeps the stack
+  console.error(
+    `strata: ${Deno.env.get("STRATA_DEBUG") ? (err as Error).stack : (err as Error).message ?? err}`,
+  );
+  Deno.exit(1);
+}
 // a command that returned is done: pthread workers of WASM engines would keep Deno alive
 Deno.exit(Deno.exitCode);

@@ -6,7 +6,12 @@ import { streamSSE } from "hono/streaming";
 import { ApiError, type GenerationRequest, parseRequest } from "../../src/gateway/openai.ts";
 import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { fileFacts } from "../model/facts.ts";
-import { artifactSha256 } from "../model/hash.ts";
+import { artifactManifest } from "../artifacts/manifest.ts";
+import { artifactRoutes } from "../artifacts/routes.ts";
+import { hexToBytes } from "../../src/util/hex.ts";
+import { metaNumber } from "../../src/gguf/reader.ts";
+import { chatPageRoutes } from "./chat-page.ts";
+import { type VolunteerOptions, volunteerRoutes } from "./volunteer.ts";
 import { trackerClient } from "../node/tracker-client.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { log } from "../util/log.ts";
@@ -22,6 +27,8 @@ export interface GatewayOptions {
   readonly relay?: { url: string; token: string };
   readonly host: string;
   readonly port: number;
+  /** serve the volunteer page and its API (needs the relay's secret and the node token) */
+  readonly volunteer?: VolunteerOptions;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -29,7 +36,9 @@ const now = () => Math.floor(Date.now() / 1000);
 export async function startGateway(o: GatewayOptions) {
   const tokenizer = await NativeTokenizer.load(o.modelPath);
   const facts = await fileFacts(o.modelPath);
-  const artifact = await artifactSha256(o.modelPath);
+  // the gateway is its model's origin: manifest and bytes for shards to download
+  const manifest = await artifactManifest(o.modelPath);
+  const artifact = hexToBytes(manifest.artifact);
   const tracker = trackerClient(o.trackerUrl);
   const dialer = await Dialer.connect(o.relay);
   const ctx: GenerationContext = {
@@ -53,6 +62,15 @@ export async function startGateway(o: GatewayOptions) {
     const admitted = nodes.filter((n) => n.live && n.admission === "admitted").length;
     return c.json({ ok: true, model: o.modelName, nodes_admitted: admitted });
   });
+  app.route("/", artifactRoutes([{ path: o.modelPath, manifest }]));
+  await chatPageRoutes(app);
+  if (o.volunteer) {
+    const [h, arch] = [facts.header, facts.arch];
+    const nEmbd = metaNumber(h, `${arch}.embedding_length`) ?? 0;
+    const nHead = metaNumber(h, `${arch}.attention.head_count`) ?? 1;
+    const nEmbdKv = nEmbd * (metaNumber(h, `${arch}.attention.head_count_kv`) ?? nHead) / nHead;
+    await volunteerRoutes(app, o.volunteer, { manifest, nEmbdKv, modelName: o.modelName }, tracker.client);
+  }
   app.get("/metrics", (c) => c.text(metrics.text(), 200, { "content-type": "text/plain; version=0.0.4" }));
 
   app.use("/v1/*", async (c, next) => {

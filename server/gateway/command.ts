@@ -5,6 +5,9 @@ import { resolveModel } from "../model/fetch.ts";
 import { cacheDir } from "../util/paths.ts";
 import { hostPort, int, num, untilSignal } from "../util/options.ts";
 import { startGateway } from "./app.ts";
+import type { VolunteerOptions } from "./volunteer.ts";
+import { fileFacts } from "../model/facts.ts";
+import { parseSplit } from "../../src/engine/layer-range.ts";
 import { sseData } from "../../src/gateway/sse.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
@@ -24,6 +27,19 @@ export function gatewayCommand(): Command {
     )
     .option("--relay <ws-url>", "relay for nodes reachable only through it")
     .option("--relay-token <token>", "the gateway's relay token")
+    .option(
+      "--volunteers <ranges>",
+      "serve the volunteer page (/volunteer/) offering these layer ranges, e.g. 0:10,10:20,20:30 " +
+        "(needs --relay, --relay-secret and the node token)",
+    )
+    .option(
+      "--relay-secret <secret>",
+      "the relay's secret: mints volunteer tabs' relay tokens (or STRATA_RELAY_SECRET)",
+    )
+    .option(
+      "--node-token <token>",
+      "the tracker's node token, used for volunteer tabs (or STRATA_NODE_TOKEN)",
+    )
     .action(async (o) => {
       const { path, name } = await resolveModel(o.model);
       const { host, port } = hostPort(o.listen);
@@ -32,7 +48,18 @@ export function gatewayCommand(): Command {
         ...(Deno.env.get("STRATA_API_KEYS")?.split(",").filter(Boolean) ?? []),
       ];
       if (o.relay && !o.relayToken) throw new InvalidArgumentError("--relay needs --relay-token");
+      let volunteer: VolunteerOptions | undefined;
+      if (o.volunteers) {
+        const relaySecret = o.relaySecret ?? Deno.env.get("STRATA_RELAY_SECRET");
+        const nodeToken = o.nodeToken ?? Deno.env.get("STRATA_NODE_TOKEN");
+        if (!o.relay || !relaySecret || !nodeToken) {
+          throw new InvalidArgumentError("--volunteers needs --relay, --relay-secret and --node-token");
+        }
+        const { nLayer } = await fileFacts(path);
+        volunteer = { relayUrl: o.relay, relaySecret, nodeToken, split: parseSplit(o.volunteers, nLayer) };
+      }
       const g = await startGateway({
+        volunteer,
         modelPath: path,
         modelName: name,
         trackerUrl: o.tracker,

@@ -8,12 +8,19 @@ import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { backendOption, hostPort, int, nativeBackend, readJsonFile, untilSignal } from "../util/options.ts";
 import { startNode } from "./start-node.ts";
+import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
+import { fetchManifest, fetchShardFile, isArtifactUrl } from "../artifacts/fetch-shard.ts";
 import { fileTap } from "../seam/tap.ts";
 
 export function nodeCommand(): Command {
   return new Command("node")
     .description("serve one layer range of a model to routes (direct HTTP/2, a relay, or both)")
-    .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
+    .option(
+      "--model <name|path|url>",
+      `"${DEFAULT_MODEL.name}", a GGUF path, or an artifact URL (…/artifacts/<sha256>: only this range's bytes are downloaded)`,
+      DEFAULT_MODEL.name,
+    )
+    .option("--serve-artifact <host:port>", "serve this range's bytes of the artifact for others to download")
     .requiredOption("--layers <a:b>", "the layer range to hold, e.g. 0:12")
     .option(
       "--route-key <file>",
@@ -42,6 +49,7 @@ export function nodeCommand(): Command {
       "--webgpu",
       "with --engine wasm: run the layers on WebGPU when the adapter can (else CPU, saying why)",
     )
+    .option("--wasm64", "with --engine wasm: the 64-bit-memory build (needs emscripten ≥ 4.0)")
     .option("--threads <n>", "engine threads", int("threads"), navigator.hardwareConcurrency)
     .option("--kv-cells <n>", "KV cells shared by all sessions", int("kv-cells"), 8192)
     .option("--max-sessions <n>", "concurrent Route Sessions", int("max-sessions"), 16)
@@ -49,14 +57,24 @@ export function nodeCommand(): Command {
     .option("--lease-ms <n>", "release a session idle this long", int("lease-ms"), 300_000)
     .action(async (o) => {
       if (!o.listen && !o.relay) throw new InvalidArgumentError("give --listen, --relay, or both");
-      if (o.webgpu && o.engine !== "wasm") throw new InvalidArgumentError("--webgpu needs --engine wasm");
+      if ((o.webgpu || o.wasm64) && o.engine !== "wasm") {
+        throw new InvalidArgumentError("--webgpu and --wasm64 need --engine wasm");
+      }
       if (!o.routeKey === !o.tracker) throw new InvalidArgumentError("give --route-key or --tracker (one)");
       const trackerToken = o.trackerToken ?? Deno.env.get("STRATA_NODE_TOKEN");
       if (o.tracker && !trackerToken) {
         throw new InvalidArgumentError("--tracker needs --tracker-token or STRATA_NODE_TOKEN");
       }
       if (o.relay && !o.relayToken) throw new InvalidArgumentError("--relay needs --relay-token");
-      const { path } = await resolveModel(o.model);
+      let path: string;
+      let manifest: ArtifactManifest | undefined;
+      if (isArtifactUrl(o.model)) {
+        manifest = await fetchManifest(o.model);
+        const shard = await fetchShardFile(o.model, parseLayerRange(o.layers, manifest.nLayer), {
+          tracker: o.tracker,
+        });
+        path = shard.path;
+      } else path = (await resolveModel(o.model)).path;
       const facts = await fileFacts(path);
       const key = o.routeKey ? await readJsonFile<RouteKeyText>(o.routeKey, "route key") : undefined;
       const name = o.name ?? (o.relayToken ? String(o.relayToken).split(".")[0] : `node-${o.layers}`);
@@ -67,6 +85,7 @@ export function nodeCommand(): Command {
         backend: nativeBackend(o.backend),
         engine: o.engine,
         webgpu: Boolean(o.webgpu),
+        memory64: Boolean(o.wasm64),
         // the WASM engine starts a fixed pool of pthread workers
         threads: o.engine === "wasm" ? Math.min(o.threads, WASM_MAX_THREADS) : o.threads,
         kvCells: o.kvCells,
@@ -79,6 +98,8 @@ export function nodeCommand(): Command {
         listen: o.listen ? hostPort(o.listen) : undefined,
         relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
         tap: fileTap(Deno.env.get("STRATA_SEAM_TAP")),
+        manifest,
+        serveArtifact: o.serveArtifact ? hostPort(o.serveArtifact) : undefined,
       });
       // one line a supervisor (or a test) can wait for
       console.log(JSON.stringify({
@@ -86,6 +107,7 @@ export function nodeCommand(): Command {
         name,
         layers: o.layers,
         urls: running.urls,
+        artifact_url: running.artifactUrl || undefined,
         tokens_per_s: running.tokensPerS,
         pid: Deno.pid,
       }));

@@ -7,16 +7,21 @@ import { relayHopUrl } from "../../src/route/hop-url.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
 import { ensureNativeLibrary, type NativeBackend } from "../engine/native/build.ts";
 import { NativeEngine } from "../engine/native/native-engine.ts";
-import { ensureWasmEngine } from "../engine/wasm/build.ts";
+import { ensureWasmEngine, WASM64_MEMORY_CAP } from "../engine/wasm/build.ts";
 import { loadWasmEngine } from "../engine/wasm/load.ts";
 import { artifactSha256 } from "../model/hash.ts";
+import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
+import { bytesToHex, hexToBytes } from "../../src/util/hex.ts";
+import { artifactManifest } from "../artifacts/manifest.ts";
+import { artifactRoutes } from "../artifacts/routes.ts";
+import { type HttpServer, serveHttp } from "../util/serve-http.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { type SeamServer, serveSeams } from "../seam/grpc.ts";
 import { log } from "../util/log.ts";
 import { scaledOutputs } from "./fault.ts";
 import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
 import { joinTracker, type Membership } from "./tracker-client.ts";
-import type { RangeEngine } from "../../src/engine/range-engine.ts";
+import { measureDecode } from "../../src/node/measure.ts";
 
 export interface NodeConfig {
   readonly name: string;
@@ -27,6 +32,8 @@ export interface NodeConfig {
   readonly engine?: "native" | "wasm";
   /** with the wasm engine: WebGPU when the adapter can run it */
   readonly webgpu?: boolean;
+  /** with the wasm engine: the wasm64 build */
+  readonly memory64?: boolean;
   readonly threads: number;
   readonly kvCells: number;
   readonly maxSessions: number;
@@ -42,6 +49,10 @@ export interface NodeConfig {
   readonly listen?: { host: string; port: number };
   readonly relay?: { url: string; token: string };
   readonly tap?: FrameTap;
+  /** the artifact, when the file is a shard's sparse download (its bytes hash to something else) */
+  readonly manifest?: ArtifactManifest;
+  /** serve this range's bytes of the artifact here (HTTP Range) for others to download */
+  readonly serveArtifact?: { host: string; port: number };
 }
 
 export interface RunningNode {
@@ -50,6 +61,8 @@ export interface RunningNode {
   readonly tokensPerS: number;
   /** hop URLs this node is reachable at */
   readonly urls: string[];
+  /** where it serves its range's bytes ("" = it does not) */
+  readonly artifactUrl: string;
   close(): Promise<void>;
 }
 
@@ -65,12 +78,14 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   };
   const wasm = c.engine === "wasm";
   const [artifact, loaded] = await Promise.all([
-    artifactSha256(c.modelPath),
-    wasm ? loadWasmEngine(spec, { webgpu: c.webgpu }) : NativeEngine.load(spec, c.backend),
+    c.manifest ? hexToBytes(c.manifest.artifact) : artifactSha256(c.modelPath),
+    wasm
+      ? loadWasmEngine(spec, { webgpu: c.webgpu, memory64: c.memory64 })
+      : NativeEngine.load(spec, c.backend),
   ]);
   // the build (its cache key is in the path) and backend decide the numerics
   const build = wasm
-    ? await ensureWasmEngine(loaded.backend === "wasm-webgpu" ? "webgpu" : "cpu")
+    ? await ensureWasmEngine(loaded.backend === "wasm-webgpu" ? "webgpu" : "cpu", { memory64: c.memory64 })
     : await ensureNativeLibrary(c.backend);
   const label = wasm ? loaded.backend : `native-${c.backend}`;
   const tokensPerS = await measureDecode(loaded);
@@ -100,6 +115,13 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     relayPeer.listen(node.serve);
     urls.push(relayHopUrl(c.relay!.url, relayPeer.name));
   }
+  let artifactServer: HttpServer | undefined;
+  if (c.serveArtifact) {
+    const manifest = c.manifest ?? await artifactManifest(c.modelPath);
+    const served = { path: c.modelPath, manifest, layers: c.range };
+    artifactServer = serveHttp(artifactRoutes([served]).fetch, c.serveArtifact.host, c.serveArtifact.port);
+  }
+  const artifactUrl = artifactServer ? `${artifactServer.url}/artifacts/${bytesToHex(artifact)}` : "";
   let membership: Membership | undefined;
   if (c.tracker) {
     membership = await joinTracker(c.tracker.url, c.tracker.token, c.name, urls, {
@@ -109,7 +131,8 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       kvCells: c.kvCells,
       maxSessions: c.maxSessions,
       decodeTokensPerS: tokensPerS,
-      memoryCapBytes: BigInt(wasm ? WASM32_MEMORY_CAP : 0),
+      memoryCapBytes: BigInt(wasm ? (c.memory64 ? WASM64_MEMORY_CAP : WASM32_MEMORY_CAP) : 0),
+      artifactUrl,
     }, () => node);
     keyFromTracker(membership.routeKey);
   }
@@ -117,31 +140,15 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   return {
     node,
     urls,
+    artifactUrl,
     tokensPerS,
     close: async () => {
       membership?.stop();
       await node.close();
       dialer.close();
       await server?.close();
+      await artifactServer?.close();
       await engine.close();
     },
   };
-}
-
-/** Tokens a second one session gets through this range: 16 decode steps on a scratch sequence. */
-async function measureDecode(engine: RangeEngine, steps = 16): Promise<number> {
-  const seq = engine.openSequence();
-  try {
-    const one = Int32Array.of(seq);
-    const t0 = performance.now();
-    for (let i = 0; i < steps; i++) {
-      const input = engine.input === "tokens"
-        ? { tokens: Int32Array.of(1 + i) }
-        : { hidden: Float32Array.from({ length: engine.facts.nEmbd }, (_, k) => Math.sin(k + i)) };
-      await engine.decode({ ...input, seq: one, pos: Int32Array.of(i), outputs: Uint8Array.of(1) });
-    }
-    return steps / ((performance.now() - t0) / 1000);
-  } finally {
-    await engine.releaseSequence(seq);
-  }
 }

@@ -13,6 +13,8 @@ export interface NodeRecord {
   readonly kvCells: number;
   readonly maxSessions: number;
   readonly tokensPerS: number;
+  /** where it serves its range's bytes of the artifact ("" = it does not) */
+  readonly artifactUrl: string;
   /** "pending", "admitted" or "refused: …" */
   readonly admission: string;
 }
@@ -30,6 +32,11 @@ export class TrackerStore {
         kv_cells integer not null, max_sessions integer not null, tokens_per_s real not null,
         admission text not null, updated_at integer not null
       );`);
+    // databases from before artifact URLs
+    const columns = this.#db.prepare("pragma table_info(nodes)").all() as { name: string }[];
+    if (!columns.some((c) => c.name === "artifact_url")) {
+      this.#db.exec("alter table nodes add column artifact_url text not null default ''");
+    }
   }
 
   meta(key: string): string | undefined {
@@ -46,7 +53,7 @@ export class TrackerStore {
   saveNode(n: NodeRecord): void {
     this.#db.prepare(
       `insert or replace into nodes (node, urls, artifact, layer_start, layer_end, engine, kv_cells, max_sessions,
-       tokens_per_s, admission, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       tokens_per_s, admission, updated_at, artifact_url) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(
       n.node,
       JSON.stringify(n.urls),
@@ -59,7 +66,12 @@ export class TrackerStore {
       n.tokensPerS,
       n.admission,
       Date.now(),
+      n.artifactUrl,
     );
+  }
+
+  deleteNode(node: string): void {
+    this.#db.prepare("delete from nodes where node = ?").run(node);
   }
 
   nodes(): NodeRecord[] {
@@ -77,6 +89,7 @@ export class TrackerStore {
       kvCells: Number(r.kv_cells),
       maxSessions: Number(r.max_sessions),
       tokensPerS: Number(r.tokens_per_s),
+      artifactUrl: String(r.artifact_url ?? ""),
       admission: String(r.admission),
     }));
   }

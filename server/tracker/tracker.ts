@@ -6,6 +6,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { HopSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import {
   type HeartbeatRequest,
+  type LeaveRequest,
   NodeStateSchema,
   type RegisterRequest,
   type RouteRequest,
@@ -145,6 +146,7 @@ export async function startTracker(o: TrackerOptions) {
         kvCells: s.kvCells,
         maxSessions: s.maxSessions,
         tokensPerS: s.decodeTokensPerS,
+        artifactUrl: s.artifactUrl,
         admission: "pending",
       };
       records.set(rec.node, rec);
@@ -172,6 +174,15 @@ export async function startTracker(o: TrackerOptions) {
         assigned: l?.assigned ?? 0,
       });
       return { known: true, admission: rec.admission };
+    },
+
+    leave(req: LeaveRequest) {
+      auth(req.token);
+      const known = records.delete(req.node);
+      live.delete(req.node);
+      store.deleteNode(req.node);
+      if (known) log.info("node left", { node: req.node });
+      return { known };
     },
 
     async route(req: RouteRequest) {
@@ -204,6 +215,12 @@ export async function startTracker(o: TrackerOptions) {
       if (chosen.length === 0) {
         throw new ConnectError("no complete route of admitted, live nodes", Code.Unavailable);
       }
+      // a node reachable only through the relay (a browser tab) can dial only through it too
+      const relayOnly = (node: string) => records.get(node)!.urls.every((u) => u.startsWith("relay+"));
+      const hopUrl = (rt: Candidate[], i: number) =>
+        i > 0 && relayOnly(rt[i - 1].node)
+          ? records.get(rt[i].node)!.urls.find((u) => u.startsWith("relay+")) ?? rt[i].url
+          : rt[i].url;
       // count the load before any await: concurrent requests must see each other
       const picked = chosen.map((rt) => {
         for (const c of rt) {
@@ -216,9 +233,9 @@ export async function startTracker(o: TrackerOptions) {
       const routes = await Promise.all(picked.map(async ({ rt, e }) =>
         create(RouteSchema, {
           epoch: e,
-          hops: await Promise.all(rt.map(async (c) =>
+          hops: await Promise.all(rt.map(async (c, i) =>
             create(HopSchema, {
-              url: c.url,
+              url: hopUrl(rt, i),
               range: c.range,
               routeTicket: await signTicket(
                 keys.privateKey,
@@ -255,6 +272,7 @@ export async function startTracker(o: TrackerOptions) {
               kvCells: r.kvCells,
               maxSessions: r.maxSessions,
               decodeTokensPerS: r.tokensPerS,
+              artifactUrl: r.artifactUrl,
             },
             admission: r.admission,
             live: isLive(r.node, now),

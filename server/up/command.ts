@@ -1,6 +1,6 @@
 // `strata up`: the whole local network in one command.
-import { Command } from "commander";
-import { evenSplit, parseSplit } from "../../src/engine/layer-range.ts";
+import { Command, InvalidArgumentError } from "commander";
+import { evenSplit, formatRange, parseLayerRange, parseSplit } from "../../src/engine/layer-range.ts";
 import { ensureNativeLibrary } from "../engine/native/build.ts";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
@@ -23,6 +23,15 @@ export function upCommand(): Command {
     .option("--port <n>", "gateway port (0: any free port)", (v) => Number(v), 8080)
     .option("--api-key <key>", "require this bearer key at the gateway (repeatable)", collect)
     .option("--lease-ms <n>", "node lease at the tracker", int("lease-ms"), 5000)
+    .option(
+      "--browser-shard <a:b>",
+      "host this range of the split in a headless Chromium tab on the volunteer page (needs chromium)",
+    )
+    .option(
+      "--wasm-shard <a:b>",
+      "run this range of the split on the WASM engine in Deno (repeatable)",
+      collect,
+    )
     .action(async (o) => {
       const { path, name } = await resolveModel(o.model);
       const backend = nativeBackend(o.backend);
@@ -31,6 +40,17 @@ export function upCommand(): Command {
       const split = o.nodes
         ? evenSplit(facts.nLayer, o.nodes)
         : parseSplit(o.split ?? DEFAULT_MODEL.split, facts.nLayer);
+      const inSplit = (text: string, flag: string) => {
+        const r = parseLayerRange(text, facts.nLayer);
+        if (!split.some((s) => s.start === r.start && s.end === r.end)) {
+          throw new InvalidArgumentError(
+            `${flag} ${text} is not one of the split's ranges (${split.map(formatRange)})`,
+          );
+        }
+        return r;
+      };
+      const browserShard = o.browserShard ? inSplit(o.browserShard, "--browser-shard") : undefined;
+      const wasmShards = ((o.wasmShard ?? []) as string[]).map((w) => inSplit(w, "--wasm-shard"));
       const dir = await Deno.makeTempDir({ prefix: "strata-up-" });
       console.error(`strata up: ${name}, ${o.routes} route(s) of ${split.length} nodes`);
       const net = await up({
@@ -46,6 +66,8 @@ export function upCommand(): Command {
         // set it to let more nodes join this network by hand
         nodeToken: Deno.env.get("STRATA_NODE_TOKEN"),
         progress: (what) => console.error(`  ${what}`),
+        browserShard,
+        wasmShards,
       });
       const state = {
         event: "ready",
@@ -60,6 +82,7 @@ export function upCommand(): Command {
           url: n.url,
           pid: n.process.child.pid,
         })),
+        browser: net.browser ? await net.browser.state() : undefined,
       };
       await Deno.writeTextFile(upStateFile(), JSON.stringify(state));
       console.log(JSON.stringify(state));

@@ -5,6 +5,7 @@ import { peerToken } from "../../src/relay/token.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { trackerClient } from "../node/tracker-client.ts";
 import { ServiceProcess } from "../util/service-process.ts";
+import { openVolunteerTab, type VolunteerTab } from "../browser/volunteer-tab.ts";
 
 export interface UpOptions {
   /** "smollm2" or a GGUF path, as every part resolves it */
@@ -21,6 +22,10 @@ export interface UpOptions {
   readonly nodeToken?: string;
   /** called as each part comes up */
   readonly progress?: (what: string) => void;
+  /** this range of the first route is a headless Chromium tab on the volunteer page */
+  readonly browserShard?: LayerRange;
+  /** these ranges run on the WASM engine in Deno nodes */
+  readonly wasmShards?: readonly LayerRange[];
 }
 
 export interface NodeProc {
@@ -36,6 +41,8 @@ export interface Network {
   readonly tracker: string;
   readonly relay: string;
   readonly nodes: NodeProc[];
+  /** the browser shard's tab, when asked for */
+  readonly browser?: VolunteerTab;
   stop(): Promise<void>;
 }
 
@@ -44,10 +51,13 @@ export async function up(o: UpOptions): Promise<Network> {
   const nodeToken = o.nodeToken ?? crypto.randomUUID();
   const relaySecret = crypto.randomUUID();
   const started: ServiceProcess[] = [];
+  let browser: VolunteerTab | undefined;
   const stop = async () => {
-    // the edge first, the nodes, then the control plane
+    // the tab first (it leaves the tracker), the edge, the nodes, then the control plane
+    await browser?.close();
     for (const p of [...started].reverse()) await p.stop();
   };
+  const same = (a: LayerRange, b: LayerRange) => a.start === b.start && a.end === b.end;
   try {
     const relay = await ServiceProcess.start("relay", [
       "relay",
@@ -84,7 +94,9 @@ export async function up(o: UpOptions): Promise<Network> {
     const nodes: NodeProc[] = [];
     for (let r = 0; r < o.routes; r++) {
       for (const [i, range] of o.split.entries()) {
+        if (r === 0 && o.browserShard && same(range, o.browserShard)) continue;
         const name = `r${r}n${i}`;
+        const wasm = o.wasmShards?.some((w) => same(w, range));
         const p = await ServiceProcess.start(`node ${name}`, [
           "node",
           "--model",
@@ -103,18 +115,20 @@ export async function up(o: UpOptions): Promise<Network> {
           relayUrl,
           "--relay-token",
           await peerToken(relaySecret, name),
-          "--backend",
-          o.backend,
+          ...(wasm ? ["--engine", "wasm"] : ["--backend", o.backend]),
           "--threads",
           String(o.threads),
           "--lease-ms",
           "600000",
+          // volunteers download from the nodes that hold their layers, too
+          "--serve-artifact",
+          "127.0.0.1:0",
         ]);
         started.push(p);
         const url = (p.ready.urls as string[])[0];
         nodes.push({ name, layers: formatRange(range), route: r, url, process: p });
         say(
-          `node     ${name} layers ${formatRange(range)} at ${url} (${
+          `node     ${name} layers ${formatRange(range)}${wasm ? " (WASM)" : ""} at ${url} (${
             Number(p.ready.tokens_per_s).toFixed(0)
           } tok/s alone)`,
         );
@@ -135,9 +149,27 @@ export async function up(o: UpOptions): Promise<Network> {
       "--relay-token",
       await peerToken(relaySecret, "gateway"),
       ...o.apiKeys.flatMap((k) => ["--api-key", k]),
-    ]);
+      "--volunteers",
+      o.split.map(formatRange).join(","),
+    ], { STRATA_RELAY_SECRET: relaySecret, STRATA_NODE_TOKEN: nodeToken });
     started.push(gateway);
-    return { gateway: String(gateway.ready.url), tracker: trackerUrl, relay: relayUrl, nodes, stop };
+    const gatewayUrl = String(gateway.ready.url);
+    say(`gateway  ${gatewayUrl} (volunteer page ${gatewayUrl}/volunteer/)`);
+    if (o.browserShard) {
+      browser = await openVolunteerTab(gatewayUrl, {
+        layers: formatRange(o.browserShard),
+        threads: o.threads,
+      });
+      const s = await browser.contribute();
+      const mib = (n = 0) => (n / 2 ** 20).toFixed(1);
+      say(
+        `tab      ${s.name} layers ${formatRange(o.browserShard)} (${s.engine}; downloaded ${
+          mib(s.download?.fetchedBytes)
+        } MiB, cached ${mib(s.download?.cachedBytes)} MiB of ${mib(s.assignment?.fileBytes)} MiB)`,
+      );
+      await waitAdmitted(trackerUrl, nodes.length + 1);
+    }
+    return { gateway: gatewayUrl, tracker: trackerUrl, relay: relayUrl, nodes, browser, stop };
   } catch (e) {
     await stop();
     throw e;

@@ -45,7 +45,7 @@ const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.e
 export class ShardNode {
   readonly #batcher: Batcher;
   readonly #sessions = new Map<string, NodeSession>();
-  readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0 };
+  readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0, served: 0 };
   readonly #leaseTimer: ReturnType<typeof setInterval>;
 
   constructor(readonly engine: RangeEngine, readonly options: ShardNodeOptions) {
@@ -121,6 +121,7 @@ export class ShardNode {
       seamBytesIn: BigInt(this.#counters.bytesIn),
       seamBytesOut: BigInt(this.#counters.bytesOut),
       refusedFrames: BigInt(this.#counters.refused),
+      sessionsServed: BigInt(this.#counters.served),
     });
   }
 
@@ -195,6 +196,7 @@ export class ShardNode {
     this.#batcher.open(f.sessionId, open.maxTokens);
     const s = new NodeSession(f.sessionId, f.routeEpoch, f.workId, open, reply);
     this.#sessions.set(s.id, s);
+    this.#counters.served++;
     if (!next) {
       s.answer(replyTo(f, { cacheResult: 0 }));
       return s;

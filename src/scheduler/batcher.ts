@@ -34,6 +34,12 @@ export interface BatcherLimits {
   readonly maxQueuedPerSession: number;
   /** KV cells this shard may promise to sessions in total */
   readonly kvCells: number;
+  /**
+   * The engine computes on this thread (a browser tab's WASM engine): frames that arrived
+   * during a batch wait as tasks behind it, so give the event loop a turn before picking the
+   * next batch, or every session would run alone.
+   */
+  readonly yieldBeforeBatch?: boolean;
 }
 
 interface Pending {
@@ -168,6 +174,7 @@ export class Batcher {
   async #loop(): Promise<void> {
     try {
       for (;;) {
+        if (this.limits.yieldBeforeBatch) await new Promise((r) => setTimeout(r, 0));
         const picked = this.#pick();
         if (picked.length === 0) return;
         await this.#run(picked);

@@ -2,88 +2,22 @@
 // llama.cpp's greedy text; 16 concurrent streams over both routes; OpenAI-shaped errors; a
 // node whose probe disagrees is refused and never routed; a node killed mid-generation.
 // Prints one JSON object; gateway.test.ts asserts on it.
-import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { trackerClient } from "../../server/node/tracker-client.ts";
-import { ShardProcess } from "../../server/shard/shard-client.ts";
 import { ServiceProcess } from "../../server/util/service-process.ts";
-import { sigma, top2 } from "../../src/parity/compare.ts";
-import { sseData } from "../../src/gateway/sse.ts";
+import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
+import { streamChat as gatewayStream } from "./chat-client.ts";
 
 const KEY = "test-key";
 const MAX = 24;
 const nodeToken = crypto.randomUUID();
 const model = defaultModelPath();
-const questions = [
-  "What is the capital of France?",
-  "List three prime numbers.",
-  "Hi!",
-  "What is 12 times 7?",
-];
+const questions = CHAT_QUESTIONS;
 
 // whole-model llama.cpp, greedy, the same template and tokenization as the gateway
-const tok = await NativeTokenizer.load(model);
-const whole = await ShardProcess.spawn({
-  modelPath: model,
-  range: "whole",
-  kvCells: 512,
-  maxSequences: 1,
-  batchTokens: 512,
-  threads: 2,
-  backend: "cpu",
-});
-const reference: string[] = [];
-// per question: the greedy tokens and the whole model's top-2 gap (in σ of the logits) at each
-const refSteps: Array<Array<{ token: number; gapSigma: number }>> = [];
-for (const q of questions) {
-  const ids = tok.tokenize(tok.applyChat([{ role: "user", content: q }]), {
-    addSpecial: true,
-    parseSpecial: true,
-  });
-  const seq = await whole.open();
-  const out: number[] = [];
-  const steps: Array<{ token: number; gapSigma: number }> = [];
-  let input = ids;
-  let at = 0;
-  for (let i = 0; i < MAX; i++) {
-    const n = input.length;
-    const r = await whole.decode(
-      input,
-      Int32Array.from({ length: n }, (_, k) => at + k),
-      new Int32Array(n).fill(seq),
-      Uint8Array.from({ length: n }, (_, k) => (k === n - 1 ? 1 : 0)),
-    );
-    const best = top2(r.data);
-    const t = best.best;
-    steps.push({ token: t, gapSigma: best.gap / sigma(r.data) });
-    if (tok.isEndOfGeneration(t)) break;
-    out.push(t);
-    at += n;
-    input = Int32Array.of(t);
-  }
-  await whole.release(seq);
-  reference.push(tok.detokenize(out));
-  refSteps.push(steps);
-}
-
-/**
- * Where a generated text leaves the whole model's greedy text: the first reference step whose
- * text is no longer a prefix, with the whole model's top-2 gap there. Batched decode is not
- * bit-identical, so a divergence is accepted only where the reference itself was within
- * 0.5 σ of choosing otherwise (the parity rule, src/parity/tolerance.ts).
- */
-function divergence(q: number, text: string) {
-  const steps = refSteps[q];
-  for (let k = 0; k < steps.length; k++) {
-    const upTo = tok.detokenize(
-      steps.slice(0, k + 1).map((s) => s.token).filter((t) => !tok.isEndOfGeneration(t)),
-    );
-    // at the reference's end of generation, the run diverged if it went on
-    const diverged = tok.isEndOfGeneration(steps[k].token) ? text !== upTo : !text.startsWith(upTo);
-    if (diverged) return { step: k, gapSigma: steps[k].gapSigma, nearTie: steps[k].gapSigma < 0.5 };
-  }
-  return { step: steps.length, gapSigma: -1, nearTie: false };
-}
+const ref = await chatReference(model, questions, MAX);
+const reference = ref.texts;
+const divergence = ref.divergence;
 
 const net = await ServiceProcess.start(
   "strata up",
@@ -110,36 +44,8 @@ async function chat(q: string, extra: Record<string, unknown> = {}) {
   return { status: r.status, json: await r.json() };
 }
 
-async function streamChat(q: string, extra: Record<string, unknown> = {}) {
-  const t0 = performance.now();
-  const r = await fetch(`${gw}/v1/chat/completions`, {
-    method: "POST",
-    headers: auth,
-    body: body(q, { stream: true, ...extra }),
-  });
-  let text = "";
-  let finish: string | null = null;
-  let route = "";
-  let error: { code?: string; message: string } | undefined;
-  let done = false;
-  let firstTokenMs: number | undefined;
-  for await (const data of sseData(r.body!)) {
-    if (data === "[DONE]") {
-      done = true;
-      continue;
-    }
-    const j = JSON.parse(data);
-    if (j.error) error = j.error;
-    const c = j.choices?.[0];
-    if (c?.delta?.content) {
-      firstTokenMs ??= performance.now() - t0;
-      text += c.delta.content;
-    }
-    if (c?.finish_reason) finish = c.finish_reason;
-    if (j.strata) route = j.strata.route;
-  }
-  return { status: r.status, text, finish, route, error, done, ms: performance.now() - t0, firstTokenMs };
-}
+const streamChat = (q: string, extra: Record<string, unknown> = {}) =>
+  gatewayStream(gw, auth, JSON.parse(body(q, extra)));
 
 const report: Record<string, unknown> = { reference };
 try {
@@ -317,7 +223,6 @@ try {
   tracker.close();
 } finally {
   await net.stop(20_000);
-  tok.close();
 }
 console.log(JSON.stringify(report));
 // leftover handles (keep-alive connections, a child pipe) must not hold the test up

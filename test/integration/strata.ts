@@ -60,3 +60,7 @@ export async function routeParity(args: string[]): Promise<Record<string, any>> 
   }
   return JSON.parse(r.stdout);
 }
+
+/** Runs a script with this Node (the one running the tests). */
+export const nodeRun = (script: string, args: string[], env: Record<string, string> = {}): Promise<Ran> =>
+  run(process.execPath, [script, ...args], env);

@@ -8,23 +8,53 @@ import { progress } from "../../util/progress.ts";
 import { runCommand } from "../../util/run.ts";
 import { log } from "../../util/log.ts";
 import { forkBuildKey, forkDir, hasCommand } from "../native/build.ts";
+import { adaptGlue } from "./glue.ts";
 
 /** cpu: WASM SIMD + pthreads; webgpu: the same plus ggml's WebGPU backend (ASYNCIFY). */
 export type WasmFlavor = "cpu" | "webgpu";
 export const WASM_FLAVORS: readonly WasmFlavor[] = ["cpu", "webgpu"];
 
+/**
+ * wasm64 (MEMORY64) lifts the 4 GiB cap. emscripten 3.1.6's clang 14 crashes compiling ggml
+ * for it, so it is an option for newer toolchains (llama.cpp's own wasm64 default assumes 4.x).
+ */
+export interface WasmBuildOptions {
+  memory64?: boolean;
+}
+export const WASM64_MIN_EMSCRIPTEN = "4.0.0";
+/** the cap a wasm64 build is linked with (STRATA_WASM_MAX_MEMORY) */
+export const WASM64_MEMORY_CAP = 16 * 2 ** 30;
+
 const COMMON = [
-  "-DLLAMA_WASM_MEM64=OFF", // wasm64 crashes clang 14 here
   "-DGGML_OPENMP=OFF",
   "-DGGML_NATIVE=OFF",
   // emscripten's platform file says "x86": without this ggml skips its wasm SIMD kernels
   "-DEMSCRIPTEN_SYSTEM_PROCESSOR=wasm32",
 ];
 
-const FLAGS: Record<WasmFlavor, string[]> = {
-  cpu: [...COMMON, "-DGGML_WEBGPU=OFF"],
-  webgpu: [...COMMON, "-DGGML_WEBGPU=ON", "-DSTRATA_WASM_WEBGPU=ON"],
+const FLAVOR_FLAGS: Record<WasmFlavor, string[]> = {
+  cpu: ["-DGGML_WEBGPU=OFF"],
+  webgpu: ["-DGGML_WEBGPU=ON", "-DSTRATA_WASM_WEBGPU=ON"],
 };
+
+function flags(flavor: WasmFlavor, o: WasmBuildOptions): string[] {
+  const memory = o.memory64
+    ? ["-DLLAMA_WASM_MEM64=ON", `-DSTRATA_WASM_MAX_MEMORY=${WASM64_MEMORY_CAP / 2 ** 30}GB`]
+    : ["-DLLAMA_WASM_MEM64=OFF"];
+  return [...COMMON, ...memory, ...FLAVOR_FLAGS[flavor]];
+}
+
+/** `emcc --version`'s number, e.g. "3.1.6" */
+function emscriptenVersion(): string {
+  const out = new Deno.Command("emcc", { args: ["--version"], stdout: "piped", stderr: "null" }).outputSync();
+  return /(\d+\.\d+\.\d+)/.exec(new TextDecoder().decode(out.stdout))?.[1] ?? "0.0.0";
+}
+
+function versionAtLeast(v: string, min: string): boolean {
+  const [a, b] = [v, min].map((x) => x.split(".").map(Number));
+  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] > b[i];
+  return true;
+}
 
 /** Files the build leaves beside each other: the module, its wasm, and the pthread worker. */
 const OUTPUTS = ["strata.mjs", "strata.wasm", "strata.worker.js"];
@@ -32,24 +62,44 @@ const OUTPUTS = ["strata.mjs", "strata.wasm", "strata.worker.js"];
 /** The project's webgpu shim (used on emscripten < 4.0.10) is part of the webgpu flavor's key. */
 const SHIM = ["webgpu/include/webgpu/webgpu_cpp.h", "webgpu/library_strata_webgpu.js"];
 
-async function moduleDir(flavor: WasmFlavor): Promise<string> {
+/** The glue edits are part of every key: files built before an edit are never reused. */
+const GLUE = Deno.readTextFileSync(new URL("./glue.ts", import.meta.url));
+
+function dirName(flavor: WasmFlavor, o: WasmBuildOptions): string {
+  return o.memory64 ? `${flavor}-wasm64` : flavor;
+}
+
+async function moduleDir(flavor: WasmFlavor, o: WasmBuildOptions): Promise<string> {
   const shim = flavor === "webgpu" ? SHIM.map((f) => Deno.readTextFileSync(join(forkDir, f))) : undefined;
-  return cacheDir("wasm", `${flavor}-${await forkBuildKey({ wasm: flavor, flags: FLAGS[flavor], shim })}`);
+  const key = await forkBuildKey({ wasm: flavor, flags: flags(flavor, o), shim, glue: GLUE });
+  return cacheDir("wasm", `${dirName(flavor, o)}-${key}`);
 }
 
 /** Folder holding strata.mjs and strata.wasm, if built. */
-export async function findWasmEngine(flavor: WasmFlavor = "cpu"): Promise<string | undefined> {
-  const dir = await moduleDir(flavor);
+export async function findWasmEngine(
+  flavor: WasmFlavor = "cpu",
+  o: WasmBuildOptions = {},
+): Promise<string | undefined> {
+  const dir = await moduleDir(flavor, o);
   return existsSync(join(dir, "strata.wasm")) ? dir : undefined;
 }
 
-export async function ensureWasmEngine(flavor: WasmFlavor = "cpu"): Promise<string> {
-  const found = await findWasmEngine(flavor);
+export async function ensureWasmEngine(
+  flavor: WasmFlavor = "cpu",
+  o: WasmBuildOptions = {},
+): Promise<string> {
+  const found = await findWasmEngine(flavor, o);
   if (found) return found;
   if (!hasCommand("emcmake")) {
     throw new Error("the WASM engine needs emscripten: apt-get install emscripten (Debian bookworm: 3.1.6)");
   }
-  const out = await moduleDir(flavor);
+  const version = emscriptenVersion();
+  if (o.memory64 && !versionAtLeast(version, WASM64_MIN_EMSCRIPTEN)) {
+    throw new Error(
+      `a wasm64 build needs emscripten ≥ ${WASM64_MIN_EMSCRIPTEN}; this is ${version}, whose clang crashes compiling ggml for wasm64`,
+    );
+  }
+  const out = await moduleDir(flavor, o);
   const started = performance.now();
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
   const emCache = cacheDir("wasm", "em-cache");
@@ -63,8 +113,8 @@ export async function ensureWasmEngine(flavor: WasmFlavor = "cpu"): Promise<stri
     CCACHE_BASEDIR: repoRoot,
     CCACHE_NOHASHDIR: "1",
   };
-  const buildDir = cacheDir("wasm", `build-${flavor}`);
-  console.error(`engine: building the WASM engine (${flavor}; first use only; a few minutes)`);
+  const buildDir = cacheDir("wasm", `build-${dirName(flavor, o)}`);
+  console.error(`engine: building the WASM engine (${dirName(flavor, o)}; first use only; a few minutes)`);
   await runCommand("emcmake", [
     "cmake",
     "-S",
@@ -73,7 +123,7 @@ export async function ensureWasmEngine(flavor: WasmFlavor = "cpu"): Promise<stri
     buildDir,
     "-DCMAKE_BUILD_TYPE=Release",
     ...(hasCommand("ninja") ? ["-G", "Ninja"] : []),
-    ...FLAGS[flavor],
+    ...flags(flavor, o),
   ], { env });
   const bar = progress(`engine: compiling (wasm-${flavor})`, 1);
   await runCommand("cmake", [
@@ -94,7 +144,9 @@ export async function ensureWasmEngine(flavor: WasmFlavor = "cpu"): Promise<stri
   bar.finish(`${seconds.toFixed(0)} s`);
   Deno.mkdirSync(out, { recursive: true });
   for (const f of OUTPUTS) {
-    if (existsSync(join(buildDir, f))) Deno.copyFileSync(join(buildDir, f), join(out, f));
+    if (!existsSync(join(buildDir, f))) continue;
+    if (f.endsWith(".wasm")) Deno.copyFileSync(join(buildDir, f), join(out, f));
+    else Deno.writeTextFileSync(join(out, f), adaptGlue(f, Deno.readTextFileSync(join(buildDir, f))));
   }
   log.info("engine.built", { backend: `wasm-${flavor}`, seconds });
   return out;

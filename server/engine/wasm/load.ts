@@ -7,7 +7,7 @@ import { type StrataModule, WasmEngine } from "../../../src/engine/wasm/wasm-eng
 import { chooseWasmBackend, fallbackLine, type GpuLike } from "../../../src/engine/wasm/webgpu-support.ts";
 import { log } from "../../util/log.ts";
 import { cacheDir } from "../../util/paths.ts";
-import { ensureWasmEngine, type WasmFlavor } from "./build.ts";
+import { ensureWasmEngine, WASM64_MEMORY_CAP, type WasmBuildOptions, type WasmFlavor } from "./build.ts";
 
 /**
  * Emscripten starts its pthread workers as classic scripts; Deno only runs module
@@ -26,8 +26,11 @@ function moduleWorkersOnly(): void {
   g.strataModuleWorkers = true;
 }
 
-export async function instantiateStrata(flavor: WasmFlavor = "cpu"): Promise<StrataModule> {
-  const dir = await ensureWasmEngine(flavor);
+export async function instantiateStrata(
+  flavor: WasmFlavor = "cpu",
+  build: WasmBuildOptions = {},
+): Promise<StrataModule> {
+  const dir = await ensureWasmEngine(flavor, build);
   moduleWorkersOnly();
   const { default: createStrata } = await import(pathToFileURL(join(dir, "strata.mjs")).href);
   return await createStrata({
@@ -53,7 +56,12 @@ function quietVulkan(): void {
   Deno.env.set("XDG_RUNTIME_DIR", dir);
 }
 
-export async function loadWasmEngine(spec: ShardSpec, o: { webgpu?: boolean } = {}): Promise<WasmEngine> {
+export async function loadWasmEngine(
+  spec: ShardSpec,
+  o: { webgpu?: boolean } & WasmBuildOptions = {},
+): Promise<WasmEngine> {
+  const build = { memory64: o.memory64 };
+  const abi = o.memory64 ? { memory64: true, memoryCap: WASM64_MEMORY_CAP } : {};
   const bytes = await Deno.readFile(spec.modelPath);
   if (o.webgpu) quietVulkan();
   const choice = o.webgpu
@@ -66,7 +74,11 @@ export async function loadWasmEngine(spec: ShardSpec, o: { webgpu?: boolean } = 
   }
   if (choice?.use === "webgpu") {
     try {
-      return await WasmEngine.load(await instantiateStrata("webgpu"), bytes, { ...spec, gpuLayers: 999 }, {
+      return await WasmEngine.load(await instantiateStrata("webgpu", build), bytes, {
+        ...spec,
+        gpuLayers: 999,
+      }, {
+        ...abi,
         suspends: true,
       });
     } catch (err) {
@@ -75,5 +87,5 @@ export async function loadWasmEngine(spec: ShardSpec, o: { webgpu?: boolean } = 
       log.warn("engine.fallback", { line: `engine: WebGPU load failed, running on WASM CPU: ${reason}` });
     }
   }
-  return await WasmEngine.load(await instantiateStrata("cpu"), bytes, { ...spec, gpuLayers: 0 });
+  return await WasmEngine.load(await instantiateStrata("cpu", build), bytes, { ...spec, gpuLayers: 0 }, abi);
 }

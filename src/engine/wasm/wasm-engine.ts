@@ -15,9 +15,11 @@ import type {
 } from "../range-engine.ts";
 import { SequenceTable } from "../sequences.ts";
 import { EngineQueue } from "../engine-queue.ts";
+import { type CallableModule, WasmAbi } from "./abi.ts";
+import { presentBytes, readSparse, type SparseModel } from "../../artifact/sparse.ts";
 
-/** What the emscripten module (built with -sWASM_BIGINT) exposes. */
-export interface StrataModule {
+/** What the emscripten module (built with -sWASM_BIGINT) exposes besides its exports. */
+export interface StrataModule extends CallableModule {
   HEAPU8: Uint8Array;
   /** the module's memory (pthread builds share it with their workers) */
   wasmMemory?: WebAssembly.Memory;
@@ -25,61 +27,35 @@ export interface StrataModule {
     mkdirTree(path: string): void;
     writeFile(path: string, data: Uint8Array): void;
     unlink(path: string): void;
+    lookupPath(path: string): { node: MemfsNode };
   };
-  _malloc(n: number): number;
-  _free(p: number): void;
-  _strata_last_error(): number;
-  _strata_model_load(path: number, start: number, end: number, ngl: number, vocabOnly: number): number;
-  _strata_model_free(model: number): void;
-  _strata_model_facts(model: number, out: number, cap: number): number;
-  _strata_model_arch(model: number, buf: number, cap: number): number;
-  _strata_ctx_new(
-    model: number,
-    nCtx: number,
-    nSeq: number,
-    nBatch: number,
-    threads: number,
-    capture: number,
-  ): number;
-  _strata_ctx_free(ctx: number): void;
-  _strata_decode(
-    ctx: number,
-    n: number,
-    tokens: number,
-    hidden: number,
-    pos: number,
-    seq: number,
-    outputs: number,
-  ): number;
-  _strata_output_dim(ctx: number): number;
-  _strata_outputs(ctx: number, dst: number, cap: bigint): bigint;
-  _strata_seq_release(ctx: number, seq: number): number;
-  _strata_ctx_stats(ctx: number, out: number, cap: number): number;
-  /** exports that may suspend (ASYNCIFY builds) are called through this with {async: true} */
-  ccall(
-    name: string,
-    ret: "number",
-    types: string[],
-    args: (number | bigint)[],
-    o?: { async: boolean },
-  ): unknown;
   /** the WebGPU flavor's count of awaited GPU waits (buffer maps, queue done) */
   webgpuStats?: { mapWaits: number; workDoneWaits: number };
 }
 
-/**
- * Calls an export that may reach a WebGPU wait. In the WebGPU flavor (ASYNCIFY) those are
- * model load, context new/free, decode and outputs (which synchronizes the backend); a
- * direct call would return at the first suspension. The CPU flavor never suspends.
- */
-type Invoke = (name: string, args: (number | bigint)[]) => Promise<number>;
+/** The parts of an emscripten MEMFS file node a sparse file replaces. */
+interface MemfsNode {
+  usedBytes: number;
+  stream_ops: Record<string, unknown>;
+}
 
-function invoker(m: StrataModule, suspends: boolean): Invoke {
-  return async (name, args) => {
-    const r = suspends
-      ? await m.ccall(name, "number", args.map(() => "number"), args, { async: true })
-      : (m as unknown as Record<string, (...a: (number | bigint)[]) => number | bigint>)[`_${name}`](...args);
-    return Number(r);
+/**
+ * Puts the model where the loader opens it. A sparse model (a shard's download) becomes a
+ * file of the artifact's length whose reads come from its spans, zeros elsewhere: the
+ * range loader reads only the header and its own tensors, and nothing is copied twice.
+ */
+function placeModel(m: StrataModule, path: string, model: Uint8Array | SparseModel): void {
+  if (model instanceof Uint8Array) return m.FS.writeFile(path, model);
+  m.FS.writeFile(path, new Uint8Array(0));
+  const node = m.FS.lookupPath(path).node;
+  node.usedBytes = model.size;
+  node.stream_ops = {
+    ...node.stream_ops,
+    read: (_s: unknown, buf: Uint8Array, offset: number, length: number, position: number) =>
+      readSparse(model, new Uint8Array(buf.buffer, buf.byteOffset + offset, length), position, length),
+    write: () => {
+      throw new Error("a sparse model file is read-only");
+    },
   };
 }
 
@@ -87,6 +63,15 @@ const CODE: Record<number, EngineErrorCode> = { [-1]: "bad_input", [-2]: "kv_ful
 
 /** wasm32 addresses at most 4 GiB, and the engine needs room beyond the weights. */
 export const WASM32_MEMORY_CAP = 4 * 2 ** 30;
+
+/** How a module was built: wasm64 passes pointers as BigInt and has a larger cap. */
+export interface WasmLoadOptions {
+  /** the module's maximum memory (default: wasm32's 4 GiB) */
+  memoryCap?: number;
+  /** the WebGPU flavor: exports may suspend on GPU waits */
+  suspends?: boolean;
+  memory64?: boolean;
+}
 
 /**
  * pthread workers the build starts with each module (STRATA_WASM_MAX_THREADS): ggml
@@ -114,7 +99,7 @@ export class WasmEngine implements RangeEngine {
 
   private constructor(
     private readonly m: StrataModule,
-    private readonly invoke: Invoke,
+    private readonly abi: WasmAbi,
     private readonly model: number,
     private readonly ctx: number,
     readonly backend: string,
@@ -127,17 +112,20 @@ export class WasmEngine implements RangeEngine {
   }
 
   /**
-   * Loads a range from the model's bytes, placed in the module's in-memory file system
-   * (outside the wasm heap). Refuses before allocating when the file alone passes the cap.
+   * Loads a range from the model's bytes (whole, or a shard's sparse download), placed in
+   * the module's in-memory file system (outside the wasm heap). Refuses before allocating
+   * when those bytes alone pass the cap.
    */
   static async load(
     m: StrataModule,
-    bytes: Uint8Array,
+    file: Uint8Array | SparseModel,
     spec: ShardSpec,
-    o: { memoryCap?: number; suspends?: boolean } = {},
+    o: WasmLoadOptions = {},
   ): Promise<WasmEngine> {
+    // what the heap must take in: the whole file, or a shard's present spans
+    const bytes = { length: file instanceof Uint8Array ? file.length : presentBytes(file) };
     const memoryCap = o.memoryCap ?? WASM32_MEMORY_CAP;
-    const invoke = invoker(m, o.suspends ?? false);
+    const abi = new WasmAbi(m, o.memory64 ?? false, o.suspends ?? false);
     if (bytes.length >= memoryCap) {
       throw new EngineError(
         "load_failed",
@@ -154,34 +142,36 @@ export class WasmEngine implements RangeEngine {
     }
     const path = `/models/${spec.modelPath.split("/").pop() || "model.gguf"}`;
     m.FS.mkdirTree("/models");
-    m.FS.writeFile(path, bytes);
+    placeModel(m, path, file);
     const [start, end] = spec.range === "whole" ? [0, 0] : [spec.range.start, spec.range.end];
     const gpuLayers = spec.gpuLayers ?? 0;
     const model = await withString(
       m,
+      abi,
       path,
-      (p) => invoke("strata_model_load", [p, start, end, gpuLayers, 0]),
+      (p) => abi.call("strata_model_load", p, start, end, gpuLayers, 0),
     );
     m.FS.unlink(path); // the loader has read what the range needs
     if (!model) {
-      const message = lastError(m);
+      const message = lastError(m, abi);
       throw new EngineError(message.startsWith("invalid layer range") ? "bad_range" : "load_failed", message);
     }
-    const facts = modelFacts(m, model);
-    const ctx = await invoke("strata_ctx_new", [
+    const facts = modelFacts(m, abi, model);
+    const ctx = await abi.call(
+      "strata_ctx_new",
       model,
       spec.kvCells,
       spec.maxSequences,
       spec.batchTokens,
       spec.threads,
       0,
-    ]);
+    );
     if (!ctx) {
-      const message = lastError(m);
-      await invoke("strata_model_free", [model]);
+      const message = lastError(m, abi);
+      await abi.call("strata_model_free", model);
       throw new EngineError(message.startsWith("context:") ? "bad_input" : "engine_failed", message);
     }
-    return new WasmEngine(m, invoke, model, ctx, gpuLayers > 0 ? "wasm-webgpu" : "wasm-cpu", facts, spec);
+    return new WasmEngine(m, abi, model, ctx, gpuLayers > 0 ? "wasm-webgpu" : "wasm-cpu", facts, spec);
   }
 
   openSequence(): SeqId {
@@ -195,7 +185,7 @@ export class WasmEngine implements RangeEngine {
   releaseSequence(seq: SeqId): Promise<void> {
     return this.#calls.run(() => {
       this.#seqs.release(seq);
-      this.#check(this.m._strata_seq_release(this.ctx, seq));
+      this.#check(this.abi.now("strata_seq_release", this.ctx, seq));
     });
   }
 
@@ -210,40 +200,41 @@ export class WasmEngine implements RangeEngine {
       this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
       const n = batch.seq.length;
       const m = this.m;
+      const abi = this.abi;
       const put = (a: Int32Array | Float32Array | Uint8Array | undefined) => {
         if (!a) return 0;
-        const p = m._malloc(Math.max(1, a.byteLength));
+        const p = abi.now("malloc", Math.max(1, a.byteLength));
         heap(m).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), p);
         return p;
       };
       const ptrs = [put(batch.tokens), put(batch.hidden), put(batch.pos), put(batch.seq), put(batch.outputs)];
       try {
         const rows = this.#check(
-          await this.invoke("strata_decode", [this.ctx, n, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4]]),
+          await abi.call("strata_decode", this.ctx, n, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4]),
         );
         this.#seqs.commit(batch);
-        const dim = m._strata_output_dim(this.ctx);
+        const dim = abi.now("strata_output_dim", this.ctx);
         const data = new Float32Array(rows * dim);
         if (rows > 0) {
-          const dst = m._malloc(data.byteLength);
+          const dst = abi.now("malloc", data.byteLength);
           try {
-            this.#check(await this.invoke("strata_outputs", [this.ctx, dst, BigInt(data.length)]));
+            this.#check(await abi.call("strata_outputs", this.ctx, dst, data.length));
             new Uint8Array(data.buffer).set(heap(m).subarray(dst, dst + data.byteLength));
           } finally {
-            m._free(dst);
+            abi.now("free", dst);
           }
         }
         return { rows, dim, data };
       } finally {
-        for (const p of ptrs) if (p) m._free(p);
+        for (const p of ptrs) if (p) abi.now("free", p);
       }
     });
   }
 
   memory(): EngineMemory {
-    const p = this.m._malloc(32);
+    const p = this.abi.now("malloc", 32);
     try {
-      this.m._strata_ctx_stats(this.ctx, p, 4);
+      this.abi.now("strata_ctx_stats", this.ctx, p, 4);
       const s = new BigInt64Array(heap(this.m).slice(p, p + 32).buffer);
       return {
         weightBytes: this.facts.weightBytes,
@@ -254,64 +245,69 @@ export class WasmEngine implements RangeEngine {
         maxSequences: this.spec.maxSequences,
       };
     } finally {
-      this.m._free(p);
+      this.abi.now("free", p);
     }
   }
 
   close(): Promise<void> {
     return this.#calls.close(async () => {
-      await this.invoke("strata_ctx_free", [this.ctx]);
-      await this.invoke("strata_model_free", [this.model]);
+      await this.abi.call("strata_ctx_free", this.ctx);
+      await this.abi.call("strata_model_free", this.model);
     });
   }
 
   #check(code: number): number {
     if (code >= 0) return code;
-    throw new EngineError(CODE[code] ?? "engine_failed", lastError(this.m));
+    throw new EngineError(CODE[code] ?? "engine_failed", lastError(this.m, this.abi));
   }
 }
 
-async function withString<T>(m: StrataModule, s: string, fn: (p: number) => Promise<T>): Promise<T> {
+async function withString<T>(
+  m: StrataModule,
+  abi: WasmAbi,
+  s: string,
+  fn: (p: number) => Promise<T>,
+): Promise<T> {
   const bytes = new TextEncoder().encode(s + "\0");
-  const p = m._malloc(bytes.length);
+  const p = abi.now("malloc", bytes.length);
   heap(m).set(bytes, p);
   try {
     return await fn(p);
   } finally {
-    m._free(p);
+    abi.now("free", p);
   }
 }
 
-function readString(m: StrataModule, fill: (buf: number, cap: number) => number): string {
+function readString(m: StrataModule, abi: WasmAbi, fill: (buf: number, cap: number) => number): string {
   const cap = 4096;
-  const p = m._malloc(cap);
+  const p = abi.now("malloc", cap);
   try {
     const n = fill(p, cap);
     return n > 0 ? new TextDecoder().decode(heap(m).slice(p, p + Math.min(n, cap))) : "";
   } finally {
-    m._free(p);
+    abi.now("free", p);
   }
 }
 
-function lastError(m: StrataModule): string {
-  const p = m._strata_last_error();
+function lastError(m: StrataModule, abi: WasmAbi): string {
+  const p = abi.now("strata_last_error");
   if (!p) return "unknown engine error";
   const h = heap(m);
   return new TextDecoder().decode(h.slice(p, h.indexOf(0, p)));
 }
 
-function modelFacts(m: StrataModule, model: number): ModelFacts {
-  const p = m._malloc(80);
+function modelFacts(m: StrataModule, abi: WasmAbi, model: number): ModelFacts {
+  const p = abi.now("malloc", 80);
   let f: BigInt64Array;
   try {
-    m._strata_model_facts(model, p, 10);
+    abi.now("strata_model_facts", model, p, 10);
     f = new BigInt64Array(heap(m).slice(p, p + 80).buffer);
   } finally {
-    m._free(p);
+    abi.now("free", p);
   }
   const n = (i: number) => Number(f[i]);
   return {
-    arch: readString(m, (b, c) => m._strata_model_arch(model, b, c)),
+    arch: readString(m, abi, (b, c) => abi.now("strata_model_arch", model, b, c)),
     nLayer: n(0),
     nEmbd: n(1),
     nVocab: n(2),

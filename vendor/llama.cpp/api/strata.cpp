@@ -243,6 +243,11 @@ strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t
     p.layer_start  = vocab_only ? 0 : layer_start;
     p.layer_end    = vocab_only ? 0 : end;
     p.vocab_only   = vocab_only != 0;
+#if defined(__EMSCRIPTEN__)
+    // emscripten's mmap copies the whole file into the heap: read only the range's tensors
+    // instead (a shard's sparse download has nothing else to map, and wasm32 has 4 GiB)
+    p.load_mode    = LLAMA_LOAD_MODE_NONE;
+#endif
 
     llama_model * m = llama_model_load_from_file(path, p);
     if (!m) {

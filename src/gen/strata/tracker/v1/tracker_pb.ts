@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/tracker/v1/tracker.proto.
  */
 export const file_strata_tracker_v1_tracker: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvdHJhY2tlci92MS90cmFja2VyLnByb3RvEhFzdHJhdGEudHJhY2tlci52MSLAAQoLU2hhcmRBZHZlcnQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIOCgZlbmdpbmUYAyABKAkSEAoIa3ZfY2VsbHMYBCABKA0SFAoMbWF4X3Nlc3Npb25zGAUgASgNEhsKE2RlY29kZV90b2tlbnNfcGVyX3MYBiABKAISGAoQbWVtb3J5X2NhcF9ieXRlcxgHIAEoBCJrCg9SZWdpc3RlclJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIMCgR1cmxzGAMgAygJEi0KBXNoYXJkGAQgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQiPgoQUmVnaXN0ZXJSZXNwb25zZRIQCghsZWFzZV9tcxgBIAEoBBIYChByb3V0ZV9wdWJsaWNfa2V5GAIgASgMImgKEEhlYXJ0YmVhdFJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIQCghzZXNzaW9ucxgDIAEoDRIVCg1rdl9jZWxsc191c2VkGAQgASgNEg4KBnF1ZXVlZBgFIAEoDSI1ChFIZWFydGJlYXRSZXNwb25zZRINCgVrbm93bhgBIAEoCBIRCglhZG1pc3Npb24YAiABKAkiXwoMUm91dGVSZXF1ZXN0EhcKD2FydGlmYWN0X3NoYTI1NhgBIAEoDBISCgpzZXNzaW9uX2lkGAIgASgJEg0KBWNvdW50GAMgASgNEhMKC2F2b2lkX25vZGVzGAQgAygJImIKBVJvdXRlEg0KBWVwb2NoGAEgASgEEiEKBGhvcHMYAiADKAsyEy5zdHJhdGEuc2VhbS52MS5Ib3ASGQoRbWF4X3Nlc3Npb25fY2VsbHMYAyABKA0SDAoEbmFtZRgEIAEoCSI5Cg1Sb3V0ZVJlc3BvbnNlEigKBnJvdXRlcxgBIAMoCzIYLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlIg4KDE5vZGVzUmVxdWVzdCKiAQoJTm9kZVN0YXRlEgwKBG5vZGUYASABKAkSDAoEdXJscxgCIAMoCRItCgVzaGFyZBgDIAEoCzIeLnN0cmF0YS50cmFja2VyLnYxLlNoYXJkQWR2ZXJ0EhEKCWFkbWlzc2lvbhgEIAEoCRIMCgRsaXZlGAUgASgIEhAKCHNlc3Npb25zGAYgASgNEhcKD3JvdXRlc19hc3NpZ25lZBgHIAEoBCI8Cg1Ob2Rlc1Jlc3BvbnNlEisKBW5vZGVzGAEgAygLMhwuc3RyYXRhLnRyYWNrZXIudjEuTm9kZVN0YXRlMtUCCg5UcmFja2VyU2VydmljZRJTCghSZWdpc3RlchIiLnN0cmF0YS50cmFja2VyLnYxLlJlZ2lzdGVyUmVxdWVzdBojLnN0cmF0YS50cmFja2VyLnYxLlJlZ2lzdGVyUmVzcG9uc2USVgoJSGVhcnRiZWF0EiMuc3RyYXRhLnRyYWNrZXIudjEuSGVhcnRiZWF0UmVxdWVzdBokLnN0cmF0YS50cmFja2VyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEkoKBVJvdXRlEh8uc3RyYXRhLnRyYWNrZXIudjEuUm91dGVSZXF1ZXN0GiAuc3RyYXRhLnRyYWNrZXIudjEuUm91dGVSZXNwb25zZRJKCgVOb2RlcxIfLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVzcG9uc2ViBnByb3RvMw", [file_strata_seam_v1_seam]);
+  fileDesc("Ch9zdHJhdGEvdHJhY2tlci92MS90cmFja2VyLnByb3RvEhFzdHJhdGEudHJhY2tlci52MSLWAQoLU2hhcmRBZHZlcnQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIOCgZlbmdpbmUYAyABKAkSEAoIa3ZfY2VsbHMYBCABKA0SFAoMbWF4X3Nlc3Npb25zGAUgASgNEhsKE2RlY29kZV90b2tlbnNfcGVyX3MYBiABKAISGAoQbWVtb3J5X2NhcF9ieXRlcxgHIAEoBBIUCgxhcnRpZmFjdF91cmwYCCABKAkiawoPUmVnaXN0ZXJSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkSDAoEdXJscxgDIAMoCRItCgVzaGFyZBgEIAEoCzIeLnN0cmF0YS50cmFja2VyLnYxLlNoYXJkQWR2ZXJ0Ij4KEFJlZ2lzdGVyUmVzcG9uc2USEAoIbGVhc2VfbXMYASABKAQSGAoQcm91dGVfcHVibGljX2tleRgCIAEoDCJoChBIZWFydGJlYXRSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkSEAoIc2Vzc2lvbnMYAyABKA0SFQoNa3ZfY2VsbHNfdXNlZBgEIAEoDRIOCgZxdWV1ZWQYBSABKA0iNQoRSGVhcnRiZWF0UmVzcG9uc2USDQoFa25vd24YASABKAgSEQoJYWRtaXNzaW9uGAIgASgJIl8KDFJvdXRlUmVxdWVzdBIXCg9hcnRpZmFjdF9zaGEyNTYYASABKAwSEgoKc2Vzc2lvbl9pZBgCIAEoCRINCgVjb3VudBgDIAEoDRITCgthdm9pZF9ub2RlcxgEIAMoCSJiCgVSb3V0ZRINCgVlcG9jaBgBIAEoBBIhCgRob3BzGAIgAygLMhMuc3RyYXRhLnNlYW0udjEuSG9wEhkKEW1heF9zZXNzaW9uX2NlbGxzGAMgASgNEgwKBG5hbWUYBCABKAkiOQoNUm91dGVSZXNwb25zZRIoCgZyb3V0ZXMYASADKAsyGC5zdHJhdGEudHJhY2tlci52MS5Sb3V0ZSIrCgxMZWF2ZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCSIeCg1MZWF2ZVJlc3BvbnNlEg0KBWtub3duGAEgASgIIg4KDE5vZGVzUmVxdWVzdCKiAQoJTm9kZVN0YXRlEgwKBG5vZGUYASABKAkSDAoEdXJscxgCIAMoCRItCgVzaGFyZBgDIAEoCzIeLnN0cmF0YS50cmFja2VyLnYxLlNoYXJkQWR2ZXJ0EhEKCWFkbWlzc2lvbhgEIAEoCRIMCgRsaXZlGAUgASgIEhAKCHNlc3Npb25zGAYgASgNEhcKD3JvdXRlc19hc3NpZ25lZBgHIAEoBCI8Cg1Ob2Rlc1Jlc3BvbnNlEisKBW5vZGVzGAEgAygLMhwuc3RyYXRhLnRyYWNrZXIudjEuTm9kZVN0YXRlMqEDCg5UcmFja2VyU2VydmljZRJTCghSZWdpc3RlchIiLnN0cmF0YS50cmFja2VyLnYxLlJlZ2lzdGVyUmVxdWVzdBojLnN0cmF0YS50cmFja2VyLnYxLlJlZ2lzdGVyUmVzcG9uc2USVgoJSGVhcnRiZWF0EiMuc3RyYXRhLnRyYWNrZXIudjEuSGVhcnRiZWF0UmVxdWVzdBokLnN0cmF0YS50cmFja2VyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEkoKBUxlYXZlEh8uc3RyYXRhLnRyYWNrZXIudjEuTGVhdmVSZXF1ZXN0GiAuc3RyYXRhLnRyYWNrZXIudjEuTGVhdmVSZXNwb25zZRJKCgVSb3V0ZRIfLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlUmVzcG9uc2USSgoFTm9kZXMSHy5zdHJhdGEudHJhY2tlci52MS5Ob2Rlc1JlcXVlc3QaIC5zdHJhdGEudHJhY2tlci52MS5Ob2Rlc1Jlc3BvbnNlYgZwcm90bzM", [file_strata_seam_v1_seam]);
 
 /**
  * @generated from message strata.tracker.v1.ShardAdvert
@@ -61,6 +61,14 @@ export type ShardAdvert = Message<"strata.tracker.v1.ShardAdvert"> & {
    * @generated from field: uint64 memory_cap_bytes = 7;
    */
   memoryCapBytes: bigint;
+
+  /**
+   * where the node serves its range's bytes of the artifact (HTTP Range, the artifact API:
+   * <url> is .../artifacts/<sha256>); "" = it does not serve them
+   *
+   * @generated from field: string artifact_url = 8;
+   */
+  artifactUrl: string;
 };
 
 /**
@@ -283,6 +291,47 @@ export const RouteResponseSchema: GenMessage<RouteResponse> = /*@__PURE__*/
   messageDesc(file_strata_tracker_v1_tracker, 7);
 
 /**
+ * @generated from message strata.tracker.v1.LeaveRequest
+ */
+export type LeaveRequest = Message<"strata.tracker.v1.LeaveRequest"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string node = 2;
+   */
+  node: string;
+};
+
+/**
+ * Describes the message strata.tracker.v1.LeaveRequest.
+ * Use `create(LeaveRequestSchema)` to create a new message.
+ */
+export const LeaveRequestSchema: GenMessage<LeaveRequest> = /*@__PURE__*/
+  messageDesc(file_strata_tracker_v1_tracker, 8);
+
+/**
+ * @generated from message strata.tracker.v1.LeaveResponse
+ */
+export type LeaveResponse = Message<"strata.tracker.v1.LeaveResponse"> & {
+  /**
+   * false: the tracker did not know the node
+   *
+   * @generated from field: bool known = 1;
+   */
+  known: boolean;
+};
+
+/**
+ * Describes the message strata.tracker.v1.LeaveResponse.
+ * Use `create(LeaveResponseSchema)` to create a new message.
+ */
+export const LeaveResponseSchema: GenMessage<LeaveResponse> = /*@__PURE__*/
+  messageDesc(file_strata_tracker_v1_tracker, 9);
+
+/**
  * @generated from message strata.tracker.v1.NodesRequest
  */
 export type NodesRequest = Message<"strata.tracker.v1.NodesRequest"> & {
@@ -293,7 +342,7 @@ export type NodesRequest = Message<"strata.tracker.v1.NodesRequest"> & {
  * Use `create(NodesRequestSchema)` to create a new message.
  */
 export const NodesRequestSchema: GenMessage<NodesRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 8);
+  messageDesc(file_strata_tracker_v1_tracker, 10);
 
 /**
  * @generated from message strata.tracker.v1.NodeState
@@ -342,7 +391,7 @@ export type NodeState = Message<"strata.tracker.v1.NodeState"> & {
  * Use `create(NodeStateSchema)` to create a new message.
  */
 export const NodeStateSchema: GenMessage<NodeState> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 9);
+  messageDesc(file_strata_tracker_v1_tracker, 11);
 
 /**
  * @generated from message strata.tracker.v1.NodesResponse
@@ -359,7 +408,7 @@ export type NodesResponse = Message<"strata.tracker.v1.NodesResponse"> & {
  * Use `create(NodesResponseSchema)` to create a new message.
  */
 export const NodesResponseSchema: GenMessage<NodesResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 10);
+  messageDesc(file_strata_tracker_v1_tracker, 12);
 
 /**
  * @generated from service strata.tracker.v1.TrackerService
@@ -380,6 +429,16 @@ export const TrackerService: GenService<{
     methodKind: "unary";
     input: typeof HeartbeatRequestSchema;
     output: typeof HeartbeatResponseSchema;
+  },
+  /**
+   * a node going away on purpose (a volunteer closing its tab): dropped at once
+   *
+   * @generated from rpc strata.tracker.v1.TrackerService.Leave
+   */
+  leave: {
+    methodKind: "unary";
+    input: typeof LeaveRequestSchema;
+    output: typeof LeaveResponseSchema;
   },
   /**
    * @generated from rpc strata.tracker.v1.TrackerService.Route

@@ -1,0 +1,82 @@
+// A Deno node's shard from an artifact URL: the manifest from the origin, the pieces of its
+// layers from the origin and every peer the tracker knows to hold them, kept in the piece
+// store (a restart resumes), assembled into a sparse file the native engine loads.
+import { type ArtifactManifest, checkManifest } from "../../src/artifact/pieces.ts";
+import { type DownloadReport, downloadShard, type PieceSource } from "../../src/artifact/download.ts";
+import { bytesToHex } from "../../src/util/hex.ts";
+import { trackerClient } from "../node/tracker-client.ts";
+import { cacheDir } from "../util/paths.ts";
+import { progress } from "../util/progress.ts";
+import { log } from "../util/log.ts";
+import { FsPieceStore } from "./fs-store.ts";
+import { writeSparseFile } from "./sparse-file.ts";
+
+const ARTIFACT_URL = /^(https?:\/\/.+\/artifacts\/)([0-9a-f]{64})\/?$/;
+
+export function isArtifactUrl(s: string): boolean {
+  return ARTIFACT_URL.test(s);
+}
+
+export async function fetchManifest(url: string, fetcher = fetch): Promise<ArtifactManifest> {
+  const m = ARTIFACT_URL.exec(url);
+  if (!m) throw new Error(`"${url}" is not an artifact URL (…/artifacts/<sha256>)`);
+  const r = await fetcher(`${m[1]}${m[2]}/manifest`);
+  if (!r.ok) throw new Error(`manifest ${url}: HTTP ${r.status}`);
+  return checkManifest(await r.json(), m[2]);
+}
+
+/** Peers the tracker knows to serve this artifact's bytes, each with the layers it holds. */
+export async function peerSources(trackerUrl: string, artifact: string): Promise<PieceSource[]> {
+  const t = trackerClient(trackerUrl);
+  try {
+    const { nodes } = await t.client.nodes({}, { timeoutMs: 5000 });
+    return nodes
+      .filter((n) =>
+        n.live && n.shard?.artifactUrl && n.shard.range && bytesToHex(n.shard.artifactSha256) === artifact
+      )
+      .map((n) => ({
+        url: n.shard!.artifactUrl,
+        layers: { start: n.shard!.range!.start, end: n.shard!.range!.end },
+      }));
+  } finally {
+    t.close();
+  }
+}
+
+export interface FetchedShard {
+  readonly path: string;
+  readonly manifest: ArtifactManifest;
+  readonly report: Omit<DownloadReport, "model">;
+}
+
+export async function fetchShardFile(
+  url: string,
+  layers: { start: number; end: number },
+  o: { tracker?: string } = {},
+): Promise<FetchedShard> {
+  const manifest = await fetchManifest(url);
+  const peers = o.tracker ? await peerSources(o.tracker, manifest.artifact).catch(() => []) : [];
+  const bar = progress(`shard: downloading layers ${layers.start}:${layers.end}`, 1);
+  const { model, ...report } = await downloadShard({
+    manifest,
+    ...layers,
+    sources: [{ url: url.replace(/\/$/, "") }, ...peers],
+    store: new FsPieceStore(),
+    onProgress: (p) => bar.update(p.bytesDone, p.bytes),
+  });
+  const mib = (n: number) => (n / 2 ** 20).toFixed(1);
+  bar.finish(
+    `${mib(report.fetchedBytes)} MiB fetched, ${mib(report.cachedBytes)} MiB cached, of a ${
+      mib(manifest.fileSize)
+    } MiB file`,
+  );
+  const path = cacheDir("shards", `${manifest.artifact}-${layers.start}-${layers.end}.gguf`);
+  Deno.mkdirSync(cacheDir("shards"), { recursive: true });
+  await writeSparseFile(path, model);
+  log.info("shard.fetched", {
+    artifact: manifest.artifact,
+    layers: `${layers.start}:${layers.end}`,
+    ...report,
+  });
+  return { path, manifest, report };
+}

@@ -1,0 +1,82 @@
+// A Model Artifact cut into content-hashed pieces: the header, then every tensor in
+// pieces of at most PIECE_BYTES. A shard downloads the pieces of its tensors, from any
+// source, and trusts a piece only when its bytes hash to what the manifest says.
+import { buildManifest, type Manifest, shardBytes } from "../gguf/manifest.ts";
+import { parseGgufHeader } from "../gguf/reader.ts";
+
+/** Large tensors are split so a failed or tampered fetch costs at most this much again. */
+export const PIECE_BYTES = 4 * 1024 * 1024;
+
+export interface Piece {
+  /** absolute byte offset in the artifact */
+  readonly offset: number;
+  readonly size: number;
+  /** sha256 of exactly these bytes, lower-case hex */
+  readonly sha256: string;
+}
+
+/** A manifest with the hashes a downloader checks; `pieces[0]` is the header. */
+export interface ArtifactManifest extends Manifest {
+  readonly pieces: readonly Piece[];
+}
+
+/** Where pieces lie, before hashing: the header, then each tensor cut at PIECE_BYTES. */
+export function pieceSpans(m: Manifest): Array<readonly [number, number]> {
+  const spans: Array<readonly [number, number]> = [[0, m.dataOffset]];
+  for (const t of [...m.tensors].sort((a, b) => a.offset - b.offset)) {
+    for (let o = 0; o < t.size; o += PIECE_BYTES) {
+      spans.push([t.offset + o, Math.min(PIECE_BYTES, t.size - o)]);
+    }
+  }
+  return spans;
+}
+
+/** The pieces a Shard [start, end) needs: the header and its tensors' pieces, in file order. */
+export function shardPieces(m: ArtifactManifest, start: number, end: number): Piece[] {
+  const needs = shardBytes(m, start, end).tensors;
+  const inTensor = (p: Piece) => needs.some((t) => p.offset >= t.offset && p.offset < t.offset + t.size);
+  return m.pieces.filter((p, i) => i === 0 || inTensor(p));
+}
+
+export class ManifestError extends Error {
+  override readonly name = "ManifestError";
+}
+
+/**
+ * Accepts a manifest only for the artifact asked for, with pieces that tile its header and
+ * tensors exactly as pieceSpans would cut them.
+ */
+export function checkManifest(json: unknown, artifact: string): ArtifactManifest {
+  const m = json as ArtifactManifest;
+  if (!m || typeof m !== "object" || !Array.isArray(m.pieces) || !Array.isArray(m.tensors)) {
+    throw new ManifestError("not an artifact manifest");
+  }
+  if (m.artifact !== artifact) {
+    throw new ManifestError(
+      `the manifest is for artifact ${String(m.artifact).slice(0, 12)}…, not ${artifact.slice(0, 12)}…`,
+    );
+  }
+  const spans = pieceSpans(m);
+  if (spans.length !== m.pieces.length) {
+    throw new ManifestError(`${m.pieces.length} pieces where the tensors make ${spans.length}`);
+  }
+  m.pieces.forEach((p, i) => {
+    if (p.offset !== spans[i][0] || p.size !== spans[i][1] || !/^[0-9a-f]{64}$/.test(p.sha256)) {
+      throw new ManifestError(`piece ${i} (${p.offset}+${p.size}) does not match the tensors`);
+    }
+  });
+  return m;
+}
+
+/**
+ * The header's bytes (piece 0, already hash-checked) must describe the same tensors as the
+ * manifest: a manifest cannot send a loader to other offsets than the file's own header.
+ */
+export function checkHeaderAgainst(m: ArtifactManifest, header: Uint8Array): void {
+  const again = buildManifest(parseGgufHeader(header, { fileSize: m.fileSize }), m.fileSize, m.artifact);
+  const same = again.tensors.length === m.tensors.length &&
+    again.tensors.every((t, i) =>
+      t.name === m.tensors[i].name && t.offset === m.tensors[i].offset && t.size === m.tensors[i].size
+    );
+  if (!same) throw new ManifestError("the artifact's header lists other tensors than its manifest");
+}

@@ -1,0 +1,90 @@
+// Whole-model llama.cpp's greedy answers to chat questions (the gateway's template and
+// tokenization), and where a generated text leaves one: the yardstick of the end-to-end
+// tests that chat through routes.
+import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
+import { ShardProcess } from "../../server/shard/shard-client.ts";
+import { sigma, top2 } from "../../src/parity/compare.ts";
+
+/** Four short questions with distinct answers, asked by the end-to-end tests. */
+export const CHAT_QUESTIONS = [
+  "What is the capital of France?",
+  "List three prime numbers.",
+  "Hi!",
+  "What is 12 times 7?",
+];
+
+export interface ChatReference {
+  readonly texts: string[];
+  /**
+   * Where `text` leaves question q's greedy text: the first reference step whose text is no
+   * longer a prefix, with the whole model's top-2 gap there. Batched decode is not
+   * bit-identical, so a divergence is accepted only where the reference itself was within
+   * 0.5 σ of choosing otherwise (the parity rule, src/parity/tolerance.ts).
+   */
+  divergence(q: number, text: string): { step: number; gapSigma: number; nearTie: boolean };
+}
+
+export async function chatReference(
+  model: string,
+  questions: string[],
+  maxTokens: number,
+): Promise<ChatReference> {
+  const tok = await NativeTokenizer.load(model);
+  const whole = await ShardProcess.spawn({
+    modelPath: model,
+    range: "whole",
+    kvCells: 512,
+    maxSequences: 1,
+    batchTokens: 512,
+    threads: 2,
+    backend: "cpu",
+  });
+  const texts: string[] = [];
+  // per question: the greedy tokens and the whole model's top-2 gap (in σ of the logits) at each
+  const refSteps: Array<Array<{ token: number; gapSigma: number }>> = [];
+  for (const q of questions) {
+    const ids = tok.tokenize(tok.applyChat([{ role: "user", content: q }]), {
+      addSpecial: true,
+      parseSpecial: true,
+    });
+    const seq = await whole.open();
+    const out: number[] = [];
+    const steps: Array<{ token: number; gapSigma: number }> = [];
+    let input = ids;
+    let at = 0;
+    for (let i = 0; i < maxTokens; i++) {
+      const n = input.length;
+      const r = await whole.decode(
+        input,
+        Int32Array.from({ length: n }, (_, k) => at + k),
+        new Int32Array(n).fill(seq),
+        Uint8Array.from({ length: n }, (_, k) => (k === n - 1 ? 1 : 0)),
+      );
+      const best = top2(r.data);
+      const t = best.best;
+      steps.push({ token: t, gapSigma: best.gap / sigma(r.data) });
+      if (tok.isEndOfGeneration(t)) break;
+      out.push(t);
+      at += n;
+      input = Int32Array.of(t);
+    }
+    await whole.release(seq);
+    texts.push(tok.detokenize(out));
+    refSteps.push(steps);
+  }
+  await whole.close();
+
+  const divergence = (q: number, text: string) => {
+    const steps = refSteps[q];
+    for (let k = 0; k < steps.length; k++) {
+      const upTo = tok.detokenize(
+        steps.slice(0, k + 1).map((s) => s.token).filter((t) => !tok.isEndOfGeneration(t)),
+      );
+      // at the reference's end of generation, the run diverged if it went on
+      const diverged = tok.isEndOfGeneration(steps[k].token) ? text !== upTo : !text.startsWith(upTo);
+      if (diverged) return { step: k, gapSigma: steps[k].gapSigma, nearTie: steps[k].gapSigma < 0.5 };
+    }
+    return { step: steps.length, gapSigma: -1, nearTie: false };
+  };
+  return { texts, divergence };
+}

@@ -1,0 +1,77 @@
+import { describe, expect, it } from "vitest";
+import * as esbuild from "esbuild";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { join } from "node:path";
+import { denoRun, nodeRun, root } from "./strata.ts";
+
+// The module Deno and the browser load must load unchanged in Node too.
+const wasmDir = join(process.env.STRATA_CACHE ?? join(homedir(), ".cache", "strata"), "wasm");
+const built = existsSync(wasmDir) &&
+  readdirSync(wasmDir).some((d) => d.startsWith("cpu-") && existsSync(join(wasmDir, d, "strata.wasm")));
+if (!built) {
+  console.warn("Node wasm test skipped: no WASM build (needs emscripten: apt-get install emscripten)");
+}
+
+const STEPS = 16;
+
+describe.skipIf(!built)("the WASM engine in Node", () => {
+  it("runs a 2-shard split with pthreads: whole-model native's greedy tokens, Deno's logits bit for bit", async () => {
+    const tmp = mkdtempSync(join(tmpdir(), "strata-node-"));
+    try {
+      const nativeLogits = join(tmp, "native.f32");
+      const ref = await denoRun(`${root}test/integration/native-greedy.deno.ts`, {
+        STEPS: String(STEPS),
+        LOGITS_FILE: nativeLogits,
+        WASM_LOGITS_FILE: join(tmp, "deno-wasm.f32"),
+      });
+      expect(ref.code, ref.stderr.slice(-3000)).toBe(0);
+      const native = JSON.parse(ref.stdout.trim().split("\n").pop()!);
+
+      const entry = join(tmp, "wasm-node.mjs");
+      await esbuild.build({
+        entryPoints: [`${root}test/integration/wasm-node.entry.ts`],
+        bundle: true,
+        platform: "node",
+        format: "esm",
+        target: "node18",
+        outfile: entry,
+        logLevel: "silent",
+      });
+      const wasmLogits = join(tmp, "wasm.f32");
+      const r = await nodeRun(entry, [
+        native.wasmDir,
+        native.modelPath,
+        JSON.stringify({ prompt: native.prompt, tokens: native.tokens }),
+        wasmLogits,
+      ]);
+      expect(r.code, r.stderr.slice(-3000)).toBe(0);
+      const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
+      expect(out.runtime).toMatch(/^node /);
+      expect(out.backends).toEqual(["wasm-cpu", "wasm-cpu"]);
+      expect(out.tokens).toEqual(native.tokens);
+
+      const f32 = (path: string) => new Float32Array(Uint8Array.from(readFileSync(path)).buffer);
+      const [a, b, d] = [f32(nativeLogits), f32(wasmLogits), f32(join(tmp, "deno-wasm.f32"))];
+      expect(b.length).toBe(a.length);
+      expect(d.length).toBe(a.length);
+      let vsNative = 0;
+      let vsDeno = 0;
+      let scale = 0;
+      for (let i = 0; i < a.length; i++) {
+        vsNative = Math.max(vsNative, Math.abs(a[i] - b[i]));
+        vsDeno = Math.max(vsDeno, Math.abs(d[i] - b[i]));
+        scale = Math.max(scale, Math.abs(a[i]));
+      }
+      console.log(
+        `Node WASM split: ${STEPS} greedy tokens = native whole; max |Δ logit| vs native ${
+          vsNative.toFixed(3)
+        } (of ${scale.toFixed(1)}), vs the same split under Deno ${vsDeno}`,
+      );
+      // the same module and kernels in another runtime: identical, not merely close
+      expect(vsDeno).toBe(0);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
