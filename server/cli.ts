@@ -1,4 +1,5 @@
 // The `strata` command line. Each subcommand is a thin shell over one module.
+import { hostsCommand } from "./hosts/command.ts";
 import { artifactsCommand } from "./artifacts/command.ts";
 import { Command, Option } from "commander";
 import { parseSplit } from "../src/engine/layer-range.ts";
@@ -58,6 +59,7 @@ program.addCommand(routeCommand());
 program.addCommand(trackerCommand());
 program.addCommand(gatewayCommand());
 program.addCommand(artifactsCommand());
+program.addCommand(hostsCommand(), { hidden: true });
 program.addCommand(chatCommand());
 
 program.command("parity")

@@ -32,6 +32,10 @@ export function nodeCommand(): Command {
       new Option("--inject-fault <kind>", "test aid: serve wrong outputs").choices(["scale"]).hideHelp(),
     )
     .option("--listen <host:port>", "serve seams here (port 0: any free port)")
+    .option(
+      "--public-url <url>",
+      "advertise this seam URL instead of the listen address (behind a forwarder)",
+    )
     .option("--relay <ws-url>", "also (or only) be reachable through this relay")
     .option(
       "--relay-token <token>",
@@ -96,6 +100,7 @@ export function nodeCommand(): Command {
         tracker: o.tracker ? { url: o.tracker, token: trackerToken! } : undefined,
         fault: o.injectFault,
         listen: o.listen ? hostPort(o.listen) : undefined,
+        publicUrl: o.publicUrl,
         relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
         tap: fileTap(Deno.env.get("STRATA_SEAM_TAP")),
         manifest,

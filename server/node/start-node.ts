@@ -47,6 +47,8 @@ export interface NodeConfig {
   readonly fault?: "scale";
   /** host:port to serve seams on; undefined = reachable through the relay only */
   readonly listen?: { host: string; port: number };
+  /** the URL others reach the seam server at, when not the listen address (behind a forwarder) */
+  readonly publicUrl?: string;
   readonly relay?: { url: string; token: string };
   readonly tap?: FrameTap;
   /** the artifact, when the file is a shard's sparse download (its bytes hash to something else) */
@@ -109,7 +111,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   let server: SeamServer | undefined;
   if (c.listen) {
     server = await serveSeams(node.serve, () => node.info(), c.listen.host, c.listen.port);
-    urls.push(server.url);
+    urls.push(c.publicUrl ?? server.url);
   }
   if (relayPeer) {
     relayPeer.listen(node.serve);

@@ -177,7 +177,7 @@ export async function up(o: UpOptions): Promise<Network> {
 }
 
 /** Waits until `count` nodes are admitted and live; fails at once on a refusal. */
-async function waitAdmitted(trackerUrl: string, count: number, timeoutMs = 300_000): Promise<void> {
+export async function waitAdmitted(trackerUrl: string, count: number, timeoutMs = 300_000): Promise<void> {
   const t = trackerClient(trackerUrl);
   try {
     const until = Date.now() + timeoutMs;

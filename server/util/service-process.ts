@@ -11,9 +11,19 @@ export class ServiceProcess {
     readonly label: string,
   ) {}
 
-  static async start(label: string, args: string[], env: Record<string, string> = {}, timeoutMs = 120_000) {
-    const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--quiet", DENO_V8_FLAGS, "--config", config, cli, ...args],
+  /** `netns`: run it inside that network namespace (a test host; needs root). */
+  static async start(
+    label: string,
+    args: string[],
+    env: Record<string, string> = {},
+    timeoutMs = 120_000,
+    netns?: string,
+  ) {
+    const deno = [Deno.execPath(), "run", "-A", "--quiet", DENO_V8_FLAGS, "--config", config, cli, ...args];
+    // `ip netns exec` enters the namespace and execs: the child's pid is Deno's own
+    const [cmd, ...rest] = netns ? ["ip", "netns", "exec", netns, ...deno] : deno;
+    const child = new Deno.Command(cmd, {
+      args: rest,
       stdin: "null",
       stdout: "piped",
       stderr: "inherit",
