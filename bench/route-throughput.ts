@@ -21,13 +21,13 @@ export interface RouteBenchOptions {
   readonly threads: number;
 }
 
-const quantile = (xs: number[], q: number) => {
+export const quantile = (xs: number[], q: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
 };
 
 /** A prompt of n plain tokens (ids chosen from the ordinary range of the vocabulary). */
-const prompt = (n: number, salt: number) =>
+export const prompt = (n: number, salt: number) =>
   Int32Array.from({ length: n }, (_, i) => 1000 + ((i * 7919 + salt * 104729) % 20000));
 
 export async function benchRoute(o: RouteBenchOptions) {
@@ -91,7 +91,7 @@ export async function benchRoute(o: RouteBenchOptions) {
 }
 
 /** n sessions prefill, meet, then decode `tokens` steps each; aggregate decode tokens per second. */
-async function decodeRun(local: LocalRoute, n: number, tokens: number, tag: string) {
+export async function decodeRun(local: LocalRoute, n: number, tokens: number, tag: string) {
   const sessions: RouteSession[] = [];
   const firsts: StepReply[] = [];
   for (let s = 0; s < n; s++) {

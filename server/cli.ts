@@ -1,4 +1,6 @@
 // The `strata` command line. Each subcommand is a thin shell over one module.
+import { Compression } from "../src/gen/strata/seam/v1/seam_pb.ts";
+import { hostsBenchCommand, seamCompressionCommand, suiteCommand } from "../bench/command.ts";
 import { hostsCommand } from "./hosts/command.ts";
 import { artifactsCommand } from "./artifacts/command.ts";
 import { Command, Option } from "commander";
@@ -90,6 +92,10 @@ program.command("parity")
       .choices(["direct", "relay"]),
   )
   .option("--engines <list>", "with --transport: each node's engine, e.g. native,wasm,native")
+  .addOption(
+    new Option("--compression <kind>", "with --transport: hidden states on the seams as f32 or q8 rows")
+      .choices(["none", "q8", "q8-row"]).default("none"),
+  )
   .option("--json", "print one JSON object")
   .action(async (o) => {
     const { path, name } = await resolveModel(o.model);
@@ -125,6 +131,9 @@ program.command("parity")
           sessions: o.sessions,
           threads: o.threads,
           tokenizer,
+          compression: { none: Compression.NONE, q8: Compression.Q8_BLOCK32, "q8-row": Compression.Q8_ROW }[
+            o.compression as "none" | "q8" | "q8-row"
+          ],
         });
         console.log(o.json ? JSON.stringify(report, null, 2) : printRouteParity(report));
         if (!report.ok) Deno.exitCode = 1;
@@ -150,7 +159,10 @@ program.command("parity")
   });
 
 const bench = program.command("bench")
-  .description("benchmarks that print figures (never assert)");
+  .description("benchmarks that print figures (never assert); without a subcommand, the whole suite");
+bench.addCommand(suiteCommand(), { isDefault: true });
+bench.addCommand(hostsBenchCommand());
+bench.addCommand(seamCompressionCommand());
 
 bench.command("route")
   .description(

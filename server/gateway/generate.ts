@@ -100,6 +100,8 @@ export async function generate(
       artifactSha256: ctx.artifact,
       sampling: { temperature: req.temperature, topK: req.topK, topP: req.topP, seed: req.seed },
       maxTokens: ids.length + maxNew,
+      // the tracker's choice for this route (q8 rows through the relay)
+      compression: route.seamCompression,
     },
   );
   const abort = () => void session.cancel();

@@ -4,6 +4,7 @@
 // sessions together, started at staggered times, must give what they give alone (or a
 // reported near-tie); cancelling some mid-generation must leave the others intact and
 // free exactly their cells.
+import { Compression } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
 import type { NodeInfo } from "../../src/gen/strata/seam/v1/seam_pb.ts";
@@ -32,6 +33,8 @@ export interface RouteParityOptions {
   tokenizer: Tokenizer;
   /** ms between session starts in the concurrent phases */
   staggerMs?: number;
+  /** how hidden states cross the seams (default f32) */
+  compression?: Compression;
 }
 
 /**
@@ -64,17 +67,18 @@ export async function runRouteParity(o: RouteParityOptions) {
     engines: o.engines,
     maxSessions: Math.max(16, o.sessions),
   });
+  const run = { local, compression: o.compression ?? Compression.NONE };
   try {
     const stagger = o.staggerMs ?? 40;
     // 1. alone, one session after another
     const alone: number[][] = [];
     for (let s = 0; s < o.sessions; s++) {
-      alone.push((await generate(local, "alone", s, prompts[s], o.tokens, 0)).tokens);
+      alone.push((await generate(run, "alone", s, prompts[s], o.tokens, 0)).tokens);
     }
     const aloneVsWhole = alone.map((t, s) => tokenAgreement(reference[s], t, 0));
     // 2. together, staggered starts
     const together = await Promise.all(
-      prompts.map((p, s) => generate(local, "together", s, p, o.tokens, s * stagger)),
+      prompts.map((p, s) => generate(run, "together", s, p, o.tokens, s * stagger)),
     );
     const infos = await nodeInfos(local);
     const togetherVs = together.map((r, s) => agree(reference[s], alone[s], r.tokens, s));
@@ -90,7 +94,7 @@ export async function runRouteParity(o: RouteParityOptions) {
     const kvChecked = new Promise<void>((r) => (checked = r));
     const withCancel = Promise.all(prompts.map(async (p, s) => {
       const cancelAfter = cancelled.has(s) ? Math.max(1, Math.floor(o.tokens / 2)) : undefined;
-      return await generate(local, "cancel", s, p, o.tokens, s * stagger, cancelAfter, async () => {
+      return await generate(run, "cancel", s, p, o.tokens, s * stagger, cancelAfter, async () => {
         if (++finished === survivors) allDone();
         await kvChecked;
       });
@@ -168,7 +172,7 @@ export async function runRouteParity(o: RouteParityOptions) {
 }
 
 async function generate(
-  local: LocalRoute,
+  { local, compression }: { local: LocalRoute; compression: Compression },
   phase: string,
   s: number,
   prompt: Int32Array,
@@ -181,6 +185,7 @@ async function generate(
   const session = await local.route.open(`parity-${phase}-${s}`, {
     sampling: policyFor(s),
     maxTokens: prompt.length + n,
+    compression,
   });
   const tokens: number[] = [];
   for await (const r of session.generate(prompt, n, () => false)) {

@@ -1,5 +1,5 @@
 // `strata tracker`: registrations, leases, admission probes and routes.
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { cacheDir } from "../util/paths.ts";
@@ -22,6 +22,13 @@ export function trackerCommand(): Command {
     .option("--relay <ws-url>", "relay for probing nodes reachable only through it")
     .option("--relay-token <token>", "the tracker's relay token")
     .addOption(backendOption())
+    .addOption(
+      new Option(
+        "--seam-compression <policy>",
+        "hidden states on routes' seams: auto = q8 rows through the relay",
+      )
+        .choices(["auto", "none", "q8"]).default("auto"),
+    )
     .action(async (o) => {
       const token = o.token ?? Deno.env.get("STRATA_NODE_TOKEN");
       if (!token) throw new InvalidArgumentError("give --token or set STRATA_NODE_TOKEN");
@@ -36,6 +43,7 @@ export function trackerCommand(): Command {
         host,
         port,
         relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
+        seamCompression: o.seamCompression,
       });
       console.log(JSON.stringify({ event: "ready", url: t.url, pid: Deno.pid }));
       await untilSignal();

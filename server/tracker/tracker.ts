@@ -28,6 +28,7 @@ import { buildManifest, shardBytes } from "../../src/gguf/manifest.ts";
 import { arch, metaNumber } from "../../src/gguf/reader.ts";
 import { memoryMisfit, rangeMemory } from "../../src/engine/memory-fit.ts";
 import { type NodeRecord, TrackerStore } from "./store.ts";
+import { Compression } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 
 export interface TrackerOptions {
   readonly modelPath: string;
@@ -40,6 +41,17 @@ export interface TrackerOptions {
   readonly port: number;
   /** to probe nodes reachable only through a relay */
   readonly relay?: { url: string; token: string };
+  /** how routes' seams carry hidden states; auto: q8 rows where a hop goes through the relay */
+  readonly seamCompression?: SeamCompressionPolicy;
+}
+
+export type SeamCompressionPolicy = "none" | "q8" | "auto";
+
+/** The route's seam encoding under the policy: the relay (WebSocket) is the narrow path. */
+export function routeCompression(policy: SeamCompressionPolicy, hopUrls: readonly string[]): Compression {
+  if (policy === "q8") return Compression.Q8_BLOCK32;
+  if (policy === "none") return Compression.NONE;
+  return hopUrls.some((u) => u.startsWith("relay+")) ? Compression.Q8_BLOCK32 : Compression.NONE;
 }
 
 interface Live {
@@ -233,6 +245,7 @@ export async function startTracker(o: TrackerOptions) {
       const routes = await Promise.all(picked.map(async ({ rt, e }) =>
         create(RouteSchema, {
           epoch: e,
+          seamCompression: routeCompression(o.seamCompression ?? "auto", rt.map((_, i) => hopUrl(rt, i))),
           hops: await Promise.all(rt.map(async (c, i) =>
             create(HopSchema, {
               url: hopUrl(rt, i),

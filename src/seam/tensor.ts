@@ -12,7 +12,7 @@ import {
 import { crc32c } from "./crc32c.ts";
 import { SeamError } from "./errors.ts";
 import { MAX_TENSOR_BYTES, MAX_TENSOR_DIMS } from "./limits.ts";
-import { dequantizeRows, quantizeRows } from "./q8.ts";
+import { dequantizeBlocks, dequantizeRows, Q8_BLOCK, quantizeBlocks, quantizeRows } from "./q8.ts";
 
 const HOST_LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const HOST_ORDER = HOST_LITTLE ? ByteOrder.LITTLE_ENDIAN : ByteOrder.BIG_ENDIAN;
@@ -28,9 +28,13 @@ export function packTensor(
   compression: Compression = Compression.NONE,
 ): Tensor {
   const isF32 = values instanceof Float32Array;
-  if (compression === Compression.Q8_ROW) {
+  if (compression === Compression.Q8_ROW || compression === Compression.Q8_BLOCK32) {
     if (!isF32 || shape.length !== 2) throw new SeamError("bad_tensor", "q8 rows need a 2-D f32 tensor");
-    const q = quantizeRows(values, shape[0], shape[1]);
+    const q = (compression === Compression.Q8_ROW ? quantizeRows : quantizeBlocks)(
+      values,
+      shape[0],
+      shape[1],
+    );
     const data = bytesOf(q.values).slice();
     const rowScales = bytesOf(q.scales).slice();
     return create(TensorSchema, {
@@ -110,6 +114,17 @@ export function unpackTensor(t: Tensor, want: TensorExpectation): Unpacked {
       const values = new Int8Array(copyOf(t.data).buffer);
       const scales = new Float32Array(words(t.rowScales, swap));
       return { shape: [...t.shape], values: dequantizeRows({ values, scales }, rows, cols) };
+    }
+    case Compression.Q8_BLOCK32: {
+      if (want.elementType !== ElementType.F32) throw bad("q8 blocks carry f32 only");
+      if (t.data.length !== count) throw bad(`${t.data.length} bytes for ${count} q8 elements`);
+      const blocks = rows * Math.ceil(cols / Q8_BLOCK);
+      if (t.rowScales.length !== blocks * 4) {
+        throw bad(`${t.rowScales.length / 4} scales for ${blocks} blocks`);
+      }
+      const values = new Int8Array(copyOf(t.data).buffer);
+      const scales = new Float32Array(words(t.rowScales, swap));
+      return { shape: [...t.shape], values: dequantizeBlocks({ values, scales }, rows, cols) };
     }
     default:
       throw bad(`compression ${t.compression} not supported`);

@@ -81,6 +81,32 @@ describe("seam tensors", () => {
     }
   });
 
+  it("q8 blocks confine an outlier channel to its block of 32; a short last block works", () => {
+    const h = hidden(2, 50); // blocks of 32 and 18
+    h[10] = 900; // an outlier in row 0, block 0
+    const t = packTensor("hidden_states", h, [2, 50], Compression.Q8_BLOCK32);
+    expect(t.data.length + t.rowScales.length).toBe(2 * 50 + 4 * 4);
+    const back = unpackTensor(t, { name: "hidden_states", elementType: ElementType.F32, cols: 50 }).values;
+    for (let r = 0; r < 2; r++) {
+      for (const [from, to] of [[0, 32], [32, 50]]) {
+        const block = h.subarray(r * 50 + from, r * 50 + to);
+        const step = Math.max(...block.map(Math.abs)) / 127;
+        for (let c = from; c < to; c++) {
+          expect(Math.abs(back[r * 50 + c] - h[r * 50 + c])).toBeLessThanOrEqual(step / 2 + 1e-6);
+        }
+      }
+    }
+    // row 0's second block keeps its own precision despite the outlier in the first
+    const second = h.subarray(32, 50);
+    expect(Math.max(...second.map((x, i) => Math.abs(back[32 + i] - x)))).toBeLessThan(900 / 127 / 2 / 10);
+    // a scale count that does not match the blocks is refused
+    const bad = packTensor("hidden_states", h, [2, 50], Compression.Q8_BLOCK32);
+    bad.shape = [5, 20]; // 5 blocks, 4 scales
+    expect(code(() => unpackTensor(bad, { name: "hidden_states", elementType: ElementType.F32 }))).toBe(
+      "bad_tensor",
+    );
+  });
+
   it("refuses a flipped byte, a wrong width, a short payload and unset fields", () => {
     const t = packTensor("hidden_states", hidden(2, 8), [2, 8]);
     const want = { name: "hidden_states", elementType: ElementType.F32 as const, cols: 8 };
