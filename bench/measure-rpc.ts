@@ -8,7 +8,7 @@ import { ensureRpcTools } from "../server/engine/native/rpc-build.ts";
 import { type EngineFigures, figures, rssOf } from "./figures.ts";
 import { prompt } from "./route-throughput.ts";
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
@@ -41,7 +41,7 @@ export async function measureRpc(
     return p;
   };
   try {
-    const ports = await Promise.all(o.split.map(() => freePort()));
+    const ports = o.split.map(() => freePort());
     for (const port of ports) {
       spawn(tools.rpcServer, ["-H", "127.0.0.1", "-p", String(port), "-t", String(o.threads)]);
     }
@@ -52,7 +52,7 @@ export async function measureRpc(
         return true;
       }, 30_000);
     }
-    const http = await freePort();
+    const http = freePort();
     const server = spawn(tools.llamaServer, [
       "-m",
       o.modelPath,
