@@ -42,10 +42,13 @@ export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwo
     await net.destroy();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   };
-  /** the service on the host's loopback, and its link on the host's address */
+  /**
+   * The link on the host's address first (it dials the service per connection), then the
+   * service on the host's loopback: a node registers as it starts, and the tracker's probe
+   * must find the link already there.
+   */
   const serve = async (name: string, args: string[], env: Record<string, string> = {}) => {
     const h = host(name);
-    procs.push(await ServiceProcess.start(name, args, env, 300_000, h.netns));
     links.push(
       await ServiceProcess.start(
         `${name} link`,
@@ -64,6 +67,7 @@ export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwo
         h.netns,
       ),
     );
+    procs.push(await ServiceProcess.start(name, args, env, 300_000, h.netns));
     return `${h.ip}:${PUBLIC_PORT}`;
   };
   try {
