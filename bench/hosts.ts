@@ -3,8 +3,7 @@
 import type { LayerRange } from "../src/engine/layer-range.ts";
 import { formatRange } from "../src/engine/layer-range.ts";
 import { startHostNetwork } from "../server/hosts/network.ts";
-import { sseData } from "../src/gateway/sse.ts";
-import type { NodeShare } from "../src/gateway/telemetry.ts";
+import { type TimedChat, timedChat } from "./timed-chat.ts";
 
 export interface HostsRun {
   readonly delay_ms: number;
@@ -26,38 +25,7 @@ export interface HostsReport {
   readonly delay_20_vs_budget?: number;
 }
 
-/** One greedy chat streamed from the harness: timing per token and the route's telemetry. */
-export async function timedChat(gateway: string, question: string, maxTokens: number) {
-  const t0 = performance.now();
-  const r = await fetch(`${gateway}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: "smollm2",
-      stream: true,
-      temperature: 0,
-      max_tokens: maxTokens,
-      messages: [{ role: "user", content: question }],
-    }),
-  });
-  const at: number[] = [];
-  let text = "";
-  let nodes: NodeShare[] = [];
-  for await (const data of sseData(r.body!)) {
-    if (data === "[DONE]") continue;
-    const j = JSON.parse(data);
-    if (j.error) throw new Error(`${j.error.code}: ${j.error.message}`);
-    const piece = j.choices?.[0]?.delta?.content;
-    if (piece) {
-      at.push(performance.now());
-      text += piece;
-    }
-    if (j.strata) nodes = j.strata.nodes;
-  }
-  return { text, at, ttftMs: at[0] - t0, nodes };
-}
-
-export function hostsRun(delayMs: number, chat: Awaited<ReturnType<typeof timedChat>>): HostsRun {
+export function hostsRun(delayMs: number, chat: TimedChat): HostsRun {
   const decode = (chat.at.length - 1) / ((chat.at[chat.at.length - 1] - chat.at[0]) / 1000);
   const steps = Math.max(1, ...chat.nodes.map((n) => n.steps));
   const engine = chat.nodes.reduce((s, n) => s + n.compute_ms, 0) / steps;

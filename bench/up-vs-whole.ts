@@ -3,7 +3,7 @@
 // greedy tokens. Prints figures; asserts nothing.
 import type { Tokenizer } from "../src/engine/tokenizer.ts";
 import { top2 } from "../src/parity/compare.ts";
-import { sseData } from "../src/gateway/sse.ts";
+import { timedChat } from "./timed-chat.ts";
 import type { NativeBackend } from "../server/engine/native/build.ts";
 import { PARITY_QUESTIONS, parityPrompts } from "../server/parity/prompts.ts";
 import { ShardProcess } from "../server/shard/shard-client.ts";
@@ -73,31 +73,9 @@ export async function benchUp(o: UpBenchOptions) {
 }
 
 async function streamed(gateway: string, question: string, maxTokens: number): Promise<Timing> {
-  const t0 = performance.now();
-  const res = await fetch(`${gateway}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: "smollm2",
-      stream: true,
-      temperature: 0,
-      max_tokens: maxTokens,
-      messages: [{ role: "user", content: question }],
-    }),
-  });
-  let first = 0;
-  let last = 0;
-  let chunks = 0;
-  for await (const data of sseData(res.body!)) {
-    if (data === "[DONE]") continue;
-    if (JSON.parse(data).choices?.[0]?.delta?.content) {
-      const now = performance.now();
-      if (!first) first = now;
-      last = now;
-      chunks++;
-    }
-  }
-  return { ttftMs: first - t0, decodeTokPerS: (chunks - 1) / ((last - first) / 1000), tokens: chunks };
+  const c = await timedChat(gateway, question, maxTokens);
+  const n = c.at.length;
+  return { ttftMs: c.ttftMs, decodeTokPerS: (n - 1) / ((c.at[n - 1] - c.at[0]) / 1000), tokens: n };
 }
 
 /** Whole-model llama.cpp: the same chat prompts, greedy until end of generation or maxTokens. */

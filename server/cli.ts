@@ -245,9 +245,9 @@ program.command("test")
   .action(async (files: string[]) => {
     await ensureNativeLibrary("cpu");
     await resolveModel(DEFAULT_MODEL.name);
-    // the WASM, browser and WebGPU tests need emscripten, Chromium and lavapipe; without
-    // them (not root, no apt) those tests skip and say why
-    if (await ensureDebianPackages(["emscripten", "chromium", "mesa-vulkan-drivers"])) {
+    // the WASM, browser and WebGPU tests need emscripten, Chromium and lavapipe, the
+    // separate-host test iproute2 (and root); without them those tests skip and say why
+    if (await ensureDebianPackages(["emscripten", "chromium", "mesa-vulkan-drivers", "iproute2"])) {
       await ensureWasmEngine("cpu");
       await ensureWasmEngine("webgpu");
     }

@@ -6,7 +6,8 @@
 import { layerRange } from "../../src/engine/layer-range.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { startHostNetwork } from "../../server/hosts/network.ts";
-import { hostsRun, timedChat } from "../../bench/hosts.ts";
+import { hostsRun } from "../../bench/hosts.ts";
+import { timedChat } from "../../bench/timed-chat.ts";
 import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
 
 const MAX = 24;

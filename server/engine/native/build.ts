@@ -3,7 +3,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { cacheDir, repoRoot } from "../../util/paths.ts";
-import { progress } from "../../util/progress.ts";
+import { cmakeBuild } from "../../util/cmake-build.ts";
 import { runCommand } from "../../util/run.ts";
 import { log } from "../../util/log.ts";
 import { sha256Hex } from "../../../src/gguf/manifest.ts";
@@ -82,20 +82,7 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
     ...FLAGS[backend],
   ], { env });
 
-  const bar = progress(`engine: compiling (${backend})`, 1);
-  const jobs = String(navigator.hardwareConcurrency ?? 2);
-  let total = 0; // nested builds (the Vulkan shader generator) print their own smaller [n/N]
-  await runCommand("cmake", ["--build", buildDir, "--target", "strata", "-j", jobs], {
-    env,
-    onLine: (line) => {
-      const m = /^\[\s*(\d+)\/(\d+)\]/.exec(line);
-      if (!m || Number(m[2]) < total) return;
-      total = Number(m[2]);
-      bar.update(Number(m[1]), total);
-    },
-  });
-  const seconds = (performance.now() - started) / 1000;
-  bar.finish(`${seconds.toFixed(0)} s`);
+  const seconds = await cmakeBuild(`engine: compiling (${backend})`, buildDir, ["strata"], env, started);
 
   Deno.mkdirSync(outDir, { recursive: true });
   const tmp = `${lib}.tmp`;

@@ -4,7 +4,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { cacheDir, repoRoot } from "../../util/paths.ts";
-import { progress } from "../../util/progress.ts";
+import { cmakeBuild } from "../../util/cmake-build.ts";
 import { runCommand } from "../../util/run.ts";
 import { log } from "../../util/log.ts";
 import { forkBuildKey, forkDir, hasCommand } from "./build.ts";
@@ -50,23 +50,13 @@ export async function ensureRpcTools(): Promise<RpcTools> {
     ...launcher,
     ...FLAGS,
   ], { env });
-  const bar = progress("bench: compiling (rpc-server, llama-server)", 1);
-  await runCommand("cmake", [
-    "--build",
+  const seconds = await cmakeBuild(
+    "bench: compiling (rpc-server, llama-server)",
     buildDir,
-    "--target",
-    ...TOOLS,
-    "-j",
-    String(navigator.hardwareConcurrency ?? 2),
-  ], {
+    TOOLS,
     env,
-    onLine: (line) => {
-      const m = /^\[\s*(\d+)\/(\d+)\]/.exec(line);
-      if (m) bar.update(Number(m[1]), Number(m[2]));
-    },
-  });
-  const seconds = (performance.now() - started) / 1000;
-  bar.finish(`${seconds.toFixed(0)} s`);
+    started,
+  );
   Deno.mkdirSync(out, { recursive: true });
   for (const t of TOOLS) Deno.copyFileSync(join(buildDir, "bin", t), join(out, t));
   Deno.chmodSync(tools.rpcServer, 0o755);

@@ -4,7 +4,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { cacheDir, repoRoot } from "../../util/paths.ts";
-import { progress } from "../../util/progress.ts";
+import { cmakeBuild } from "../../util/cmake-build.ts";
 import { runCommand } from "../../util/run.ts";
 import { log } from "../../util/log.ts";
 import { forkBuildKey, forkDir, hasCommand } from "../native/build.ts";
@@ -125,23 +125,13 @@ export async function ensureWasmEngine(
     ...(hasCommand("ninja") ? ["-G", "Ninja"] : []),
     ...flags(flavor, o),
   ], { env });
-  const bar = progress(`engine: compiling (wasm-${flavor})`, 1);
-  await runCommand("cmake", [
-    "--build",
+  const seconds = await cmakeBuild(
+    `engine: compiling (wasm-${flavor})`,
     buildDir,
-    "--target",
-    "strata_wasm",
-    "-j",
-    String(navigator.hardwareConcurrency ?? 2),
-  ], {
+    ["strata_wasm"],
     env,
-    onLine: (line) => {
-      const m = /^\[\s*(\d+)\/(\d+)\]/.exec(line);
-      if (m) bar.update(Number(m[1]), Number(m[2]));
-    },
-  });
-  const seconds = (performance.now() - started) / 1000;
-  bar.finish(`${seconds.toFixed(0)} s`);
+    started,
+  );
   Deno.mkdirSync(out, { recursive: true });
   for (const f of OUTPUTS) {
     if (!existsSync(join(buildDir, f))) continue;
