@@ -25,9 +25,9 @@ export function trackerCommand(): Command {
     .addOption(
       new Option(
         "--seam-compression <policy>",
-        "hidden states on routes' seams: auto = q8 rows through the relay",
+        "hidden states on routes' seams: none (f32), q8 (blocks of 32), auto (q8 on routes through the relay)",
       )
-        .choices(["auto", "none", "q8"]).default("auto"),
+        .choices(["none", "q8", "auto"]).default("none"),
     )
     .action(async (o) => {
       const token = o.token ?? Deno.env.get("STRATA_NODE_TOKEN");

@@ -41,7 +41,7 @@ export interface TrackerOptions {
   readonly port: number;
   /** to probe nodes reachable only through a relay */
   readonly relay?: { url: string; token: string };
-  /** how routes' seams carry hidden states; auto: q8 rows where a hop goes through the relay */
+  /** how routes' seams carry hidden states (default none: f32); auto: q8 where a hop goes through the relay */
   readonly seamCompression?: SeamCompressionPolicy;
 }
 
@@ -245,7 +245,7 @@ export async function startTracker(o: TrackerOptions) {
       const routes = await Promise.all(picked.map(async ({ rt, e }) =>
         create(RouteSchema, {
           epoch: e,
-          seamCompression: routeCompression(o.seamCompression ?? "auto", rt.map((_, i) => hopUrl(rt, i))),
+          seamCompression: routeCompression(o.seamCompression ?? "none", rt.map((_, i) => hopUrl(rt, i))),
           hops: await Promise.all(rt.map(async (c, i) =>
             create(HopSchema, {
               url: hopUrl(rt, i),

@@ -266,8 +266,8 @@ export type Route = Message<"strata.tracker.v1.Route"> & {
   name: string;
 
   /**
-   * how hidden states cross this route's seams (the tracker's policy: q8 rows where a hop
-   * goes through the relay, f32 elsewhere, unless told otherwise)
+   * how hidden states cross this route's seams, by the tracker's policy (f32 unless it is
+   * told to use q8 everywhere, or on routes with a hop through the relay)
    *
    * @generated from field: strata.seam.v1.Compression seam_compression = 5;
    */
