@@ -72,6 +72,9 @@ export async function measureRpc(
       "127.0.0.1",
       "--port",
       String(http),
+      // verbosity 4 logs where the weights went
+      "-lv",
+      "4",
     ], "piped");
     const log: string[] = [];
     void (async () => {
@@ -106,9 +109,14 @@ export async function measureRpc(
     await complete(prompt(16, 99), 4); // warm-up
     const { ttft, stepMs } = await complete(prompt(o.promptTokens, 0), o.decodeTokens + 1);
     const rss = (await Promise.all(procs.map((p) => rssOf(p.pid)))).reduce((a, b) => a + b, 0);
-    // where llama.cpp put the weights: its "RPC<i>[host:port] model buffer size = … MiB" lines
-    const sizes = [...log.join("").matchAll(/RPC(\d+)\[[^\]]*\] model buffer size =\s+([\d.]+) MiB/g)];
-    const perServer = o.split.map((_, i) => Number(sizes.find((m) => Number(m[1]) === i)?.[2] ?? 0));
+    // where llama.cpp put the weights: its "RPC0[host:port] model buffer size = … MiB" lines
+    const text = log.join("");
+    const perServer = ports.map((p) =>
+      Number(
+        new RegExp(`RPC\\d+\\[127\\.0\\.0\\.1:${p}\\] model buffer size =\\s+([\\d.]+) MiB`).exec(text)
+          ?.[1] ?? 0,
+      )
+    );
     return { ...figures(o.promptTokens, ttft, stepMs, rss), model_mib_per_server: perServer };
   } finally {
     for (const p of procs) {

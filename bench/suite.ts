@@ -79,6 +79,8 @@ export async function benchSuite(o: SuiteOptions) {
     maxTokens: 16,
     prompts: 4,
     tokenizer: o.tokenizer,
+    // the same threads as every other engine process in this run
+    wholeThreads: o.threads,
   });
 
   const pick = (f: EngineFigures) => ({

@@ -19,6 +19,8 @@ export interface UpBenchOptions {
   readonly maxTokens: number;
   readonly prompts: number;
   readonly tokenizer: Tokenizer;
+  /** the whole model's threads (default: as many as the route's nodes together) */
+  readonly wholeThreads?: number;
 }
 
 interface Timing {
@@ -64,7 +66,7 @@ export async function benchUp(o: UpBenchOptions) {
   return {
     split: o.split.map((s) => `${s.start}:${s.end}`).join(","),
     threads_per_node: o.threads,
-    whole_model_threads: o.threads * o.split.length,
+    whole_model_threads: o.wholeThreads ?? o.threads * o.split.length,
     whole: w,
     strata_up: r,
     ttft_ratio: r.ttft_ms_p50 / w.ttft_ms_p50,
@@ -86,7 +88,7 @@ async function wholeModel(o: UpBenchOptions, prompts: Int32Array[]): Promise<Tim
     kvCells: 2048,
     maxSequences: 1,
     batchTokens: 512,
-    threads: o.threads * o.split.length,
+    threads: o.wholeThreads ?? o.threads * o.split.length,
     backend: o.backend,
   });
   try {
