@@ -46,7 +46,8 @@ export async function measureWhole(
       await p.release(seq);
       return { ttft, stepMs };
     };
-    await run(prompt(16, 99), 4); // warm-up: first-use allocations and compilation
+    // warm-up as long as the measurement: first-use allocations, and (WASM, seams) JIT tiers
+    await run(prompt(16, 99), o.decodeTokens);
     const { ttft, stepMs } = await run(prompt(o.promptTokens, 0), o.decodeTokens);
     const { rss } = await p.memory();
     return { engine: p.engineBackend, ...figures(o.promptTokens, ttft, stepMs, rss) };

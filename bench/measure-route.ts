@@ -2,12 +2,13 @@
 // Session: its figures, each node's share of a decode step, and where the rest of the step
 // goes; then the aggregate of n sessions at once.
 import type { LayerRange } from "../src/engine/layer-range.ts";
-import { SeamFrameSchema } from "../src/gen/strata/seam/v1/seam_pb.ts";
+import { ElementType, Phase, SeamFrameSchema } from "../src/gen/strata/seam/v1/seam_pb.ts";
+import { SCHEMA_VERSION } from "../src/seam/limits.ts";
 import { create } from "@bufbuild/protobuf";
 import type { NodeTelemetry } from "../src/gen/strata/seam/v1/seam_pb.ts";
 import type { StepReply } from "../src/route/driver.ts";
 import { decodeFrame, encodeFrame } from "../src/seam/frame.ts";
-import { packTensor } from "../src/seam/tensor.ts";
+import { packTensor, unpackTensor } from "../src/seam/tensor.ts";
 import type { NativeBackend } from "../server/engine/native/build.ts";
 import { startLocalRoute } from "../server/route/local-route.ts";
 import { type EngineFigures, figures, rssOf } from "./figures.ts";
@@ -56,8 +57,11 @@ export async function measureRoute(o: RouteMeasureOptions) {
     maxSessions: Math.max(16, ...o.concurrency),
   });
   try {
-    await decodeRun(local, 1, 8, "warmup");
+    // warm-up as long as the measurement: the seam path's JavaScript reaches V8's optimizing tier
+    await decodeRun(local, 1, o.decodeTokens, "warmup");
+    const tOpen = performance.now();
     const session = await local.route.open("bench-one", { maxTokens: o.promptTokens + o.decodeTokens + 1 });
+    const openMs = performance.now() - tOpen;
     const t0 = performance.now();
     let r = await session.prefill(prompt(o.promptTokens, 0));
     const ttft = performance.now() - t0;
@@ -90,7 +94,8 @@ export async function measureRoute(o: RouteMeasureOptions) {
     const f: EngineFigures = figures(o.promptTokens, ttft, stepMs, rss.reduce((a, b) => a + b, 0));
 
     const crossings = 2 * o.split.length;
-    const codec = codecMs(o.nEmbd) * (o.split.length - 1) * 2;
+    // the hidden-state frames a step sends (one per inner seam); token and reply frames are tiny
+    const codec = codecMs(o.nEmbd) * (o.split.length - 1);
     const engine = compute.reduce((a, b) => a + b, 0);
     const scheduling = queue.reduce((a, b) => a + b, 0);
     const step = quantile(stepMs, 0.5);
@@ -114,26 +119,31 @@ export async function measureRoute(o: RouteMeasureOptions) {
         ),
       });
     }
-    return { ...f, nodes, seam_bytes_per_token: seamBytes, profile, concurrency };
+    return { ...f, open_ms: openMs, nodes, seam_bytes_per_token: seamBytes, profile, concurrency };
   } finally {
     await local.close();
   }
 }
 
 /**
- * Encoding and decoding one decode step's hidden-state frame (one row of n_embd f32) and
- * its reply, timed apart from any transport: the codec's share of a crossing.
+ * Encoding and decoding one decode step's hidden-state frame (one row of n_embd f32, with
+ * its CRC check and unpacking), timed apart from any transport: the codec's share of a
+ * crossing.
  */
 function codecMs(nEmbd: number): number {
   const hidden = new Float32Array(nEmbd).map((_, i) => Math.sin(i));
   const frame = create(SeamFrameSchema, {
-    schemaVersion: 1,
+    schemaVersion: SCHEMA_VERSION,
     sessionId: "bench",
     routeEpoch: 1n,
-    tensors: [packTensor("hidden", hidden, [1, nEmbd])],
+    phase: Phase.DECODE,
+    range: { start: 12, end: 30 },
+    positions: { start: 64, count: 1 },
+    tensors: [packTensor("hidden_states", hidden, [1, nEmbd])],
   });
+  const want = { name: "hidden_states", elementType: ElementType.F32 as const, cols: nEmbd, rows: 1 };
   const rounds = 2000;
   const t0 = performance.now();
-  for (let i = 0; i < rounds; i++) decodeFrame(encodeFrame(frame));
+  for (let i = 0; i < rounds; i++) unpackTensor(decodeFrame(encodeFrame(frame)).tensors[0], want);
   return (performance.now() - t0) / rounds;
 }

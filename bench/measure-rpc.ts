@@ -106,7 +106,7 @@ export async function measureRpc(
       }
       return { ttft: at[0] - t0, stepMs: at.slice(1).map((t, i) => t - at[i]) };
     };
-    await complete(prompt(16, 99), 4); // warm-up
+    await complete(prompt(16, 99), o.decodeTokens); // warm-up, as long as the measurement
     const { ttft, stepMs } = await complete(prompt(o.promptTokens, 0), o.decodeTokens + 1);
     const rss = (await Promise.all(procs.map((p) => rssOf(p.pid)))).reduce((a, b) => a + b, 0);
     // where llama.cpp put the weights: its "RPC0[host:port] model buffer size = … MiB" lines

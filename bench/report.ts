@@ -12,13 +12,17 @@ async function svg(spec: vl.TopLevelSpec): Promise<string> {
   return await view.toSVG();
 }
 
-/** Aggregate decode throughput against sessions at once, with one session's rate × n for scale. */
+/** Aggregate decode throughput against sessions at once, the whole model's 1 and 8 beside it. */
 export function concurrencyPlot(r: SuiteReport): Promise<string> {
-  const one = r.concurrency[0]?.aggregate_tps ?? 0;
-  const values = r.concurrency.flatMap((c) => [
-    { sessions: c.sessions, tps: c.aggregate_tps, series: "route of 2, aggregate" },
-    { sessions: c.sessions, tps: one * c.sessions, series: "n × one session (ideal)" },
-  ]);
+  const values = [
+    ...r.concurrency.map((c) => ({
+      sessions: c.sessions,
+      tps: c.aggregate_tps,
+      series: "Strata route of 2",
+    })),
+    { sessions: 1, tps: r.whole_batched.sessions_1_tps, series: "whole model, one batch" },
+    { sessions: 8, tps: r.whole_batched.sessions_8_tps, series: "whole model, one batch" },
+  ];
   return svg({
     $schema: "https://vega.github.io/schema/vega-lite/v5.json",
     title: `Throughput against concurrency (${r.model}, route ${r.route2.split})`,
@@ -34,8 +38,7 @@ export function concurrencyPlot(r: SuiteReport): Promise<string> {
         title: "sessions at once",
       },
       y: { field: "tps", type: "quantitative", title: "decode tokens/s (all sessions)" },
-      color: { field: "series", type: "nominal", title: null },
-      strokeDash: { field: "series", type: "nominal", legend: null },
+      color: { field: "series", type: "nominal", title: null, legend: { orient: "top-left", labelLimit: 300 } },
     },
   });
 }
@@ -58,7 +61,7 @@ export function decodePlot(r: SuiteReport): Promise<string> {
     data: { values },
     mark: "bar",
     encoding: {
-      y: { field: "system", type: "nominal", sort: null, title: null },
+      y: { field: "system", type: "nominal", sort: null, title: null, axis: { labelLimit: 300 } },
       x: { field: "tps", type: "quantitative", title: "decode tokens/s" },
     },
   });
@@ -109,6 +112,12 @@ export function markdownReport(
         f(c.aggregate_tps / r.concurrency[0].aggregate_tps, 2)
       } | ${c.max_batch_sessions} |`
     ),
+    "",
+    `Whole-model llama.cpp, the same engine threads, 8 sessions in one batch against 1: ${
+      f(r.whole_batched.sessions_8_tps)
+    } against ${f(r.whole_batched.sessions_1_tps)} tok/s (${
+      f(r.whole_batched.gain_8_vs_1, 2)
+    }×), the engine's own batching gain here.`,
     "",
     "![concurrency](concurrency.svg)",
     "",

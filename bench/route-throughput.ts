@@ -33,8 +33,10 @@ export const prompt = (n: number, salt: number) =>
 export async function benchRoute(o: RouteBenchOptions) {
   const facts = await fileFacts(o.modelPath);
   const split = parseSplit(o.split, facts.nLayer);
-  const whole = await wholeDecode(o, 1);
-  const wholeMany = await wholeDecode(o, o.sessions);
+  // the route's nodes together get threads × nodes; the whole model gets as many
+  const wholeOpts = { ...o, threads: o.threads * split.length };
+  const whole = await wholeDecode(wholeOpts, 1);
+  const wholeMany = await wholeDecode(wholeOpts, o.sessions);
   const local = await startLocalRoute({
     modelPath: o.modelPath,
     split,
@@ -119,15 +121,17 @@ export async function decodeRun(local: LocalRoute, n: number, tokens: number, ta
  * Whole-model llama.cpp in one process: decode tokens per second of n sessions stepped
  * together in one batch per step (n = 1: one session alone).
  */
-async function wholeDecode(o: RouteBenchOptions, n: number): Promise<number> {
+export async function wholeDecode(
+  o: Pick<RouteBenchOptions, "modelPath" | "tokens" | "threads" | "backend">,
+  n: number,
+): Promise<number> {
   const whole = await ShardProcess.spawn({
     modelPath: o.modelPath,
     range: "whole",
     kvCells: n * (16 + 4 * n + o.tokens + 16),
     maxSequences: n,
     batchTokens: 512,
-    // the route's nodes together get threads × nodes; the whole model gets as many
-    threads: o.threads * o.split.split(",").length,
+    threads: o.threads,
     backend: o.backend,
   });
   try {

@@ -12,6 +12,7 @@ import { measureWhole } from "./measure-engine.ts";
 import { measureRoute } from "./measure-route.ts";
 import { measureRpc } from "./measure-rpc.ts";
 import { benchUp } from "./up-vs-whole.ts";
+import { wholeDecode } from "./route-throughput.ts";
 import { benchSeamCompression } from "./seam-compression.ts";
 
 export interface SuiteOptions {
@@ -45,6 +46,16 @@ export async function benchSuite(o: SuiteOptions) {
 
   say("whole-model llama.cpp");
   const whole = await measureWhole({ ...base, backend: o.backend });
+  // the engine's own batching gain, the ceiling a route's aggregate builds on
+  say("whole-model llama.cpp, 1 and 8 sessions batched");
+  const wholeOpts = {
+    modelPath: o.modelPath,
+    tokens: o.decodeTokens,
+    threads: o.threads,
+    backend: o.backend,
+  };
+  const whole1 = await wholeDecode(wholeOpts, 1);
+  const whole8 = await wholeDecode(wholeOpts, 8);
   say(`route of 2 (${o.split2}) and concurrency ${o.concurrency.join(", ")}`);
   const route2 = await measureRoute({ ...route, split: split2, concurrency: o.concurrency });
   say(`route of 3 (${split3.map(formatRange).join(",")})`);
@@ -103,7 +114,13 @@ export async function benchSuite(o: SuiteOptions) {
     prompt_tokens: o.promptTokens,
     decode_tokens: o.decodeTokens,
     whole: { ...pick(whole), engine: whole.engine },
-    route2: { ...pick(route2), split: o.split2, nodes: route2.nodes, profile: route2.profile },
+    route2: {
+      ...pick(route2),
+      open_ms: route2.open_ms,
+      split: o.split2,
+      nodes: route2.nodes,
+      profile: route2.profile,
+    },
     route3: {
       ...pick(route3),
       split: split3.map(formatRange).join(","),
@@ -113,6 +130,7 @@ export async function benchSuite(o: SuiteOptions) {
     rpc2: { ...pick(rpc2), split: o.split2, model_mib_per_server: rpc2.model_mib_per_server },
     wasm: { ...pick(wasm), engine: wasm.engine },
     concurrency: route2.concurrency,
+    whole_batched: { sessions_1_tps: whole1, sessions_8_tps: whole8, gain_8_vs_1: whole8 / whole1 },
     seam_bytes_per_token: route2.seam_bytes_per_token,
     seam_compression_q8: q8,
     gateway: {
