@@ -102,6 +102,8 @@ export async function generate(
       maxTokens: ids.length + maxNew,
       // the tracker's choice for this route (q8 rows through the relay)
       compression: route.seamCompression,
+      // the prompt follows OPEN at once: the OPEN round trip leaves TTFT
+      pipelineOpen: true,
     },
   );
   const abort = () => void session.cancel();

@@ -43,6 +43,12 @@ export interface SessionOptions {
   /** no reply within this long fails the step and cancels the route */
   readonly stepTimeoutMs?: number;
   readonly prefillChunk?: number;
+  /**
+   * Send the prompt right behind OPEN instead of waiting for the route to accept it: the
+   * OPEN round trip leaves time to first token. Nodes take a stream's frames in order, so
+   * the prompt never overtakes OPEN; a refused OPEN then surfaces from `prefill`.
+   */
+  readonly pipelineOpen?: boolean;
 }
 
 export interface StepReply {
@@ -74,6 +80,7 @@ export class RouteSession {
   #pos = 0;
   #failure?: SeamError;
   #done = false;
+  #opening?: Promise<SeamFrame>;
 
   private constructor(
     readonly link: SeamLink,
@@ -87,23 +94,43 @@ export class RouteSession {
     const s = new RouteSession(dial(hops[0].url), hops, o);
     void s.#pump();
     const sampling = o.sampling ?? GREEDY;
+    const opening = s.#call(s.#frame(Phase.OPEN, {
+      open: create(OpenSchema, {
+        routeTicket: hops[0].ticket,
+        sampling,
+        nextHops: hops.slice(1).map((h) =>
+          create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })
+        ),
+        maxTokens: o.maxTokens,
+        seamCompression: o.compression ?? Compression.NONE,
+      }),
+    }));
+    if (o.pipelineOpen) {
+      s.#opening = opening;
+      opening.catch(() => {}); // awaited by the first step
+      return s;
+    }
+    await s.#accepted(opening);
+    return s;
+  }
+
+  /** OPEN's answer: a refusal ends the link and is the error the caller sees. */
+  async #accepted(opening: Promise<SeamFrame>): Promise<void> {
     try {
-      await s.#call(s.#frame(Phase.OPEN, {
-        open: create(OpenSchema, {
-          routeTicket: hops[0].ticket,
-          sampling,
-          nextHops: hops.slice(1).map((h) =>
-            create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })
-          ),
-          maxTokens: o.maxTokens,
-          seamCompression: o.compression ?? Compression.NONE,
-        }),
-      }));
+      await opening;
     } catch (e) {
-      s.link.abort("open refused");
+      this.link.abort("open refused");
       throw e;
     }
-    return s;
+  }
+
+  /** With pipelineOpen: waits for OPEN's answer once, before a step's own replies count. */
+  async #opened(sent: Promise<unknown>[]): Promise<void> {
+    const opening = this.#opening;
+    if (!opening) return;
+    this.#opening = undefined;
+    for (const p of sent) p.catch(() => {}); // refused behind a refused OPEN: OPEN's reason wins
+    await this.#accepted(opening);
   }
 
   /** Tokens the route holds for this session. */
@@ -132,6 +159,7 @@ export class RouteSession {
         c.tokens,
       )
     );
+    await this.#opened(replies);
     const all = await Promise.all(replies);
     return this.#reply(all[all.length - 1], t0);
   }
@@ -143,7 +171,9 @@ export class RouteSession {
       positions: { start: this.#pos, count: 1 },
       tensors: [packTensor("token_ids", Int32Array.of(token), [1])],
     });
-    return this.#reply(await this.#call(f, 1), t0);
+    const reply = this.#call(f, 1);
+    await this.#opened([reply]);
+    return this.#reply(await reply, t0);
   }
 
   /** Prefill, then decode until `stop` says so or `maxNew` tokens came; yields every sampled token. */
