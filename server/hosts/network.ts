@@ -2,10 +2,11 @@
 // network namespace with its own address, every service behind a delay link on its host's
 // address (so each crossing between hosts costs the link delay once, both ways). The
 // harness (in the root namespace) reaches them over the bridge.
-import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
+import type { LayerRange } from "../../src/engine/layer-range.ts";
 import { peerToken } from "../../src/relay/token.ts";
 import { ServiceProcess } from "../util/service-process.ts";
 import { waitAdmitted } from "../up/up.ts";
+import { trackedNodeArgs } from "../up/node-args.ts";
 import { createHosts, type Host } from "./netns.ts";
 
 export interface HostNetworkOptions {
@@ -94,29 +95,19 @@ export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwo
     for (const [i, range] of o.split.entries()) {
       const name = `n${i}`;
       await serve(name, [
-        "node",
-        "--model",
-        o.model,
-        "--layers",
-        formatRange(range),
-        "--name",
-        name,
-        "--tracker",
-        tracker,
-        "--tracker-token",
-        nodeToken,
-        "--listen",
-        INNER,
+        ...await trackedNodeArgs({
+          model: o.model,
+          range,
+          name,
+          tracker,
+          nodeToken,
+          listen: INNER,
+          relay,
+          relaySecret: secret,
+          threads: o.threads,
+        }),
         "--public-url",
         `http://${host(name).ip}:${PUBLIC_PORT}`,
-        "--relay",
-        relay,
-        "--relay-token",
-        await peerToken(secret, name),
-        "--threads",
-        String(o.threads),
-        "--lease-ms",
-        "600000",
       ]);
     }
     await waitAdmitted(tracker, o.split.length);

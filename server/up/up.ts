@@ -6,6 +6,7 @@ import type { NativeBackend } from "../engine/native/build.ts";
 import { trackerClient } from "../node/tracker-client.ts";
 import { ServiceProcess } from "../util/service-process.ts";
 import { openVolunteerTab, type VolunteerTab } from "../browser/volunteer-tab.ts";
+import { trackedNodeArgs } from "./node-args.ts";
 
 export interface UpOptions {
   /** "smollm2" or a GGUF path, as every part resolves it */
@@ -98,28 +99,18 @@ export async function up(o: UpOptions): Promise<Network> {
         const name = `r${r}n${i}`;
         const wasm = o.wasmShards?.some((w) => same(w, range));
         const p = await ServiceProcess.start(`node ${name}`, [
-          "node",
-          "--model",
-          o.model,
-          "--layers",
-          formatRange(range),
-          "--name",
-          name,
-          "--tracker",
-          trackerUrl,
-          "--tracker-token",
-          nodeToken,
-          "--listen",
-          "127.0.0.1:0",
-          "--relay",
-          relayUrl,
-          "--relay-token",
-          await peerToken(relaySecret, name),
+          ...await trackedNodeArgs({
+            model: o.model,
+            range,
+            name,
+            tracker: trackerUrl,
+            nodeToken,
+            listen: "127.0.0.1:0",
+            relay: relayUrl,
+            relaySecret,
+            threads: o.threads,
+          }),
           ...(wasm ? ["--engine", "wasm"] : ["--backend", o.backend]),
-          "--threads",
-          String(o.threads),
-          "--lease-ms",
-          "600000",
           // volunteers download from the nodes that hold their layers, too
           "--serve-artifact",
           "127.0.0.1:0",

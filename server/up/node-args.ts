@@ -1,0 +1,41 @@
+// The `strata node` command line of a node that joins a tracker and a relay: what `strata up`
+// and the test-host network start, each adding its own options.
+import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
+import { peerToken } from "../../src/relay/token.ts";
+
+export async function trackedNodeArgs(o: {
+  model: string;
+  range: LayerRange;
+  name: string;
+  tracker: string;
+  nodeToken: string;
+  listen: string;
+  relay: string;
+  relaySecret: string;
+  threads: number;
+}): Promise<string[]> {
+  return [
+    "node",
+    "--model",
+    o.model,
+    "--layers",
+    formatRange(o.range),
+    "--name",
+    o.name,
+    "--tracker",
+    o.tracker,
+    "--tracker-token",
+    o.nodeToken,
+    "--listen",
+    o.listen,
+    "--relay",
+    o.relay,
+    "--relay-token",
+    await peerToken(o.relaySecret, o.name),
+    "--threads",
+    String(o.threads),
+    // leases renew by heartbeat; an idle session is released after this long
+    "--lease-ms",
+    "600000",
+  ];
+}
