@@ -104,7 +104,13 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     engineLabel: label,
     routeKey: c.routeKey ?? trackerKey,
     dial: dialer.dial,
-    limits: { maxBatchTokens: c.batchTokens, maxQueuedPerSession: 64, kvCells: c.kvCells },
+    // the WASM engine computes on this event loop (not an FFI worker): see yieldBeforeBatch
+    limits: {
+      maxBatchTokens: c.batchTokens,
+      maxQueuedPerSession: 64,
+      kvCells: c.kvCells,
+      yieldBeforeBatch: wasm,
+    },
     leaseMs: c.leaseMs,
   });
   const urls: string[] = [];
