@@ -38,7 +38,12 @@ export function concurrencyPlot(r: SuiteReport): Promise<string> {
         title: "sessions at once",
       },
       y: { field: "tps", type: "quantitative", title: "decode tokens/s (all sessions)" },
-      color: { field: "series", type: "nominal", title: null, legend: { orient: "top-left", labelLimit: 300 } },
+      color: {
+        field: "series",
+        type: "nominal",
+        title: null,
+        legend: { orient: "top-left", labelLimit: 300 },
+      },
     },
   });
 }
