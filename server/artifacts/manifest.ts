@@ -7,6 +7,7 @@ import { readHeader } from "../model/facts.ts";
 import { sha256File } from "../model/hash.ts";
 import { cacheDir } from "../util/paths.ts";
 import { log } from "../util/log.ts";
+import { progress } from "../util/progress.ts";
 
 export async function artifactManifest(path: string): Promise<ArtifactManifest> {
   const st = await Deno.stat(path);
@@ -21,8 +22,11 @@ export async function artifactManifest(path: string): Promise<ArtifactManifest> 
   const t0 = performance.now();
   const m = buildManifest(await readHeader(path), st.size, await sha256File(path));
   const file = await Deno.open(path);
+  // a large model takes a while: once per file, then cached
+  const bar = progress(`artifact: hashing the pieces of ${path.split("/").pop()}`, st.size);
   try {
     const pieces = [];
+    let done = 0;
     for (const [offset, size] of pieceSpans(m)) {
       const bytes = new Uint8Array(size);
       await file.seek(offset, Deno.SeekMode.Start);
@@ -32,7 +36,9 @@ export async function artifactManifest(path: string): Promise<ArtifactManifest> 
         got += n;
       }
       pieces.push({ offset, size, sha256: createHash("sha256").update(bytes).digest("hex") });
+      bar.update(done += size, st.size);
     }
+    bar.finish(`${pieces.length} pieces`);
     const full: ArtifactManifest = { ...m, pieces };
     Deno.mkdirSync(cacheDir("manifests"), { recursive: true });
     await Deno.writeTextFile(cached, JSON.stringify(full));
