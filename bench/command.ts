@@ -16,6 +16,7 @@ import { benchHosts, type HostsReport } from "./hosts.ts";
 import { concurrencyPlot, decodePlot, markdownReport } from "./report.ts";
 import { benchSuite, type SuiteReport } from "./suite.ts";
 import { benchSeamCompression } from "./seam-compression.ts";
+import { benchTransport } from "./transport.ts";
 
 const list = (v: string) => v.split(",").map(Number);
 const DELAYS = [0, 5, 20, 50];
@@ -127,6 +128,16 @@ export function seamCompressionCommand(): Command {
       } finally {
         tokenizer.close();
       }
+    });
+}
+
+export function transportBenchCommand(): Command {
+  return new Command("transport")
+    .description(
+      "round trips of a seam frame by transport alone: the Strata seam (HTTP/2), a WebSocket, plain TCP",
+    )
+    .action(async () => {
+      console.log(JSON.stringify(await benchTransport(), null, 2));
     });
 }
 

@@ -1,6 +1,11 @@
 // The `strata` command line. Each subcommand is a thin shell over one module.
 import { Compression } from "../src/gen/strata/seam/v1/seam_pb.ts";
-import { hostsBenchCommand, seamCompressionCommand, suiteCommand } from "../bench/command.ts";
+import {
+  hostsBenchCommand,
+  seamCompressionCommand,
+  suiteCommand,
+  transportBenchCommand,
+} from "../bench/command.ts";
 import { hostsCommand } from "./hosts/command.ts";
 import { artifactsCommand } from "./artifacts/command.ts";
 import { Command, Option } from "commander";
@@ -163,6 +168,7 @@ const bench = program.command("bench")
 bench.addCommand(suiteCommand(), { isDefault: true });
 bench.addCommand(hostsBenchCommand());
 bench.addCommand(seamCompressionCommand());
+bench.addCommand(transportBenchCommand());
 
 bench.command("route")
   .description(
