@@ -42,10 +42,6 @@ export async function instantiateStrata(
 }
 
 /**
- * Loads a range on WASM CPU, or on WebGPU when asked and Deno's adapter can run ggml's
- * WebGPU backend; when it cannot, one warning says why and the engine runs on CPU.
- */
-/**
  * mesa's Vulkan driver (lavapipe, behind Deno's WebGPU) prints an error on every start
  * when XDG_RUNTIME_DIR is unset, as it is in services and CI: give it a private one.
  */
@@ -56,6 +52,10 @@ function quietVulkan(): void {
   Deno.env.set("XDG_RUNTIME_DIR", dir);
 }
 
+/**
+ * Loads a range on WASM CPU, or on WebGPU when asked and Deno's adapter can run ggml's
+ * WebGPU backend; when it cannot, one warning says why and the engine runs on CPU.
+ */
 export async function loadWasmEngine(
   spec: ShardSpec,
   o: { webgpu?: boolean } & WasmBuildOptions = {},
