@@ -2,17 +2,15 @@
 // Session: its figures, each node's share of a decode step, and where the rest of the step
 // goes; then the aggregate of n sessions at once.
 import type { LayerRange } from "../src/engine/layer-range.ts";
-import { ElementType, Phase, SeamFrameSchema } from "../src/gen/strata/seam/v1/seam_pb.ts";
-import { SCHEMA_VERSION } from "../src/seam/limits.ts";
-import { create } from "@bufbuild/protobuf";
-import type { NodeTelemetry } from "../src/gen/strata/seam/v1/seam_pb.ts";
+import { ElementType, type NodeTelemetry } from "../src/gen/strata/seam/v1/seam_pb.ts";
 import type { StepReply } from "../src/route/driver.ts";
 import { decodeFrame, encodeFrame } from "../src/seam/frame.ts";
-import { packTensor, unpackTensor } from "../src/seam/tensor.ts";
+import { unpackTensor } from "../src/seam/tensor.ts";
 import type { NativeBackend } from "../server/engine/native/build.ts";
 import { startLocalRoute } from "../server/route/local-route.ts";
 import { type EngineFigures, figures, rssOf } from "./figures.ts";
 import { decodeRun, prompt, quantile } from "./route-throughput.ts";
+import { hiddenStepFrame } from "./step-frame.ts";
 
 export interface RouteMeasureOptions {
   readonly modelPath: string;
@@ -131,16 +129,7 @@ export async function measureRoute(o: RouteMeasureOptions) {
  * crossing.
  */
 function codecMs(nEmbd: number): number {
-  const hidden = new Float32Array(nEmbd).map((_, i) => Math.sin(i));
-  const frame = create(SeamFrameSchema, {
-    schemaVersion: SCHEMA_VERSION,
-    sessionId: "bench",
-    routeEpoch: 1n,
-    phase: Phase.DECODE,
-    range: { start: 12, end: 30 },
-    positions: { start: 64, count: 1 },
-    tensors: [packTensor("hidden_states", hidden, [1, nEmbd])],
-  });
+  const frame = hiddenStepFrame(nEmbd);
   const want = { name: "hidden_states", elementType: ElementType.F32 as const, cols: nEmbd, rows: 1 };
   const rounds = 2000;
   const t0 = performance.now();

@@ -2,28 +2,13 @@
 // frame (2.3 KB) to an echo in another process, over the Strata seam (Connect/gRPC on HTTP/2),
 // a WebSocket and plain TCP; the machine idle, then with one core kept busy (as an engine keeps
 // it during a route). Figures only.
-import { create } from "@bufbuild/protobuf";
 import { WebSocket } from "ws";
-import { ElementType, Phase, SeamFrameSchema } from "../src/gen/strata/seam/v1/seam_pb.ts";
 import { encodeFrame } from "../src/seam/frame.ts";
-import { SCHEMA_VERSION } from "../src/seam/limits.ts";
-import { packTensor } from "../src/seam/tensor.ts";
 import { GrpcSeams } from "../server/seam/grpc.ts";
 import { quantile } from "./route-throughput.ts";
+import { hiddenStepFrame } from "./step-frame.ts";
 
 const ROUNDS = 400;
-
-function frame(nEmbd: number) {
-  return create(SeamFrameSchema, {
-    schemaVersion: SCHEMA_VERSION,
-    sessionId: "bench",
-    routeEpoch: 1n,
-    phase: Phase.DECODE,
-    range: { start: 12, end: 30 },
-    positions: { start: 64, count: 1 },
-    tensors: [packTensor("hidden_states", new Float32Array(nEmbd).map((_, i) => Math.sin(i)), [1, nEmbd])],
-  });
-}
 
 async function timed(rounds: number, once: () => Promise<void>) {
   for (let i = 0; i < 50; i++) await once(); // warm-up
@@ -37,7 +22,7 @@ async function timed(rounds: number, once: () => Promise<void>) {
 }
 
 async function measure(ports: { grpc: string; ws: string; tcp: number }, nEmbd: number) {
-  const f = frame(nEmbd);
+  const f = hiddenStepFrame(nEmbd);
   const bytes = encodeFrame(f);
   // the seam: one long-lived stream, as a Route Session uses
   const seams = new GrpcSeams();

@@ -229,10 +229,12 @@ export async function startTracker(o: TrackerOptions) {
       }
       // a node reachable only through the relay (a browser tab) can dial only through it too
       const relayOnly = (node: string) => records.get(node)!.urls.every((u) => u.startsWith("relay+"));
-      const hopUrl = (rt: Candidate[], i: number) =>
-        i > 0 && relayOnly(rt[i - 1].node)
-          ? records.get(rt[i].node)!.urls.find((u) => u.startsWith("relay+")) ?? rt[i].url
-          : rt[i].url;
+      const hopUrls = (rt: Candidate[]) =>
+        rt.map((c, i) =>
+          i > 0 && relayOnly(rt[i - 1].node)
+            ? records.get(c.node)!.urls.find((u) => u.startsWith("relay+")) ?? c.url
+            : c.url
+        );
       // count the load before any await: concurrent requests must see each other
       const picked = chosen.map((rt) => {
         for (const c of rt) {
@@ -240,15 +242,15 @@ export async function startTracker(o: TrackerOptions) {
           l.pending++;
           l.assigned++;
         }
-        return { rt, e: ++epoch };
+        return { rt, urls: hopUrls(rt), e: ++epoch };
       });
-      const routes = await Promise.all(picked.map(async ({ rt, e }) =>
+      const routes = await Promise.all(picked.map(async ({ rt, urls, e }) =>
         create(RouteSchema, {
           epoch: e,
-          seamCompression: routeCompression(o.seamCompression ?? "none", rt.map((_, i) => hopUrl(rt, i))),
+          seamCompression: routeCompression(o.seamCompression ?? "none", urls),
           hops: await Promise.all(rt.map(async (c, i) =>
             create(HopSchema, {
-              url: hopUrl(rt, i),
+              url: urls[i],
               range: c.range,
               routeTicket: await signTicket(
                 keys.privateKey,

@@ -126,8 +126,7 @@ export class RouteSession {
 
   /** With pipelineOpen: waits for OPEN's answer once, before a step's own replies count. */
   async #opened(sent: Promise<unknown>[]): Promise<void> {
-    const opening = this.#opening;
-    if (!opening) return;
+    const opening = this.#opening!;
     this.#opening = undefined;
     for (const p of sent) p.catch(() => {}); // refused behind a refused OPEN: OPEN's reason wins
     await this.#accepted(opening);
@@ -159,7 +158,7 @@ export class RouteSession {
         c.tokens,
       )
     );
-    await this.#opened(replies);
+    if (this.#opening) await this.#opened(replies);
     const all = await Promise.all(replies);
     return this.#reply(all[all.length - 1], t0);
   }
@@ -172,7 +171,7 @@ export class RouteSession {
       tensors: [packTensor("token_ids", Int32Array.of(token), [1])],
     });
     const reply = this.#call(f, 1);
-    await this.#opened([reply]);
+    if (this.#opening) await this.#opened([reply]);
     return this.#reply(await reply, t0);
   }
 

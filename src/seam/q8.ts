@@ -48,8 +48,10 @@ export function dequantizeBlocks(q: Q8Rows, rows: number, cols: number): Float32
   const per = Math.ceil(cols / Q8_BLOCK);
   const out = new Float32Array(rows * cols);
   for (let r = 0; r < rows; r++) {
-    for (let c = 0; c < cols; c++) {
-      out[r * cols + c] = q.values[r * cols + c] * q.scales[r * per + Math.floor(c / Q8_BLOCK)];
+    for (let b = 0; b < per; b++) {
+      const s = q.scales[r * per + b];
+      const from = r * cols + b * Q8_BLOCK, to = r * cols + Math.min(cols, (b + 1) * Q8_BLOCK);
+      for (let i = from; i < to; i++) out[i] = q.values[i] * s;
     }
   }
   return out;

@@ -5,7 +5,7 @@ import { EngineError } from "../../src/engine/errors.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import type { SeqId } from "../../src/engine/range-engine.ts";
 import { type StrataModule, WasmEngine } from "../../src/engine/wasm/wasm-engine.ts";
-import { chooseWasmBackend, fallbackLine, type GpuLike } from "../../src/engine/wasm/webgpu-support.ts";
+import { runtimeGpu, wasmFlavorFor } from "../../src/engine/wasm/webgpu-support.ts";
 import { f32FromBase64, fromBase64, i32FromBase64, toBase64 } from "../../src/util/base64.ts";
 
 export interface HostLoad {
@@ -51,12 +51,11 @@ const api = {
     guard(async () => {
       let flavor: "cpu" | "webgpu" = "cpu";
       if (o.backend === "webgpu") {
-        const choice = await chooseWasmBackend((navigator as unknown as { gpu?: GpuLike }).gpu);
-        if (choice.use === "webgpu") flavor = "webgpu";
-        else {
-          const line = fallbackLine(choice.reason);
-          logs.push(line);
-          console.warn(line);
+        const choice = await wasmFlavorFor(runtimeGpu());
+        flavor = choice.flavor;
+        if (choice.flavor === "cpu") {
+          logs.push(choice.fallback);
+          console.warn(choice.fallback);
         }
       }
       const [m, bytes] = await Promise.all([

@@ -13,7 +13,7 @@ import {
   WASM_MAX_THREADS,
   WasmEngine,
 } from "../../src/engine/wasm/wasm-engine.ts";
-import { chooseWasmBackend, fallbackLine, type GpuLike } from "../../src/engine/wasm/webgpu-support.ts";
+import { runtimeGpu, wasmFlavorFor } from "../../src/engine/wasm/webgpu-support.ts";
 import { sha256Hex } from "../../src/gguf/manifest.ts";
 import { measureDecode } from "../../src/node/measure.ts";
 import { ShardNode } from "../../src/node/shard-node.ts";
@@ -147,9 +147,9 @@ async function contribute(): Promise<void> {
   phase("loading the engine");
   let flavor: "cpu" | "webgpu" = "cpu";
   if (params.get("backend") !== "cpu") {
-    const choice = await chooseWasmBackend((navigator as unknown as { gpu?: GpuLike }).gpu);
-    if (choice.use === "webgpu") flavor = "webgpu";
-    else state.fallback = fallbackLine(choice.reason);
+    const choice = await wasmFlavorFor(runtimeGpu());
+    flavor = choice.flavor;
+    if (choice.flavor === "cpu") state.fallback = choice.fallback;
   }
   const threads = Number(params.get("threads")) ||
     Math.max(1, Math.min(WASM_MAX_THREADS, Math.floor((navigator.hardwareConcurrency ?? 2) / 2)));

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { ShardSpec } from "../../../src/engine/range-engine.ts";
 import { type StrataModule, WasmEngine } from "../../../src/engine/wasm/wasm-engine.ts";
-import { chooseWasmBackend, fallbackLine, type GpuLike } from "../../../src/engine/wasm/webgpu-support.ts";
+import { runtimeGpu, wasmFlavorFor } from "../../../src/engine/wasm/webgpu-support.ts";
 import { log } from "../../util/log.ts";
 import { cacheDir } from "../../util/paths.ts";
 import { ensureWasmEngine, WASM64_MEMORY_CAP, type WasmBuildOptions, type WasmFlavor } from "./build.ts";
@@ -64,15 +64,9 @@ export async function loadWasmEngine(
   const abi = o.memory64 ? { memory64: true, memoryCap: WASM64_MEMORY_CAP } : {};
   const bytes = await Deno.readFile(spec.modelPath);
   if (o.webgpu) quietVulkan();
-  const choice = o.webgpu
-    ? await chooseWasmBackend((navigator as unknown as { gpu?: GpuLike }).gpu)
-    : undefined;
-  if (choice?.use === "cpu") {
-    log.warn("engine.fallback", {
-      line: fallbackLine(choice.reason),
-    });
-  }
-  if (choice?.use === "webgpu") {
+  const choice = o.webgpu ? await wasmFlavorFor(runtimeGpu()) : undefined;
+  if (choice?.flavor === "cpu") log.warn("engine.fallback", { line: choice.fallback });
+  if (choice?.flavor === "webgpu") {
     try {
       return await WasmEngine.load(await instantiateStrata("webgpu", build), bytes, {
         ...spec,

@@ -123,13 +123,13 @@ export class WasmEngine implements RangeEngine {
     o: WasmLoadOptions = {},
   ): Promise<WasmEngine> {
     // what the heap must take in: the whole file, or a shard's present spans
-    const bytes = { length: file instanceof Uint8Array ? file.length : presentBytes(file) };
+    const heapBytes = file instanceof Uint8Array ? file.length : presentBytes(file);
     const memoryCap = o.memoryCap ?? WASM32_MEMORY_CAP;
     const abi = new WasmAbi(m, o.memory64 ?? false, o.suspends ?? false);
-    if (bytes.length >= memoryCap) {
+    if (heapBytes >= memoryCap) {
       throw new EngineError(
         "load_failed",
-        `a ${(bytes.length / 2 ** 30).toFixed(2)} GiB model file passes this engine's ${
+        `a ${(heapBytes / 2 ** 30).toFixed(2)} GiB model file passes this engine's ${
           memoryCap / 2 ** 30
         } GiB memory`,
       );

@@ -34,3 +34,19 @@ export async function chooseWasmBackend(gpu: GpuLike | undefined): Promise<WasmB
 
 /** The one line an engine logs when it was asked for WebGPU and runs on CPU instead. */
 export const fallbackLine = (reason: string) => `engine: WebGPU unavailable, running on WASM CPU: ${reason}`;
+
+/**
+ * The build to load when WebGPU was asked for, on this runtime's `navigator.gpu`: webgpu,
+ * or cpu with the fallback line to log.
+ */
+export async function wasmFlavorFor(
+  gpu: GpuLike | undefined,
+): Promise<{ flavor: "webgpu" } | { flavor: "cpu"; fallback: string }> {
+  const choice = await chooseWasmBackend(gpu);
+  return choice.use === "webgpu"
+    ? { flavor: "webgpu" }
+    : { flavor: "cpu", fallback: fallbackLine(choice.reason) };
+}
+
+/** The runtime's WebGPU entry point, where it has one (browsers and Deno). */
+export const runtimeGpu = (): GpuLike | undefined => (navigator as unknown as { gpu?: GpuLike }).gpu;
