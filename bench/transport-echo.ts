@@ -10,7 +10,7 @@ const grpc = await serveSeams(
   async (frames, reply) => {
     for await (const f of frames) reply(f);
   },
-  () => create(NodeInfoSchema, {}),
+  () => Promise.resolve(create(NodeInfoSchema, {})),
   "127.0.0.1",
   0,
 );

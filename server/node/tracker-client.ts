@@ -46,7 +46,7 @@ export async function joinTracker(
   const beat = async () => {
     if (stopped) return;
     try {
-      const info = node()?.info();
+      const info = await node()?.info();
       const r = await client.heartbeat({
         token,
         node: name,

@@ -19,7 +19,7 @@ export type SeamServer = Http2Server;
 /** Serves seam streams and node info on host:port (port 0 picks a free one). */
 export function serveSeams(
   serve: SeamServe,
-  info: () => NodeInfo,
+  info: () => Promise<NodeInfo>,
   host: string,
   port: number,
 ): Promise<SeamServer> {

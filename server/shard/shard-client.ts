@@ -1,5 +1,6 @@
 // The parent's handle on a shard process: one request at a time, replies in order.
 import { DENO_V8_FLAGS } from "../util/v8-flags.ts";
+import { describeExit } from "../util/exit.ts";
 import { EngineError, type EngineErrorCode } from "../../src/engine/errors.ts";
 import type { EngineMemory, ModelFacts, SeqId } from "../../src/engine/range-engine.ts";
 import { encodeFrame, type Frame, readFrames, splitPayload } from "./frames.ts";
@@ -107,7 +108,7 @@ export class ShardProcess implements Shard {
         const st = await this.#child.status;
         throw new EngineError(
           "engine_failed",
-          `${this.label} (process ${this.pid}) exited (${st.signal ?? `code ${st.code}`})`,
+          `${this.label} (process ${this.pid}) exited (${describeExit(st)})`,
         );
       }
       const err = next.value.header.error as { code: EngineErrorCode; message: string } | undefined;

@@ -51,7 +51,7 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
         await reply({
           facts: engine.facts,
           engineBackend: engine.backend,
-          memory: engine.memory(),
+          memory: await engine.memory(),
           rss: rss(),
         });
         break;
@@ -73,7 +73,7 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
         if (capture.length && !(e instanceof NativeEngine)) {
           throw new EngineError("bad_input", "capture needs the native engine");
         }
-        if (capture.length) (e as NativeEngine).capture(capture);
+        if (capture.length) await (e as NativeEngine).capture(capture);
         const r = await e.decode({
           tokens: e.input === "tokens" ? input as Int32Array : undefined,
           hidden: e.input === "hidden" ? input as Float32Array : undefined,
@@ -81,7 +81,7 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
           seq: seq as Int32Array,
           outputs: outputs as Uint8Array,
         });
-        const captured = capture.map((il) => (e as NativeEngine).captured(il));
+        const captured = await Promise.all(capture.map((il) => (e as NativeEngine).captured(il)));
         await reply({ rows: r.rows, dim: r.dim, captured: captured.map((c) => c.length) }, [
           r.data,
           ...captured,
@@ -90,10 +90,10 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
       }
       case "release":
         await need().releaseSequence(Number(h.seq) as SeqId);
-        await reply({ memory: need().memory() });
+        await reply({ memory: await need().memory() });
         break;
       case "memory":
-        await reply({ memory: engine?.memory(), rss: rss() });
+        await reply({ memory: await engine?.memory(), rss: rss() });
         break;
       case "quit":
         await engine?.close();

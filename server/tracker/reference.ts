@@ -35,7 +35,7 @@ export async function probeReference(modelPath: string, backend: NativeBackend):
     const f = engine.facts;
     const tokens = probeTokens(f.nVocab, probe.length);
     const layers = Array.from({ length: f.nLayer }, (_, i) => i);
-    engine.capture(layers);
+    await engine.capture(layers);
     const seq = engine.openSequence();
     const n = tokens.length;
     const outputs = new Uint8Array(n);
@@ -51,7 +51,7 @@ export async function probeReference(modelPath: string, backend: NativeBackend):
       nLayer: f.nLayer,
       nEmbd: f.nEmbd,
       nVocab: f.nVocab,
-      after: layers.map((il) => engine.captured(il)),
+      after: await Promise.all(layers.map((il) => engine.captured(il))),
       logits: out.data.slice(0, f.nVocab),
       engine: `native-${backend}`,
     };

@@ -1,5 +1,7 @@
 // Runs a child command; its output lines go to a callback (for progress) and are kept
 // for the error message when it fails.
+import { describeExit } from "./exit.ts";
+
 export async function runCommand(
   cmd: string,
   args: string[],
@@ -31,6 +33,6 @@ export async function runCommand(
   };
   const [status] = await Promise.all([child.status, pump(child.stdout), pump(child.stderr)]);
   if (!status.success) {
-    throw new Error(`${cmd} ${args.join(" ")} failed (exit ${status.code}):\n${tail.join("\n")}`);
+    throw new Error(`${cmd} ${args.join(" ")} failed (${describeExit(status)}):\n${tail.join("\n")}`);
   }
 }

@@ -1,6 +1,7 @@
 // A `strata` subcommand (node, relay) in its own OS process, started and awaited until it
 // prints its one-line JSON "ready" event.
 import { DENO_V8_FLAGS } from "./v8-flags.ts";
+import { describeExit, OutputTail } from "./exit.ts";
 const cli = new URL("../cli.ts", import.meta.url).pathname;
 const config = new URL("../../deno.json", import.meta.url).pathname;
 
@@ -26,16 +27,32 @@ export class ServiceProcess {
       args: rest,
       stdin: "null",
       stdout: "piped",
-      stderr: "inherit",
+      stderr: "piped",
       env,
     }).spawn();
+    // its log still reaches ours; the last lines are kept to say why it died
+    const tail = new OutputTail();
+    const forwarded = (async () => {
+      for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
+        tail.push(chunk);
+        await Deno.stderr.write(new TextEncoder().encode(chunk));
+      }
+    })().catch(() => {});
     const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     try {
       for (;;) {
         const { value, done } = await lines.read();
-        if (done) throw new Error(`${label} exited before it was ready (${(await child.status).code})`);
+        if (done) {
+          const status = await child.status;
+          await forwarded;
+          const last = tail.lines();
+          throw new Error(
+            `${label} exited before it was ready (${describeExit(status)})` +
+              (last.length ? `; its last lines:\n${last.map((l) => `  ${l}`).join("\n")}` : ""),
+          );
+        }
         buf += value;
         const nl = buf.indexOf("\n");
         if (nl < 0) continue;

@@ -78,6 +78,7 @@ export interface RangeEngine {
   /** Next position the sequence expects. */
   nextPosition(seq: SeqId): number;
   decode(batch: DecodeBatch): Promise<DecodeOutputs>;
-  memory(): EngineMemory;
+  /** KV and sequence counts, read in the engine's queue (never during a decode). */
+  memory(): Promise<EngineMemory>;
   close(): Promise<void>;
 }

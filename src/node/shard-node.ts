@@ -94,9 +94,9 @@ export class ShardNode {
     }
   };
 
-  info(): NodeInfo {
+  async info(): Promise<NodeInfo> {
     const f = this.engine.facts;
-    const m = this.engine.memory();
+    const m = await this.engine.memory();
     const b = this.#batcher.stats();
     return create(NodeInfoSchema, {
       node: this.options.nodeId,

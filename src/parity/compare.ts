@@ -130,3 +130,51 @@ export function tokenAgreement(
   }
   return { kind: "identical", steps: n };
 }
+
+/** A teacher-forced comparison: both runs were fed the same tokens. */
+export interface ForcedAgreement {
+  readonly kind: "identical" | "near_tie" | "mismatch";
+  readonly steps: number;
+  /** the steps whose picks differ, each with the reference's top-2 gap there */
+  readonly divergences: readonly (Divergence & { readonly nearTie: boolean })[];
+  /** the largest logit difference of any step, in units of that step's σ */
+  readonly maxDiffSigma: number;
+}
+
+/**
+ * Runs fed the same tokens (teacher-forced) are independent step by step, so each step is
+ * judged on its own: a differing pick is a near-tie when the reference's top-2 gap there is
+ * under tol.tieGapSigma, and every step's logits must agree within tol.logitTolSigma.
+ */
+export function forcedAgreement(
+  reference: readonly Step[],
+  run: readonly Step[],
+  tol: BatchTolerance,
+): ForcedAgreement {
+  const n = Math.min(reference.length, run.length);
+  const divergences: (Divergence & { nearTie: boolean })[] = [];
+  let maxDiffSigma = 0;
+  for (let i = 0; i < n; i++) {
+    const ref = reference[i].logits;
+    const s = sigma(ref);
+    const d = maxAbsDiff(ref, run[i].logits) / s;
+    maxDiffSigma = Number.isNaN(d) ? NaN : Math.max(maxDiffSigma, d);
+    if (reference[i].token === run[i].token) continue;
+    const gap = top2(ref).gap;
+    divergences.push({
+      step: i,
+      gap,
+      gapSigma: gap / s,
+      maxLogitDiffBefore: d * s,
+      maxDiffSigmaBefore: d,
+      nearTie: gap / s < tol.tieGapSigma,
+    });
+  }
+  const drifted = !(maxDiffSigma <= tol.logitTolSigma);
+  const kind = drifted || divergences.some((d) => !d.nearTie)
+    ? "mismatch"
+    : divergences.length
+    ? "near_tie"
+    : "identical";
+  return { kind, steps: n, divergences, maxDiffSigma };
+}

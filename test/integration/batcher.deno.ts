@@ -61,7 +61,7 @@ const together = await Promise.all(prompts.map(async (p, i) => {
   return await generate(id, p);
 }));
 // the cancelled sessions hold nothing; the six others hold exactly their tokens
-const kvAfterCancel = engine.memory().kvCellsUsed;
+const kvAfterCancel = (await engine.memory()).kvCellsUsed;
 const expectedKvAfterCancel = prompts.slice(0, 6).reduce((n, p) => n + p.length + STEPS - 1, 0);
 const statsTogether = batcher.stats();
 for (let i = 0; i < 6; i++) await batcher.release(`s-${i}`);
@@ -111,6 +111,6 @@ console.log(JSON.stringify({
   statsTogether,
   refusals,
   expired: expired.sort(),
-  kvAtEnd: engine.memory().kvCellsUsed,
+  kvAtEnd: (await engine.memory()).kvCellsUsed,
 }));
 await engine.close();

@@ -4,6 +4,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { denoRun, nodeRun, root } from "./strata.ts";
+import { forcedAgreement, type Step } from "../../src/parity/compare.ts";
+import { CROSS_ENGINE_TOLERANCE } from "../../src/parity/tolerance.ts";
 
 // The module Deno and the browser load must load unchanged in Node too.
 const wasmDir = join(process.env.STRATA_CACHE ?? join(homedir(), ".cache", "strata"), "wasm");
@@ -16,7 +18,7 @@ if (!built) {
 const STEPS = 16;
 
 describe.skipIf(!built)("the WASM engine in Node", () => {
-  it("runs a 2-shard split with pthreads: whole-model native's greedy tokens, Deno's logits bit for bit", async () => {
+  it("runs a 2-shard split with pthreads: native's greedy tokens by the near-tie rule, Deno's logits bit for bit", async () => {
     const tmp = mkdtempSync(join(tmpdir(), "strata-node-"));
     try {
       const nativeLogits = join(tmp, "native.f32");
@@ -49,25 +51,26 @@ describe.skipIf(!built)("the WASM engine in Node", () => {
       const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
       expect(out.runtime).toMatch(/^node /);
       expect(out.backends).toEqual(["wasm-cpu", "wasm-cpu"]);
-      expect(out.tokens).toEqual(native.tokens);
 
       const f32 = (path: string) => new Float32Array(Uint8Array.from(readFileSync(path)).buffer);
       const [a, b, d] = [f32(nativeLogits), f32(wasmLogits), f32(join(tmp, "deno-wasm.f32"))];
       expect(b.length).toBe(a.length);
       expect(d.length).toBe(a.length);
-      let vsNative = 0;
       let vsDeno = 0;
-      let scale = 0;
-      for (let i = 0; i < a.length; i++) {
-        vsNative = Math.max(vsNative, Math.abs(a[i] - b[i]));
-        vsDeno = Math.max(vsDeno, Math.abs(d[i] - b[i]));
-        scale = Math.max(scale, Math.abs(a[i]));
-      }
+      for (let i = 0; i < a.length; i++) vsDeno = Math.max(vsDeno, Math.abs(d[i] - b[i]));
+      // across engines (x86 SIMD vs WASM SIMD) a pick may differ only where native nearly chose otherwise
+      const dim = a.length / STEPS;
+      const steps = (logits: Float32Array, tokens: number[]): Step[] =>
+        tokens.map((token, i) => ({ token, logits: logits.subarray(i * dim, (i + 1) * dim) }));
+      const vsNative = forcedAgreement(steps(a, native.tokens), steps(b, out.tokens), CROSS_ENGINE_TOLERANCE);
       console.log(
-        `Node WASM split: ${STEPS} greedy tokens = native whole; max |Δ logit| vs native ${
-          vsNative.toFixed(3)
-        } (of ${scale.toFixed(1)}), vs the same split under Deno ${vsDeno}`,
+        `Node WASM split vs native whole, ${STEPS} teacher-forced steps: ${vsNative.kind}, max |Δ logit| ${
+          vsNative.maxDiffSigma.toFixed(3)
+        } σ, near-ties ${
+          JSON.stringify(vsNative.divergences.map((v) => ({ step: v.step, gap_sigma: +v.gapSigma.toFixed(3) })))
+        }; vs the same split under Deno ${vsDeno}`,
       );
+      expect(vsNative.kind, JSON.stringify(vsNative)).not.toBe("mismatch");
       // the same module and kernels in another runtime: identical, not merely close
       expect(vsDeno).toBe(0);
     } finally {

@@ -22,7 +22,7 @@ const head = await loadWasmEngine({ ...spec, range: layerRange(0, 12, 30) });
 const tail = await loadWasmEngine({ ...spec, range: layerRange(12, 30, 30) });
 const loadMs = performance.now() - t0;
 const whole = await NativeEngine.load({ ...spec, range: "whole" }, "cpu", { capture: true });
-whole.capture([seam]);
+await whole.capture([seam]);
 // the same engine kind whole: separates range execution from CPU-kernel numerics
 const wasmWhole = await loadWasmEngine({ ...spec, range: "whole" });
 // the same with two pthreads: ggml splits rows between threads, never a sum
@@ -65,7 +65,7 @@ for (const prompt of prompts) {
     threadsLogitDiff = Math.max(threadsLogitDiff, maxAbsDiff(ww.data, w2.data));
     wasmLogitDiff = Math.max(wasmLogitDiff, maxAbsDiff(l.data, ww.data));
     wasmWholeTokens.push(top2(ww.data).best);
-    const ref = whole.captured(seam);
+    const ref = await whole.captured(seam);
     hiddenDiff = Math.max(hiddenDiff, maxAbsDiff(h.data, ref));
     hiddenScale = Math.max(hiddenScale, maxAbs(ref));
     logitDiff = Math.max(logitDiff, maxAbsDiff(l.data, w.data));
@@ -120,7 +120,7 @@ const batched: number[][] = [[], []];
     inputs = next.map((t) => [t]);
   }
 }
-const memory = [head.memory(), tail.memory()];
+const memory = [await head.memory(), await tail.memory()];
 await Promise.all([head.close(), tail.close(), whole.close(), wasmWhole.close(), wasmWhole2.close()]);
 console.log(JSON.stringify({
   loadMs,

@@ -16,13 +16,15 @@ if (!built || !lavapipe) {
 }
 
 describe.skipIf(!built || !lavapipe)("the WASM engine on WebGPU (Deno, lavapipe)", () => {
-  it("decodes SmolLM2 on the GPU with native's greedy tokens, and refuses an adapter without shader-f16", async () => {
+  it("decodes SmolLM2 on the GPU with native's greedy tokens (near-tie rule), and refuses an adapter without shader-f16", async () => {
     const r = await denoRun(`${root}test/integration/webgpu.deno.ts`, { STEPS: "6" });
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
     expect(out.backends).toMatch(/WebGPU/);
-    expect(out.tokensMatchNative).toBe(true);
-    expect(out.tokensMatchCpu).toBe(true);
+    // another backend: a differing pick only where the reference nearly chose it (reported)
+    console.log(`WebGPU vs WASM CPU: ${JSON.stringify(out.vsCpu)}; vs native: ${JSON.stringify(out.vsNative)}`);
+    expect(out.vsCpu.kind).not.toBe("mismatch");
+    if (out.vsNative) expect(out.vsNative.kind).not.toBe("mismatch");
     // f16 storage and accumulation on the GPU: logits within a few units of CPU's (σ ≈ 2.6)
     expect(out.maxAbsDiffLogitsVsCpu).toBeLessThan(3);
     // one GPU wait per decode step: the output's buffer map (patch 0005 drops the queue wait)

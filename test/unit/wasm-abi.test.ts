@@ -6,11 +6,35 @@ describe("the WASM ABI", () => {
     expect(wasmArgs("strata_outputs", [7, 1024, 49152], false)).toEqual([7, 1024, 49152n]);
     expect(wasmArgs("strata_outputs", [7, 1024, 49152], true)).toEqual([7n, 1024n, 49152n]);
     // int32_t stays a number on both
-    expect(wasmArgs("strata_ctx_new", [5, 256, 4, 64, 2, 0], true)).toEqual([5n, 256, 4, 64, 2, 0]);
+    expect(wasmArgs("strata_ctx_new", [5, 256, 4, 64, 2, 0, 8, 2048], true)).toEqual([
+      5n,
+      256,
+      4,
+      64,
+      2,
+      0,
+      8n,
+      2048,
+    ]);
+    // every array of a decode comes with its element count, an int64_t
+    expect(wasmArgs("strata_decode", [5, 2, 16, 2, 0, 0, 24, 2, 32, 2, 40, 2], false)).toEqual([
+      5,
+      2,
+      16,
+      2n,
+      0,
+      0n,
+      24,
+      2n,
+      32,
+      2n,
+      40,
+      2n,
+    ]);
   });
 
   it("refuses a call with the wrong number of arguments", () => {
-    expect(() => wasmArgs("strata_decode", [1, 2, 3], false)).toThrow(/takes 7 arguments, not 3/);
+    expect(() => wasmArgs("strata_decode", [1, 2, 3], false)).toThrow(/takes 12 arguments, not 3/);
   });
 
   it("lists every export the engine calls, with one kind per parameter", () => {

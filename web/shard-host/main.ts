@@ -78,7 +78,7 @@ const api = {
       return {
         facts: engine.facts,
         engineBackend: engine.backend,
-        memory: engine.memory(),
+        memory: await engine.memory(),
         crossOriginIsolated: globalThis.crossOriginIsolated,
       };
     }),

@@ -225,7 +225,7 @@ async function contribute(): Promise<void> {
   });
 
   const beat = async () => {
-    const info = node.info();
+    const info = await node.info();
     try {
       const r = await post<{ known: boolean; admission: string }>("/volunteer/api/heartbeat", {
         token: id.token,
@@ -243,8 +243,8 @@ async function contribute(): Promise<void> {
   setInterval(() => void beat(), Math.max(200, joined.leaseMs / 3));
   void beat();
 
-  setInterval(() => {
-    const i = node.info();
+  setInterval(async () => {
+    const i = await node.info();
     state.info = {
       sessionsNow: i.sessions,
       sessionsServed: Number(i.sessionsServed),

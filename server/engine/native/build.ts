@@ -7,6 +7,8 @@ import { cmakeBuild } from "../../util/cmake-build.ts";
 import { runCommand } from "../../util/run.ts";
 import { log } from "../../util/log.ts";
 import { sha256Hex } from "../../../src/gguf/manifest.ts";
+import { nativeCpuFeatures } from "../smoke/cpu-features.ts";
+import { smokeCheck } from "../smoke/smoke-check.ts";
 
 export type NativeBackend = "cpu" | "vulkan" | "cuda";
 export const NATIVE_BACKENDS: readonly NativeBackend[] = ["cpu", "vulkan", "cuda"];
@@ -38,11 +40,12 @@ export async function forkBuildKey(settings: unknown): Promise<string> {
   return (await sha256Hex(all)).slice(0, 16);
 }
 
+/** GGML_NATIVE compiles for this CPU: a library built for another one is never reused. */
+const CPU_FEATURES = nativeCpuFeatures();
+
 async function libraryPath(backend: NativeBackend): Promise<string> {
-  return join(
-    cacheDir("native", `${backend}-${await forkBuildKey({ backend, flags: FLAGS[backend] })}`),
-    "libstrata.so",
-  );
+  const key = await forkBuildKey({ backend, flags: FLAGS[backend], cpu: CPU_FEATURES });
+  return join(cacheDir("native", `${backend}-${key}`), "libstrata.so");
 }
 
 /** Path of the cached library for this backend, without building. */
@@ -84,20 +87,36 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
 
   const seconds = await cmakeBuild(`engine: compiling (${backend})`, buildDir, ["strata"], env, started);
 
-  Deno.mkdirSync(outDir, { recursive: true });
-  const tmp = `${lib}.tmp`;
-  Deno.copyFileSync(join(buildDir, "libstrata.so"), tmp);
-  Deno.renameSync(tmp, lib);
-  Deno.writeTextFileSync(
-    join(outDir, "build.json"),
-    JSON.stringify(
-      { backend, key, flags: FLAGS[backend], seconds, built: new Date().toISOString() },
-      null,
-      2,
-    ),
-  );
+  await installChecked(join(buildDir, "libstrata.so"), lib, {
+    backend,
+    key,
+    flags: FLAGS[backend],
+    cpu_features: CPU_FEATURES,
+    seconds,
+    built: new Date().toISOString(),
+  });
   log.info("engine.built", { backend, key, seconds });
   return lib;
+}
+
+/**
+ * Puts a built library into the cache only after it survived the smoke check (a real
+ * decode in a child process); a library that crashes there leaves nothing behind.
+ */
+export async function installChecked(built: string, lib: string, record: Record<string, unknown>): Promise<void> {
+  const outDir = lib.slice(0, lib.lastIndexOf("/"));
+  const staging = `${outDir}.staging-${Deno.pid}`;
+  Deno.mkdirSync(staging, { recursive: true });
+  try {
+    const staged = join(staging, "libstrata.so");
+    Deno.copyFileSync(built, staged);
+    const smoke = await smokeCheck({ kind: "native", library: staged }, CPU_FEATURES);
+    Deno.writeTextFileSync(join(staging, "build.json"), JSON.stringify({ ...record, smoke }, null, 2));
+    if (existsSync(outDir)) Deno.removeSync(outDir, { recursive: true });
+    Deno.renameSync(staging, outDir);
+  } finally {
+    if (existsSync(staging)) Deno.removeSync(staging, { recursive: true });
+  }
 }
 
 export function hasCommand(name: string): boolean {

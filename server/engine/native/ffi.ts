@@ -2,12 +2,13 @@
 // creation and decode are nonblocking: they run on a worker thread and return a Promise,
 // so the event loop that carries seams never waits on the engine.
 const SYMBOLS = {
-  strata_last_error: { parameters: [], result: "pointer" },
+  strata_model_error: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
+  strata_ctx_error: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_log_level: { parameters: ["i32"], result: "void" },
   strata_backends: { parameters: ["buffer", "i32"], result: "i32" },
-  strata_file_arch: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
+  strata_file_arch: { parameters: ["buffer", "buffer", "i32", "buffer", "i32"], result: "i32" },
   strata_model_load: {
-    parameters: ["buffer", "i32", "i32", "i32", "i32"],
+    parameters: ["buffer", "i32", "i32", "i32", "i32", "buffer", "i32"],
     result: "pointer",
     nonblocking: true,
   },
@@ -19,16 +20,20 @@ const SYMBOLS = {
   strata_token_is_eog: { parameters: ["pointer", "i32"], result: "i32" },
   strata_special_tokens: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_chat_template: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
-  strata_chat_apply: { parameters: ["buffer", "buffer", "i32", "i32", "buffer", "i32"], result: "i32" },
+  strata_chat_apply: {
+    parameters: ["buffer", "buffer", "i32", "i32", "i32", "buffer", "i32", "buffer", "i32"],
+    result: "i32",
+  },
   strata_ctx_new: {
-    parameters: ["pointer", "i32", "i32", "i32", "i32", "i32"],
+    parameters: ["pointer", "i32", "i32", "i32", "i32", "i32", "buffer", "i32"],
     result: "pointer",
     nonblocking: true,
   },
   strata_ctx_free: { parameters: ["pointer"], result: "void" },
   strata_ctx_threads: { parameters: ["pointer", "i32"], result: "i32" },
   strata_decode: {
-    parameters: ["pointer", "i32", "buffer", "buffer", "buffer", "buffer", "buffer"],
+    // ctx, n_tokens, then each array with its element count
+    parameters: ["pointer", "i32", "buffer", "i64", "buffer", "i64", "buffer", "i64", "buffer", "i64", "buffer", "i64"],
     result: "i32",
     nonblocking: true,
   },
@@ -57,9 +62,25 @@ export function openStrata(path: string): StrataLib {
   return lib;
 }
 
-export function lastError(lib: StrataLib): string {
-  const p = lib.strata_last_error();
-  return p ? new Deno.UnsafePointerView(p).getCString() : "";
+/** The last error of one model or context (each keeps its own). */
+export function handleError(
+  lib: StrataLib,
+  handle: { model: Deno.PointerObject } | { ctx: Deno.PointerObject },
+): string {
+  return readString((b, c) =>
+    "model" in handle ? lib.strata_model_error(handle.model, b, c) : lib.strata_ctx_error(handle.ctx, b, c)
+  ) || "unknown engine error";
+}
+
+/** A buffer for the error of a call without a handle (loads, chat templates). */
+export class ErrorBuffer {
+  readonly buf = new Uint8Array(2048);
+  readonly cap = this.buf.length;
+  get message(): string {
+    const end = this.buf.indexOf(0);
+    return new TextDecoder().decode(this.buf.subarray(0, end < 0 ? this.buf.length : end)) ||
+      "unknown engine error";
+  }
 }
 
 export const cstr = (s: string): Uint8Array => new TextEncoder().encode(s + "\0");

@@ -14,7 +14,7 @@ import type {
 import { SequenceTable } from "../../../src/engine/sequences.ts";
 import { EngineQueue } from "../../../src/engine/engine-queue.ts";
 import { ensureNativeLibrary, type NativeBackend } from "./build.ts";
-import { cstr, lastError, openStrata, readString, type StrataLib } from "./ffi.ts";
+import { cstr, ErrorBuffer, handleError, openStrata, readString, type StrataLib } from "./ffi.ts";
 
 const CODE: Record<number, EngineErrorCode> = { [-1]: "bad_input", [-2]: "kv_full", [-3]: "engine_failed" };
 
@@ -34,8 +34,9 @@ export async function loadModel(
 ): Promise<Deno.PointerObject> {
   if (!existsSync(path)) throw new EngineError("load_failed", `no model file at ${path}`);
   const [start, end] = range === "whole" ? [0, 0] : [range.start, range.end];
-  const handle = await lib.strata_model_load(cstr(path), start, end, gpuLayers, vocabOnly ? 1 : 0);
-  if (!handle) throw loadError(lastError(lib));
+  const err = new ErrorBuffer();
+  const handle = await lib.strata_model_load(cstr(path), start, end, gpuLayers, vocabOnly ? 1 : 0, err.buf, err.cap);
+  if (!handle) throw loadError(err.message);
   return handle;
 }
 
@@ -87,6 +88,7 @@ export class NativeEngine implements RangeEngine {
     const gpuLayers = spec.gpuLayers ?? (backend === "cpu" ? 0 : 999);
     const model = await loadModel(lib, spec.modelPath, spec.range, gpuLayers, false);
     const facts = modelFacts(lib, model);
+    const err = new ErrorBuffer();
     const ctx = await lib.strata_ctx_new(
       model,
       spec.kvCells,
@@ -94,9 +96,11 @@ export class NativeEngine implements RangeEngine {
       spec.batchTokens,
       spec.threads,
       opts.capture ? 1 : 0,
+      err.buf,
+      err.cap,
     );
     if (!ctx) {
-      const message = lastError(lib);
+      const message = err.message;
       lib.strata_model_free(model);
       throw new EngineError(message.startsWith("context:") ? "bad_input" : "engine_failed", message);
     }
@@ -126,11 +130,11 @@ export class NativeEngine implements RangeEngine {
         await this.lib.strata_decode(
           this.ctx,
           n,
-          batch.tokens ?? null,
-          batch.hidden ?? null,
-          batch.pos,
-          batch.seq,
-          batch.outputs ?? null,
+          ...sized(batch.tokens),
+          ...sized(batch.hidden),
+          ...sized(batch.pos),
+          ...sized(batch.seq),
+          ...sized(batch.outputs),
         ),
       );
       this.#seqs.commit(batch);
@@ -141,30 +145,37 @@ export class NativeEngine implements RangeEngine {
     });
   }
 
-  memory(): EngineMemory {
-    const s = new BigInt64Array(4);
-    this.lib.strata_ctx_stats(this.ctx, s, 4);
-    return {
-      weightBytes: this.facts.weightBytes,
-      kvCells: Number(s[0]),
-      kvCellsUsed: Number(s[1]),
-      kvBytes: Number(s[2]),
-      sequencesOpen: this.#seqs.openCount,
-      maxSequences: this.spec.maxSequences,
-    };
+  /** Read in the engine's queue: never while a decode on a worker thread changes the KV cache. */
+  memory(): Promise<EngineMemory> {
+    return this.#calls.run(() => {
+      const s = new BigInt64Array(4);
+      this.#check(this.lib.strata_ctx_stats(this.ctx, s, 4));
+      return {
+        weightBytes: this.facts.weightBytes,
+        kvCells: Number(s[0]),
+        kvCellsUsed: Number(s[1]),
+        kvBytes: Number(s[2]),
+        sequencesOpen: this.#seqs.openCount,
+        maxSequences: this.spec.maxSequences,
+      };
+    });
   }
 
   /** Reference runs: record the residual stream after these layers in later decodes. */
-  capture(layers: number[]): void {
-    this.#check(this.lib.strata_ctx_capture(this.ctx, new Int32Array(layers), layers.length));
+  capture(layers: number[]): Promise<void> {
+    return this.#calls.run(() => {
+      this.#check(this.lib.strata_ctx_capture(this.ctx, new Int32Array(layers), layers.length));
+    });
   }
 
   /** What the last decode recorded after layer il (n_tokens × n_embd). */
-  captured(il: number): Float32Array {
-    // one decode records at most batchTokens rows of n_embd after a layer
-    const out = new Float32Array(this.spec.batchTokens * this.facts.nEmbd);
-    const n = this.#check(Number(this.lib.strata_ctx_captured(this.ctx, il, out, BigInt(out.length))));
-    return out.slice(0, n);
+  captured(il: number): Promise<Float32Array> {
+    return this.#calls.run(() => {
+      // one decode records at most batchTokens rows of n_embd after a layer
+      const out = new Float32Array(this.spec.batchTokens * this.facts.nEmbd);
+      const n = this.#check(Number(this.lib.strata_ctx_captured(this.ctx, il, out, BigInt(out.length))));
+      return out.slice(0, n);
+    });
   }
 
   close(): Promise<void> {
@@ -176,6 +187,11 @@ export class NativeEngine implements RangeEngine {
 
   #check(code: number): number {
     if (code >= 0) return code;
-    throw new EngineError(CODE[code] ?? "engine_failed", lastError(this.lib));
+    throw new EngineError(CODE[code] ?? "engine_failed", handleError(this.lib, { ctx: this.ctx }));
   }
+}
+
+/** An array for the C API with its element count (NULL and 0 when absent). */
+function sized(a: Int32Array | Float32Array | Uint8Array | undefined): [BufferSource | null, bigint] {
+  return a ? [a as Uint8Array<ArrayBuffer>, BigInt(a.length)] : [null, 0n];
 }

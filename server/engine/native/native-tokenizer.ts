@@ -2,7 +2,7 @@
 import { EngineError } from "../../../src/engine/errors.ts";
 import type { ChatMessage, SpecialTokens, Tokenizer } from "../../../src/engine/tokenizer.ts";
 import { ensureNativeLibrary } from "./build.ts";
-import { cstr, lastError, openStrata, readString, type StrataLib } from "./ffi.ts";
+import { cstr, ErrorBuffer, handleError, openStrata, readString, type StrataLib } from "./ffi.ts";
 import { loadModel, modelFacts } from "./native-engine.ts";
 
 export class NativeTokenizer implements Tokenizer {
@@ -37,7 +37,7 @@ export class NativeTokenizer implements Tokenizer {
         out,
         out.length,
       );
-      if (n < 0) throw new EngineError("bad_input", lastError(this.lib));
+      if (n < 0) throw new EngineError("bad_input", handleError(this.lib, { model: this.model }));
       if (n <= out.length) return out.slice(0, n);
       out = new Int32Array(n);
     }
@@ -67,7 +67,7 @@ export class NativeTokenizer implements Tokenizer {
     if (!this.chatTemplate) throw new EngineError("bad_input", "the model carries no chat template");
     const enc = new TextEncoder();
     const packed = messages.flatMap((m) => [enc.encode(m.role + "\0"), enc.encode(m.content + "\0")]);
-    const msgs = new Uint8Array(packed.reduce((n, p) => n + p.length, 0) + 1);
+    const msgs = new Uint8Array(packed.reduce((n, p) => n + p.length, 0));
     let o = 0;
     for (const p of packed) {
       msgs.set(p, o);
@@ -77,8 +77,9 @@ export class NativeTokenizer implements Tokenizer {
     let cap = 1024;
     for (;;) {
       const buf = new Uint8Array(cap);
-      const n = this.lib.strata_chat_apply(tmpl, msgs, messages.length, 1, buf, cap);
-      if (n < 0) throw new EngineError("bad_input", lastError(this.lib));
+      const err = new ErrorBuffer();
+      const n = this.lib.strata_chat_apply(tmpl, msgs, msgs.length, messages.length, 1, buf, cap, err.buf, err.cap);
+      if (n < 0) throw new EngineError("bad_input", err.message);
       if (n < cap) return new TextDecoder().decode(buf.subarray(0, n));
       cap = n + 1;
     }
@@ -92,7 +93,7 @@ export class NativeTokenizer implements Tokenizer {
     let buf = new Uint8Array(64);
     for (;;) {
       const n = this.lib.strata_token_piece(this.model, token, buf, buf.length);
-      if (n < 0) throw new EngineError("bad_input", lastError(this.lib));
+      if (n < 0) throw new EngineError("bad_input", handleError(this.lib, { model: this.model }));
       if (n <= buf.length) return buf.slice(0, n);
       buf = new Uint8Array(n);
     }

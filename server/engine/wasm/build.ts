@@ -9,6 +9,7 @@ import { runCommand } from "../../util/run.ts";
 import { log } from "../../util/log.ts";
 import { forkBuildKey, forkDir, hasCommand } from "../native/build.ts";
 import { adaptGlue } from "./glue.ts";
+import { smokeCheck } from "../smoke/smoke-check.ts";
 
 /** cpu: WASM SIMD + pthreads; webgpu: the same plus ggml's WebGPU backend (ASYNCIFY). */
 export type WasmFlavor = "cpu" | "webgpu";
@@ -132,11 +133,21 @@ export async function ensureWasmEngine(
     env,
     started,
   );
-  Deno.mkdirSync(out, { recursive: true });
-  for (const f of OUTPUTS) {
-    if (!existsSync(join(buildDir, f))) continue;
-    if (f.endsWith(".wasm")) Deno.copyFileSync(join(buildDir, f), join(out, f));
-    else Deno.writeTextFileSync(join(out, f), adaptGlue(f, Deno.readTextFileSync(join(buildDir, f))));
+  // staged beside the cache and checked there: a module that crashes its smoke check is never cached
+  const staging = `${out}.staging-${Deno.pid}`;
+  Deno.mkdirSync(staging, { recursive: true });
+  try {
+    for (const f of OUTPUTS) {
+      if (!existsSync(join(buildDir, f))) continue;
+      if (f.endsWith(".wasm")) Deno.copyFileSync(join(buildDir, f), join(staging, f));
+      else Deno.writeTextFileSync(join(staging, f), adaptGlue(f, Deno.readTextFileSync(join(buildDir, f))));
+    }
+    const smoke = await smokeCheck({ kind: "wasm", dir: staging, flavor }, ["wasm32", "simd128"]);
+    Deno.writeTextFileSync(join(staging, "build.json"), JSON.stringify({ flavor, seconds, smoke }, null, 2));
+    if (existsSync(out)) Deno.removeSync(out, { recursive: true });
+    Deno.renameSync(staging, out);
+  } finally {
+    if (existsSync(staging)) Deno.removeSync(staging, { recursive: true });
   }
   log.info("engine.built", { backend: `wasm-${flavor}`, seconds });
   return out;

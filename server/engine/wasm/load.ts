@@ -30,7 +30,8 @@ export async function instantiateStrata(
   flavor: WasmFlavor = "cpu",
   build: WasmBuildOptions = {},
 ): Promise<StrataModule> {
-  const dir = await ensureWasmEngine(flavor, build);
+  // STRATA_WASM_DIR: a module not (yet) in the cache, as the build's smoke check loads it
+  const dir = Deno.env.get("STRATA_WASM_DIR") ?? await ensureWasmEngine(flavor, build);
   moduleWorkersOnly();
   const { default: createStrata } = await import(pathToFileURL(join(dir, "strata.mjs")).href);
   return await createStrata({

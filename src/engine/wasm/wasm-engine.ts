@@ -145,29 +145,32 @@ export class WasmEngine implements RangeEngine {
     placeModel(m, path, file);
     const [start, end] = spec.range === "whole" ? [0, 0] : [spec.range.start, spec.range.end];
     const gpuLayers = spec.gpuLayers ?? 0;
-    const model = await withString(
-      m,
-      abi,
-      path,
-      (p) => abi.call("strata_model_load", p, start, end, gpuLayers, 0),
+    const load = await withErrorBuffer(m, abi, (err, cap) =>
+      withString(m, abi, path, (p) => abi.call("strata_model_load", p, start, end, gpuLayers, 0, err, cap))
     );
     m.FS.unlink(path); // the loader has read what the range needs
+    const model = load.result;
     if (!model) {
-      const message = lastError(m, abi);
+      const message = load.message;
       throw new EngineError(message.startsWith("invalid layer range") ? "bad_range" : "load_failed", message);
     }
     const facts = modelFacts(m, abi, model);
-    const ctx = await abi.call(
-      "strata_ctx_new",
-      model,
-      spec.kvCells,
-      spec.maxSequences,
-      spec.batchTokens,
-      spec.threads,
-      0,
+    const made = await withErrorBuffer(m, abi, (err, cap) =>
+      abi.call(
+        "strata_ctx_new",
+        model,
+        spec.kvCells,
+        spec.maxSequences,
+        spec.batchTokens,
+        spec.threads,
+        0,
+        err,
+        cap,
+      )
     );
+    const ctx = made.result;
     if (!ctx) {
-      const message = lastError(m, abi);
+      const message = made.message;
       await abi.call("strata_model_free", model);
       throw new EngineError(message.startsWith("context:") ? "bad_input" : "engine_failed", message);
     }
@@ -207,11 +210,12 @@ export class WasmEngine implements RangeEngine {
         heap(m).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), p);
         return p;
       };
-      const ptrs = [put(batch.tokens), put(batch.hidden), put(batch.pos), put(batch.seq), put(batch.outputs)];
+      const arrays = [batch.tokens, batch.hidden, batch.pos, batch.seq, batch.outputs];
+      const ptrs = arrays.map(put);
       try {
-        const rows = this.#check(
-          await abi.call("strata_decode", this.ctx, n, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4]),
-        );
+        // each array with its element count
+        const args = arrays.flatMap((a, i) => [ptrs[i], a?.length ?? 0]);
+        const rows = this.#check(await abi.call("strata_decode", this.ctx, n, ...args));
         this.#seqs.commit(batch);
         const dim = abi.now("strata_output_dim", this.ctx);
         const data = new Float32Array(rows * dim);
@@ -231,22 +235,25 @@ export class WasmEngine implements RangeEngine {
     });
   }
 
-  memory(): EngineMemory {
-    const p = this.abi.now("malloc", 32);
-    try {
-      this.abi.now("strata_ctx_stats", this.ctx, p, 4);
-      const s = new BigInt64Array(heap(this.m).slice(p, p + 32).buffer);
-      return {
-        weightBytes: this.facts.weightBytes,
-        kvCells: Number(s[0]),
-        kvCellsUsed: Number(s[1]),
-        kvBytes: Number(s[2]),
-        sequencesOpen: this.#seqs.openCount,
-        maxSequences: this.spec.maxSequences,
-      };
-    } finally {
-      this.abi.now("free", p);
-    }
+  /** Read in the engine's queue: never while a decode changes the KV cache. */
+  memory(): Promise<EngineMemory> {
+    return this.#calls.run(() => {
+      const p = this.abi.now("malloc", 32);
+      try {
+        this.#check(this.abi.now("strata_ctx_stats", this.ctx, p, 4));
+        const s = new BigInt64Array(heap(this.m).slice(p, p + 32).buffer);
+        return {
+          weightBytes: this.facts.weightBytes,
+          kvCells: Number(s[0]),
+          kvCellsUsed: Number(s[1]),
+          kvBytes: Number(s[2]),
+          sequencesOpen: this.#seqs.openCount,
+          maxSequences: this.spec.maxSequences,
+        };
+      } finally {
+        this.abi.now("free", p);
+      }
+    });
   }
 
   close(): Promise<void> {
@@ -258,7 +265,11 @@ export class WasmEngine implements RangeEngine {
 
   #check(code: number): number {
     if (code >= 0) return code;
-    throw new EngineError(CODE[code] ?? "engine_failed", lastError(this.m, this.abi));
+    throw new EngineError(
+      CODE[code] ?? "engine_failed",
+      readString(this.m, this.abi, (b, c) => this.abi.now("strata_ctx_error", this.ctx, b, c)) ||
+        "unknown engine error",
+    );
   }
 }
 
@@ -283,17 +294,30 @@ function readString(m: StrataModule, abi: WasmAbi, fill: (buf: number, cap: numb
   const p = abi.now("malloc", cap);
   try {
     const n = fill(p, cap);
-    return n > 0 ? new TextDecoder().decode(heap(m).slice(p, p + Math.min(n, cap))) : "";
+    return n > 0 ? new TextDecoder().decode(heap(m).slice(p, p + Math.min(n, cap - 1))) : "";
   } finally {
     abi.now("free", p);
   }
 }
 
-function lastError(m: StrataModule, abi: WasmAbi): string {
-  const p = abi.now("strata_last_error");
-  if (!p) return "unknown engine error";
-  const h = heap(m);
-  return new TextDecoder().decode(h.slice(p, h.indexOf(0, p)));
+/** Calls fn with an error buffer in the heap (calls without a handle report there). */
+async function withErrorBuffer(
+  m: StrataModule,
+  abi: WasmAbi,
+  fn: (err: number, cap: number) => Promise<number>,
+): Promise<{ result: number; message: string }> {
+  const cap = 2048;
+  const p = abi.now("malloc", cap);
+  heap(m)[p] = 0;
+  try {
+    const result = await fn(p, cap);
+    const h = heap(m);
+    const end = h.indexOf(0, p);
+    const message = new TextDecoder().decode(h.slice(p, end < 0 ? p + cap : end));
+    return { result, message: message || "unknown engine error" };
+  } finally {
+    abi.now("free", p);
+  }
 }
 
 function modelFacts(m: StrataModule, abi: WasmAbi, model: number): ModelFacts {

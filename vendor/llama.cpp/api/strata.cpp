@@ -21,20 +21,33 @@ namespace {
 
 const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe"};
 
-std::mutex       g_mu;
-std::string      g_error;
-std::string      g_log_tail;  // last warning or error llama.cpp logged, quoted in our errors
 std::atomic<int> g_log_level{1};
+// the last warning or error llama.cpp logged on this thread, quoted in our errors: per thread,
+// because engines in one process run their calls on different threads
+thread_local std::string t_log_tail;
 
-int32_t fail(int32_t code, const std::string & msg) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_error = msg;
+// One error message, owned by a model, a context, or a call without a handle.
+struct err_slot {
+    mutable std::mutex mu;
+    std::string        msg;
+
+    void set(const std::string & m) {
+        std::lock_guard<std::mutex> lock(mu);
+        msg = m;
+    }
+    std::string get() const {
+        std::lock_guard<std::mutex> lock(mu);
+        return msg;
+    }
+};
+
+int32_t fail(err_slot & e, int32_t code, const std::string & msg) {
+    e.set(msg);
     return code;
 }
 
 std::string log_tail() {
-    std::lock_guard<std::mutex> lock(g_mu);
-    std::string s = g_log_tail;
+    std::string s = t_log_tail;
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
     return s;
 }
@@ -43,13 +56,30 @@ void on_log(ggml_log_level level, const char * text, void *) {
     // ggml: DEBUG 1, INFO 2, WARN 3, ERROR 4; ours: 1 error .. 4 debug
     const int ours = level == GGML_LOG_LEVEL_ERROR ? 1 : level == GGML_LOG_LEVEL_WARN ? 2 :
                      level == GGML_LOG_LEVEL_INFO  ? 3 : level == GGML_LOG_LEVEL_DEBUG ? 4 : 0;
-    if (ours == 1 || ours == 2) {
-        std::lock_guard<std::mutex> lock(g_mu);
-        g_log_tail = text;
+    if (ours == 1 || ours == 2) t_log_tail = text;
+    if (ours != 0 && ours <= g_log_level.load()) fputs(text, stderr);
+}
+
+// Runs the body of an entry point: no C++ exception crosses extern "C" (std::terminate would
+// take the whole process down); it becomes an error code with its message in e.
+template <typename R, typename F>
+R guarded(err_slot & e, R on_error, F && body) {
+    t_log_tail.clear();
+    try {
+        return body();
+    } catch (const std::bad_alloc &) {
+        e.set("out of memory");
+    } catch (const std::exception & x) {
+        e.set(std::string("engine exception: ") + x.what());
+    } catch (...) {
+        e.set("engine exception");
     }
-    if (ours != 0 && ours <= g_log_level.load()) {
-        fputs(text, stderr);
-    }
+    return on_error;
+}
+
+// A buffer and its capacity: NULL is fine only with capacity 0.
+bool bad_buf(const void * p, int64_t cap) {
+    return cap < 0 || (!p && cap > 0);
 }
 
 void ensure_init() {
@@ -66,8 +96,20 @@ int32_t copy_str(const std::string & s, char * buf, int32_t cap) {
         memcpy(buf, s.data(), n);
         buf[n] = 0;
     }
-    return (int32_t) s.size();
+    return (int32_t) std::min<size_t>(s.size(), INT32_MAX);
 }
+
+// A call without a handle: its error goes into the caller's buffer.
+struct call_err {
+    err_slot slot;
+    char *   buf;
+    int32_t  cap;
+    call_err(char * b, int32_t c) : buf(c > 0 ? b : nullptr), cap(b ? c : 0) {}
+    ~call_err() {
+        const std::string m = slot.get();
+        if (!m.empty()) copy_str(m, buf, cap);
+    }
+};
 
 // general.architecture and <arch>.block_count from the header alone
 bool read_header(const char * path, std::string & arch, int64_t & n_layer) {
@@ -131,6 +173,7 @@ struct strata_model {
     int32_t       start   = 0;
     int32_t       end     = 0;
     bool          vocab_only = false;
+    err_slot      err;
 
     bool first() const { return start == 0; }
     bool last()  const { return end == n_layer; }
@@ -142,19 +185,21 @@ struct strata_ctx {
     int32_t n_seq_max = 0;
     int32_t n_batch   = 0;
     int32_t n_outputs = 0;
+    err_slot err;
 
     // reusable batch arrays
     std::vector<int32_t>        n_seq_id;
     std::vector<llama_seq_id *> seq_ptr;
     std::vector<int8_t>         logits;
 
-    // WebAssembly: the CPU threads live as long as the context (see strata_ctx_new)
+    // the CPU threads live as long as the context (see strata_ctx_new)
     ggml_threadpool_t threadpool = nullptr;
     int32_t           n_threads  = 0;
 
     // reference capture of the residual stream after chosen layers
     std::vector<int32_t>                 capture_layers;
     std::map<int32_t, std::vector<float>> captured;
+    bool                                 capture_failed = false;
 };
 
 namespace {
@@ -168,24 +213,48 @@ bool on_eval(ggml_tensor * t, bool ask, void * user) {
     const bool wanted = std::find(s->capture_layers.begin(), s->capture_layers.end(), il) != s->capture_layers.end();
     if (ask) return wanted;
     if (wanted && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t)) {
-        auto & dst = s->captured[il];
-        const size_t n = ggml_nelements(t);
-        const size_t off = dst.size();
-        dst.resize(off + n);
-        ggml_backend_tensor_get(t, dst.data() + off, 0, n * sizeof(float));
+        // called from ggml's C code: nothing may unwind through it
+        try {
+            auto & dst = s->captured[il];
+            const size_t n = ggml_nelements(t);
+            const size_t off = dst.size();
+            dst.resize(off + n);
+            ggml_backend_tensor_get(t, dst.data() + off, 0, n * sizeof(float));
+        } catch (...) {
+            s->capture_failed = true;
+            return false;
+        }
     }
     return true;
 }
+
+void free_ctx(strata_ctx * ctx) {
+    if (ctx->c) {
+        if (ctx->threadpool) llama_detach_threadpool(ctx->c);
+        llama_free(ctx->c);
+    }
+    if (ctx->threadpool) ggml_threadpool_free(ctx->threadpool);
+    delete ctx;
+}
+
+// A model-facing call that needs a model (with or without weights).
+#define NEED_MODEL(model)                                                        \
+    do {                                                                         \
+        if (!(model)) return STRATA_ERR_INPUT;                                   \
+    } while (0)
 
 } // namespace
 
 extern "C" {
 
-const char * strata_last_error(void) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    static thread_local std::string copy;
-    copy = g_error;
-    return copy.c_str();
+int32_t strata_model_error(const strata_model * model, char * buf, int32_t cap) {
+    if (!model || bad_buf(buf, cap)) return STRATA_ERR_INPUT;
+    return copy_str(model->err.get(), buf, cap);
+}
+
+int32_t strata_ctx_error(const strata_ctx * ctx, char * buf, int32_t cap) {
+    if (!ctx || bad_buf(buf, cap)) return STRATA_ERR_INPUT;
+    return copy_str(ctx->err.get(), buf, cap);
 }
 
 void strata_log_level(int32_t level) {
@@ -193,134 +262,172 @@ void strata_log_level(int32_t level) {
 }
 
 int32_t strata_backends(char * buf, int32_t cap) {
-    ensure_init();
-    std::string out;
-    for (size_t i = 0; i < ggml_backend_reg_count(); ++i) {
-        if (!out.empty()) out += ",";
-        out += ggml_backend_reg_name(ggml_backend_reg_get(i));
-    }
-    return copy_str(out, buf, cap);
+    if (bad_buf(buf, cap)) return STRATA_ERR_INPUT;
+    err_slot e;
+    return guarded(e, STRATA_ERR_ENGINE, [&] {
+        ensure_init();
+        std::string out;
+        for (size_t i = 0; i < ggml_backend_reg_count(); ++i) {
+            if (!out.empty()) out += ",";
+            out += ggml_backend_reg_name(ggml_backend_reg_get(i));
+        }
+        return copy_str(out, buf, cap);
+    });
 }
 
-int32_t strata_file_arch(const char * path, char * buf, int32_t cap) {
-    std::string arch;
-    int64_t n_layer = 0;
-    if (!path || !read_header(path, arch, n_layer)) {
-        return fail(STRATA_ERR_INPUT, std::string("not a readable GGUF file: ") + (path ? path : "(null)"));
-    }
-    return copy_str(arch, buf, cap);
+int32_t strata_file_arch(const char * path, char * buf, int32_t cap, char * err, int32_t err_cap) {
+    call_err e(err, err_cap);
+    if (bad_buf(buf, cap)) return fail(e.slot, STRATA_ERR_INPUT, "file arch: NULL buffer with a nonzero capacity");
+    return guarded(e.slot, STRATA_ERR_ENGINE, [&] {
+        std::string arch;
+        int64_t n_layer = 0;
+        if (!path || !read_header(path, arch, n_layer)) {
+            return fail(e.slot, STRATA_ERR_INPUT, std::string("not a readable GGUF file: ") + (path ? path : "(null)"));
+        }
+        return copy_str(arch, buf, cap);
+    });
 }
 
 strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t layer_end,
-                                 int32_t n_gpu_layers, int32_t vocab_only) {
-    ensure_init();
-    std::string arch;
-    int64_t n_layer = 0;
-    if (!path || !read_header(path, arch, n_layer)) {
-        fail(STRATA_ERR_INPUT, std::string("not a readable GGUF file: ") + (path ? path : "(null)"));
-        return nullptr;
-    }
-    if (!arch_supported(arch)) {
-        fail(STRATA_ERR_INPUT, "unsupported architecture '" + arch + "': Strata runs llama, qwen2, qwen3 and qwen3moe");
-        return nullptr;
-    }
-    const int32_t end = layer_end > 0 ? layer_end : (int32_t) n_layer;
-    if (!vocab_only && (n_layer <= 0 || layer_start < 0 || layer_start >= end || end > n_layer)) {
-        fail(STRATA_ERR_INPUT, "invalid layer range [" + std::to_string(layer_start) + ", " + std::to_string(end) +
-                               ") for a model with " + std::to_string(n_layer) + " layers");
-        return nullptr;
-    }
+                                 int32_t n_gpu_layers, int32_t vocab_only, char * err, int32_t err_cap) {
+    call_err e(err, err_cap);
+    return guarded(e.slot, (strata_model *) nullptr, [&]() -> strata_model * {
+        ensure_init();
+        std::string arch;
+        int64_t n_layer = 0;
+        if (!path || !read_header(path, arch, n_layer)) {
+            fail(e.slot, STRATA_ERR_INPUT, std::string("not a readable GGUF file: ") + (path ? path : "(null)"));
+            return nullptr;
+        }
+        if (!arch_supported(arch)) {
+            fail(e.slot, STRATA_ERR_INPUT, "unsupported architecture '" + arch + "': Strata runs llama, qwen2, qwen3 and qwen3moe");
+            return nullptr;
+        }
+        const int32_t end = layer_end > 0 ? layer_end : (int32_t) n_layer;
+        if (!vocab_only && (n_layer <= 0 || layer_start < 0 || layer_start >= end || end > n_layer)) {
+            fail(e.slot, STRATA_ERR_INPUT, "invalid layer range [" + std::to_string(layer_start) + ", " + std::to_string(end) +
+                                           ") for a model with " + std::to_string(n_layer) + " layers");
+            return nullptr;
+        }
 
 #if defined(STRATA_WASM_WEBGPU)
-    std::string why;
-    if (!vocab_only && n_gpu_layers > 0 && gpu_missing(why)) {
-        fail(STRATA_ERR_ENGINE, why);
-        return nullptr;
-    }
+        std::string why;
+        if (!vocab_only && n_gpu_layers > 0 && gpu_missing(why)) {
+            fail(e.slot, STRATA_ERR_ENGINE, why);
+            return nullptr;
+        }
 #endif
-    llama_model_params p = llama_model_default_params();
-    p.n_gpu_layers = n_gpu_layers;
-    p.layer_start  = vocab_only ? 0 : layer_start;
-    p.layer_end    = vocab_only ? 0 : end;
-    p.vocab_only   = vocab_only != 0;
+        llama_model_params p = llama_model_default_params();
+        p.n_gpu_layers = n_gpu_layers;
+        p.layer_start  = vocab_only ? 0 : layer_start;
+        p.layer_end    = vocab_only ? 0 : end;
+        p.vocab_only   = vocab_only != 0;
 #if defined(__EMSCRIPTEN__)
-    // emscripten's mmap copies the whole file into the heap: read only the range's tensors
-    // instead (a shard's sparse download has nothing else to map, and wasm32 has 4 GiB)
-    p.load_mode    = LLAMA_LOAD_MODE_NONE;
+        // emscripten's mmap copies the whole file into the heap: read only the range's tensors
+        // instead (a shard's sparse download has nothing else to map, and wasm32 has 4 GiB)
+        p.load_mode    = LLAMA_LOAD_MODE_NONE;
 #endif
 
-    llama_model * m = llama_model_load_from_file(path, p);
-    if (!m) {
-        fail(STRATA_ERR_ENGINE, "failed to load " + std::string(path) + ": " + log_tail());
-        return nullptr;
-    }
-    auto * s = new strata_model();
-    s->m          = m;
-    s->arch       = arch;
-    s->n_layer    = (int32_t) n_layer;
-    s->start      = vocab_only ? 0 : layer_start;
-    s->end        = vocab_only ? (int32_t) n_layer : end;
-    s->vocab_only = vocab_only != 0;
-    return s;
+        llama_model * m = llama_model_load_from_file(path, p);
+        if (!m) {
+            fail(e.slot, STRATA_ERR_ENGINE, "failed to load " + std::string(path) + ": " + log_tail());
+            return nullptr;
+        }
+        auto * s = new strata_model();
+        s->m          = m;
+        s->arch       = arch;
+        s->n_layer    = (int32_t) n_layer;
+        s->start      = vocab_only ? 0 : layer_start;
+        s->end        = vocab_only ? (int32_t) n_layer : end;
+        s->vocab_only = vocab_only != 0;
+        return s;
+    });
 }
 
 void strata_model_free(strata_model * model) {
     if (!model) return;
-    llama_model_free(model->m);
+    err_slot e;
+    guarded(e, 0, [&] {
+        llama_model_free(model->m);
+        return 0;
+    });
     delete model;
 }
 
 int32_t strata_model_facts(const strata_model * model, int64_t * out, int32_t cap) {
-    if (!model || !out) return fail(STRATA_ERR_INPUT, "null model");
-    const llama_model * m = model->m;
-    const int64_t facts[] = {
-        model->n_layer,
-        model->vocab_only ? 0 : llama_model_n_embd(m),
-        llama_vocab_n_tokens(llama_model_get_vocab(m)),
-        model->vocab_only ? 0 : llama_model_n_ctx_train(m),
-        model->start,
-        model->end,
-        model->vocab_only ? 0 : llama_model_n_head(m),
-        model->vocab_only ? 0 : llama_model_n_head_kv(m),
-        weight_bytes(m),
-        (int64_t) m->hparams.n_expert,
-    };
-    const int32_t n = std::min<int32_t>(cap, (int32_t) (sizeof(facts) / sizeof(facts[0])));
-    for (int32_t i = 0; i < n; ++i) out[i] = facts[i];
-    return n;
+    NEED_MODEL(model);
+    err_slot & e = const_cast<strata_model *>(model)->err;
+    if (bad_buf(out, cap)) return fail(e, STRATA_ERR_INPUT, "facts: NULL buffer with a nonzero capacity");
+    return guarded(e, STRATA_ERR_ENGINE, [&] {
+        const llama_model * m = model->m;
+        const int64_t facts[] = {
+            model->n_layer,
+            model->vocab_only ? 0 : llama_model_n_embd(m),
+            llama_vocab_n_tokens(llama_model_get_vocab(m)),
+            model->vocab_only ? 0 : llama_model_n_ctx_train(m),
+            model->start,
+            model->end,
+            model->vocab_only ? 0 : llama_model_n_head(m),
+            model->vocab_only ? 0 : llama_model_n_head_kv(m),
+            weight_bytes(m),
+            (int64_t) m->hparams.n_expert,
+        };
+        const int32_t n = std::min<int32_t>(cap, (int32_t) (sizeof(facts) / sizeof(facts[0])));
+        for (int32_t i = 0; i < n; ++i) out[i] = facts[i];
+        return n;
+    });
 }
 
 int32_t strata_model_arch(const strata_model * model, char * buf, int32_t cap) {
-    if (!model) return fail(STRATA_ERR_INPUT, "null model");
+    NEED_MODEL(model);
+    if (bad_buf(buf, cap)) return fail(const_cast<strata_model *>(model)->err, STRATA_ERR_INPUT, "arch: NULL buffer with a nonzero capacity");
     return copy_str(model->arch, buf, cap);
 }
 
 int32_t strata_tokenize(const strata_model * model, const char * text, int32_t len,
                         int32_t add_special, int32_t parse_special, int32_t * out, int32_t cap) {
-    if (!model || !text || len < 0) return fail(STRATA_ERR_INPUT, "tokenize: null model or text");
-    const int32_t n = llama_tokenize(llama_model_get_vocab(model->m), text, len, out, cap,
-                                     add_special != 0, parse_special != 0);
-    // a negative count asks for a larger buffer: report the size needed as a positive number
-    return n < 0 ? -n : n;
+    NEED_MODEL(model);
+    err_slot & e = const_cast<strata_model *>(model)->err;
+    if (bad_buf(text, len)) return fail(e, STRATA_ERR_INPUT, "tokenize: NULL text with a nonzero length, or a negative length");
+    if (bad_buf(out, cap)) return fail(e, STRATA_ERR_INPUT, "tokenize: NULL token buffer with a nonzero capacity");
+    return guarded(e, STRATA_ERR_ENGINE, [&] {
+        const int32_t n = llama_tokenize(llama_model_get_vocab(model->m), text ? text : "", len, out, cap,
+                                         add_special != 0, parse_special != 0);
+        // a negative count asks for a larger buffer: report the size needed as a positive number
+        if (n == INT32_MIN) return fail(e, STRATA_ERR_INPUT, "tokenize: too many tokens");
+        return n < 0 ? -n : n;
+    });
 }
 
 int32_t strata_token_piece(const strata_model * model, int32_t token, char * buf, int32_t cap) {
-    if (!model) return fail(STRATA_ERR_INPUT, "null model");
-    const llama_vocab * v = llama_model_get_vocab(model->m);
-    if (token < 0 || token >= llama_vocab_n_tokens(v)) {
-        return fail(STRATA_ERR_INPUT, "token id " + std::to_string(token) + " outside the vocabulary");
-    }
-    const int32_t n = llama_token_to_piece(v, token, buf, cap, 0, false);
-    return n < 0 ? -n : n;
+    NEED_MODEL(model);
+    err_slot & e = const_cast<strata_model *>(model)->err;
+    if (bad_buf(buf, cap)) return fail(e, STRATA_ERR_INPUT, "token piece: NULL buffer with a nonzero capacity");
+    return guarded(e, STRATA_ERR_ENGINE, [&] {
+        const llama_vocab * v = llama_model_get_vocab(model->m);
+        if (token < 0 || token >= llama_vocab_n_tokens(v)) {
+            return fail(e, STRATA_ERR_INPUT, "token id " + std::to_string(token) + " outside the vocabulary");
+        }
+        const int32_t n = llama_token_to_piece(v, token, buf, cap, 0, false);
+        return n < 0 ? -n : n;
+    });
 }
 
 int32_t strata_token_is_eog(const strata_model * model, int32_t token) {
-    if (!model) return fail(STRATA_ERR_INPUT, "null model");
-    return llama_vocab_is_eog(llama_model_get_vocab(model->m), token) ? 1 : 0;
+    NEED_MODEL(model);
+    const llama_vocab * v = llama_model_get_vocab(model->m);
+    if (token < 0 || token >= llama_vocab_n_tokens(v)) {
+        return fail(const_cast<strata_model *>(model)->err, STRATA_ERR_INPUT,
+                    "token id " + std::to_string(token) + " outside the vocabulary");
+    }
+    return llama_vocab_is_eog(v, token) ? 1 : 0;
 }
 
 int32_t strata_special_tokens(const strata_model * model, int32_t * out, int32_t cap) {
-    if (!model || !out) return fail(STRATA_ERR_INPUT, "null model");
+    NEED_MODEL(model);
+    if (bad_buf(out, cap)) {
+        return fail(const_cast<strata_model *>(model)->err, STRATA_ERR_INPUT, "special tokens: NULL buffer with a nonzero capacity");
+    }
     const llama_vocab * v = llama_model_get_vocab(model->m);
     const int32_t ids[] = { llama_vocab_bos(v), llama_vocab_eos(v), llama_vocab_eot(v) };
     const int32_t n = std::min<int32_t>(cap, 3);
@@ -329,211 +436,267 @@ int32_t strata_special_tokens(const strata_model * model, int32_t * out, int32_t
 }
 
 int32_t strata_chat_template(const strata_model * model, char * buf, int32_t cap) {
-    if (!model) return fail(STRATA_ERR_INPUT, "null model");
+    NEED_MODEL(model);
+    err_slot & e = const_cast<strata_model *>(model)->err;
+    if (bad_buf(buf, cap)) return fail(e, STRATA_ERR_INPUT, "chat template: NULL buffer with a nonzero capacity");
     const char * t = llama_model_chat_template(model->m, nullptr);
-    return t ? copy_str(t, buf, cap) : fail(STRATA_ERR_INPUT, "the model carries no chat template");
+    return t ? copy_str(t, buf, cap) : fail(e, STRATA_ERR_INPUT, "the model carries no chat template");
 }
 
-int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32_t n_msgs,
-                          int32_t add_assistant, char * buf, int32_t cap) {
-    if (!tmpl || (!msgs && n_msgs > 0) || n_msgs < 0) return fail(STRATA_ERR_INPUT, "chat: null template or messages");
-    std::vector<llama_chat_message> chat;
-    const char * p = msgs;
-    for (int32_t i = 0; i < n_msgs; ++i) {
-        const char * role = p;
-        p += strlen(p) + 1;
-        const char * content = p;
-        p += strlen(p) + 1;
-        chat.push_back({ role, content });
+int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32_t msgs_len, int32_t n_msgs,
+                          int32_t add_assistant, char * buf, int32_t cap, char * err, int32_t err_cap) {
+    call_err e(err, err_cap);
+    if (!tmpl) return fail(e.slot, STRATA_ERR_INPUT, "chat: NULL template");
+    if (n_msgs < 0 || bad_buf(msgs, msgs_len) || (n_msgs > 0 && msgs_len == 0)) {
+        return fail(e.slot, STRATA_ERR_INPUT, "chat: messages missing or shorter than their count");
     }
-    const int32_t n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), add_assistant != 0, buf, cap);
-    return n < 0 ? fail(STRATA_ERR_INPUT, "chat template not supported by llama.cpp's built-in formats") : n;
+    if (bad_buf(buf, cap)) return fail(e.slot, STRATA_ERR_INPUT, "chat: NULL buffer with a nonzero capacity");
+    return guarded(e.slot, STRATA_ERR_ENGINE, [&] {
+        // every role and content must end inside the msgs_len bytes given
+        std::vector<llama_chat_message> chat;
+        int32_t off = 0;
+        auto next = [&](const char *& out) {
+            const void * nul = off < msgs_len ? memchr(msgs + off, 0, (size_t) (msgs_len - off)) : nullptr;
+            if (!nul) return false;
+            out = msgs + off;
+            off = (int32_t) ((const char *) nul - msgs) + 1;
+            return true;
+        };
+        for (int32_t i = 0; i < n_msgs; ++i) {
+            const char * role    = nullptr;
+            const char * content = nullptr;
+            if (!next(role) || !next(content)) {
+                return fail(e.slot, STRATA_ERR_INPUT, "chat: message " + std::to_string(i) + " runs past the " +
+                                                      std::to_string(msgs_len) + " bytes given");
+            }
+            chat.push_back({ role, content });
+        }
+        const int32_t n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), add_assistant != 0, buf, cap);
+        return n < 0 ? fail(e.slot, STRATA_ERR_INPUT, "chat template not supported by llama.cpp's built-in formats") : n;
+    });
 }
 
 strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_max,
-                            int32_t n_batch, int32_t n_threads, int32_t capture) {
+                            int32_t n_batch, int32_t n_threads, int32_t capture, char * err, int32_t err_cap) {
+    call_err e(err, err_cap);
     if (!model || model->vocab_only) {
-        fail(STRATA_ERR_INPUT, "a context needs a model loaded with weights");
+        fail(e.slot, STRATA_ERR_INPUT, "a context needs a model loaded with weights");
         return nullptr;
     }
-    if (n_ctx <= 0 || n_seq_max <= 0 || n_seq_max > LLAMA_MAX_SEQ || n_batch <= 0 || n_threads <= 0) {
-        fail(STRATA_ERR_INPUT, "context: n_ctx, n_batch and n_threads must be positive and n_seq_max in [1, " +
-                               std::to_string(LLAMA_MAX_SEQ) + "]");
+    if (n_ctx <= 0 || n_ctx > STRATA_MAX_CTX || n_seq_max <= 0 || n_seq_max > LLAMA_MAX_SEQ ||
+        n_batch <= 0 || n_batch > STRATA_MAX_BATCH || n_threads <= 0 || n_threads > STRATA_MAX_THREADS) {
+        fail(e.slot, STRATA_ERR_INPUT,
+             "context: n_ctx in [1, " + std::to_string(STRATA_MAX_CTX) + "], n_seq_max in [1, " +
+                 std::to_string(LLAMA_MAX_SEQ) + "], n_batch in [1, " + std::to_string(STRATA_MAX_BATCH) +
+                 "] and n_threads in [1, " + std::to_string(STRATA_MAX_THREADS) + "]; got " + std::to_string(n_ctx) +
+                 ", " + std::to_string(n_seq_max) + ", " + std::to_string(n_batch) + ", " + std::to_string(n_threads));
         return nullptr;
     }
-    auto * s = new strata_ctx();
-    s->model     = model;
-    s->n_seq_max = n_seq_max;
-    s->n_batch   = n_batch;
-    s->n_seq_id.assign(n_batch, 1);
-    s->seq_ptr.assign(n_batch, nullptr);
-    s->logits.assign(n_batch, 0);
+    strata_ctx * s = nullptr;
+    strata_ctx * made = guarded(e.slot, (strata_ctx *) nullptr, [&]() -> strata_ctx * {
+        s = new strata_ctx();
+        s->model     = model;
+        s->n_seq_max = n_seq_max;
+        s->n_batch   = n_batch;
+        s->n_seq_id.assign(n_batch, 1);
+        s->seq_ptr.assign(n_batch, nullptr);
+        s->logits.assign(n_batch, 0);
 
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx           = (uint32_t) n_ctx;
-    cp.n_batch         = (uint32_t) n_batch;
-    cp.n_ubatch        = (uint32_t) n_batch;
-    cp.n_seq_max       = (uint32_t) n_seq_max;
-    cp.n_threads       = n_threads;
-    cp.n_threads_batch = n_threads;
-    cp.kv_unified      = true;
-    cp.no_perf         = true;
-    // ranges without the head hand on the raw residual stream of every token
-    cp.embeddings      = !model->last();
-    cp.pooling_type    = LLAMA_POOLING_TYPE_NONE;
-    if (capture) {
-        cp.cb_eval           = on_eval;
-        cp.cb_eval_user_data = s;
-    }
-    s->c = llama_init_from_model(model->m, cp);
-    if (!s->c) {
-        fail(STRATA_ERR_ENGINE, "failed to create a context: " + log_tail());
-        delete s;
-        return nullptr;
-    }
-    s->n_threads = n_threads;
-#if defined(__EMSCRIPTEN__)
-    // Without a pool ggml starts and joins its threads on every graph; in WebAssembly each
-    // start hands a pthread to a worker, which comes back only through the main thread's
-    // event loop. One pool per context keeps the workers for its whole life instead.
-    if (n_threads > 1) {
-        ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
-        s->threadpool = ggml_threadpool_new(&tpp);
-        if (!s->threadpool) {
-            fail(STRATA_ERR_ENGINE, "failed to start " + std::to_string(n_threads) + " threads");
-            llama_free(s->c);
-            delete s;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx           = (uint32_t) n_ctx;
+        cp.n_batch         = (uint32_t) n_batch;
+        cp.n_ubatch        = (uint32_t) n_batch;
+        cp.n_seq_max       = (uint32_t) n_seq_max;
+        cp.n_threads       = n_threads;
+        cp.n_threads_batch = n_threads;
+        cp.kv_unified      = true;
+        cp.no_perf         = true;
+        // ranges without the head hand on the raw residual stream of every token
+        cp.embeddings      = !model->last();
+        cp.pooling_type    = LLAMA_POOLING_TYPE_NONE;
+        if (capture) {
+            cp.cb_eval           = on_eval;
+            cp.cb_eval_user_data = s;
+        }
+        s->c = llama_init_from_model(model->m, cp);
+        if (!s->c) {
+            fail(e.slot, STRATA_ERR_ENGINE, "failed to create a context: " + log_tail());
             return nullptr;
         }
-        llama_attach_threadpool(s->c, s->threadpool, s->threadpool);
-    }
-#endif
-    return s;
+        s->n_threads = n_threads;
+        // One pool for the context's whole life. Without it ggml starts and joins threads
+        // on every graph (WebAssembly: each start hands a pthread to a worker that comes back
+        // only through the main thread's event loop), and under OpenMP each FFI worker thread
+        // that happens to call decode would get a team of its own.
+        if (n_threads > 1) {
+            ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
+            s->threadpool = ggml_threadpool_new(&tpp);
+            if (!s->threadpool) {
+                fail(e.slot, STRATA_ERR_ENGINE, "failed to start " + std::to_string(n_threads) + " threads");
+                return nullptr;
+            }
+            llama_attach_threadpool(s->c, s->threadpool, s->threadpool);
+        }
+        return s;
+    });
+    if (!made && s) free_ctx(s);
+    return made;
 }
 
 void strata_ctx_free(strata_ctx * ctx) {
     if (!ctx) return;
-    if (ctx->threadpool) llama_detach_threadpool(ctx->c);
-    llama_free(ctx->c);
-    if (ctx->threadpool) ggml_threadpool_free(ctx->threadpool);
-    delete ctx;
+    err_slot e;
+    guarded(e, 0, [&] {
+        free_ctx(ctx);
+        return 0;
+    });
 }
 
 int32_t strata_ctx_threads(strata_ctx * ctx, int32_t n_threads) {
-    if (!ctx || n_threads <= 0) return fail(STRATA_ERR_INPUT, "threads must be positive");
-    if (ctx->threadpool && n_threads > ctx->n_threads) {
-        return fail(STRATA_ERR_INPUT, "this context's thread pool holds " + std::to_string(ctx->n_threads) +
-                                          " threads");
+    if (!ctx) return STRATA_ERR_INPUT;
+    const int32_t most = ctx->threadpool ? ctx->n_threads : 1;
+    if (n_threads <= 0 || n_threads > most) {
+        return fail(ctx->err, STRATA_ERR_INPUT, "threads: 1 to " + std::to_string(most) + " (this context's pool), not " +
+                                                std::to_string(n_threads));
     }
     llama_set_n_threads(ctx->c, n_threads, n_threads);
     return 0;
 }
 
-int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens, const int32_t * tokens,
-                      const float * hidden, const int32_t * pos, const int32_t * seq,
-                      const uint8_t * outputs) {
-    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
+int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
+                      const int32_t * tokens, int64_t tokens_len,
+                      const float * hidden, int64_t hidden_len,
+                      const int32_t * pos, int64_t pos_len,
+                      const int32_t * seq, int64_t seq_len,
+                      const uint8_t * outputs, int64_t outputs_len) {
+    if (!ctx) return STRATA_ERR_INPUT;
+    err_slot & e = ctx->err;
     const strata_model & model = *ctx->model;
     ctx->n_outputs = 0;
     if (n_tokens <= 0 || n_tokens > ctx->n_batch) {
-        return fail(STRATA_ERR_INPUT, "batch of " + std::to_string(n_tokens) + " tokens; the context takes 1 to " +
-                                      std::to_string(ctx->n_batch));
+        return fail(e, STRATA_ERR_INPUT, "batch of " + std::to_string(n_tokens) + " tokens; the context takes 1 to " +
+                                         std::to_string(ctx->n_batch));
     }
-    if (!pos || !seq) return fail(STRATA_ERR_INPUT, "positions and sequences are required");
+    const int64_t n_embd = llama_model_n_embd(model.m);
+    // every array is as long as the batch says, and present when its length says so
+    struct arr { const char * name; const void * p; int64_t len; int64_t want; };
+    const arr arrays[] = {
+        { "tokens",    tokens,  tokens_len,  tokens  ? n_tokens : 0 },
+        { "hidden",    hidden,  hidden_len,  hidden  ? n_tokens * n_embd : 0 },
+        { "positions", pos,     pos_len,     n_tokens },
+        { "sequences", seq,     seq_len,     n_tokens },
+        { "outputs",   outputs, outputs_len, outputs ? n_tokens : 0 },
+    };
+    for (const arr & a : arrays) {
+        if (bad_buf(a.p, a.len) || (a.p && a.len != a.want) || (!a.p && a.want > 0)) {
+            return fail(e, STRATA_ERR_INPUT, std::string("decode: ") + a.name + " holds " + std::to_string(a.len) +
+                                             (a.p ? "" : " (NULL)") + " elements; a batch of " + std::to_string(n_tokens) +
+                                             " needs " + std::to_string(a.p || a.want ? a.want : 0));
+        }
+    }
     if (model.first() && (!tokens || hidden)) {
-        return fail(STRATA_ERR_INPUT, "the first layer range takes token ids, not hidden states");
+        return fail(e, STRATA_ERR_INPUT, "the first layer range takes token ids, not hidden states");
     }
     if (!model.first() && (!hidden || tokens)) {
-        return fail(STRATA_ERR_INPUT, "layer range [" + std::to_string(model.start) + ", " + std::to_string(model.end) +
-                                      ") takes hidden states, not token ids");
+        return fail(e, STRATA_ERR_INPUT, "layer range [" + std::to_string(model.start) + ", " + std::to_string(model.end) +
+                                         ") takes hidden states, not token ids");
     }
     const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.m));
-    const int32_t n_embd  = llama_model_n_embd(model.m);
     for (int32_t i = 0; i < n_tokens; ++i) {
         if (seq[i] < 0 || seq[i] >= ctx->n_seq_max) {
-            return fail(STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq[i]) + " (the context holds " +
-                                          std::to_string(ctx->n_seq_max) + ")");
+            return fail(e, STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq[i]) + " (the context holds " +
+                                             std::to_string(ctx->n_seq_max) + ")");
         }
-        if (pos[i] < 0) return fail(STRATA_ERR_INPUT, "negative position");
+        if (pos[i] < 0) return fail(e, STRATA_ERR_INPUT, "negative position");
         if (tokens && (tokens[i] < 0 || tokens[i] >= n_vocab)) {
-            return fail(STRATA_ERR_INPUT, "token id " + std::to_string(tokens[i]) + " outside the vocabulary");
+            return fail(e, STRATA_ERR_INPUT, "token id " + std::to_string(tokens[i]) + " outside the vocabulary");
         }
     }
     if (hidden) {
         const int64_t n = (int64_t) n_tokens * n_embd;
         for (int64_t i = 0; i < n; ++i) {
-            if (!std::isfinite(hidden[i])) return fail(STRATA_ERR_INPUT, "hidden state holds a non-finite value");
+            if (!std::isfinite(hidden[i])) return fail(e, STRATA_ERR_INPUT, "hidden state holds a non-finite value");
         }
     }
 
-    int32_t n_out = 0;
-    for (int32_t i = 0; i < n_tokens; ++i) {
-        ctx->seq_ptr[i] = const_cast<int32_t *>(&seq[i]);
-        ctx->logits[i]  = !model.last() || (outputs && outputs[i]) ? 1 : 0;
-        n_out += ctx->logits[i];
-    }
-    llama_batch b = {};
-    b.n_tokens = n_tokens;
-    b.token    = const_cast<int32_t *>(tokens);
-    b.embd     = const_cast<float *>(hidden);
-    b.pos      = const_cast<int32_t *>(pos);
-    b.n_seq_id = ctx->n_seq_id.data();
-    b.seq_id   = ctx->seq_ptr.data();
-    b.logits   = ctx->logits.data();
+    return guarded(e, STRATA_ERR_ENGINE, [&] {
+        int32_t n_out = 0;
+        for (int32_t i = 0; i < n_tokens; ++i) {
+            ctx->seq_ptr[i] = const_cast<int32_t *>(&seq[i]);
+            ctx->logits[i]  = !model.last() || (outputs && outputs[i]) ? 1 : 0;
+            n_out += ctx->logits[i];
+        }
+        llama_batch b = {};
+        b.n_tokens = n_tokens;
+        b.token    = const_cast<int32_t *>(tokens);
+        b.embd     = const_cast<float *>(hidden);
+        b.pos      = const_cast<int32_t *>(pos);
+        b.n_seq_id = ctx->n_seq_id.data();
+        b.seq_id   = ctx->seq_ptr.data();
+        b.logits   = ctx->logits.data();
 
-    ctx->captured.clear();
-    const int32_t r = llama_decode(ctx->c, b);
-    if (r == 1) {
-        int64_t stats[4] = {0};
-        strata_ctx_stats(ctx, stats, 4);
-        return fail(STRATA_ERR_KV_FULL, "KV budget exhausted: no room for " + std::to_string(n_tokens) +
-                                        " tokens in a pool of " + std::to_string(stats[0]) + " cells (" +
-                                        std::to_string(stats[1]) + " in use)");
-    }
-    if (r == -1) return fail(STRATA_ERR_INPUT, "invalid batch: " + log_tail());
-    if (r != 0)  return fail(STRATA_ERR_ENGINE, "decode failed (" + std::to_string(r) + "): " + log_tail());
+        ctx->captured.clear();
+        ctx->capture_failed = false;
+        const int32_t r = llama_decode(ctx->c, b);
+        if (r == 1) {
+            int64_t stats[4] = {0};
+            strata_ctx_stats(ctx, stats, 4);
+            return fail(e, STRATA_ERR_KV_FULL, "KV budget exhausted: no room for " + std::to_string(n_tokens) +
+                                               " tokens in a pool of " + std::to_string(stats[0]) + " cells (" +
+                                               std::to_string(stats[1]) + " in use)");
+        }
+        if (r == -1) return fail(e, STRATA_ERR_INPUT, "invalid batch: " + log_tail());
+        if (r != 0)  return fail(e, STRATA_ERR_ENGINE, "decode failed (" + std::to_string(r) + "): " + log_tail());
+        if (ctx->capture_failed) return fail(e, STRATA_ERR_ENGINE, "out of memory recording the residual stream");
 #if defined(STRATA_WASM_WEBGPU)
-    // every WebGPU wait happens here, so that strata_outputs never suspends (ASYNCIFY in
-    // emscripten 3.1.6 cannot resume an export with an int64 parameter)
-    llama_synchronize(ctx->c);
+        // every WebGPU wait happens here, so that strata_outputs never suspends (ASYNCIFY in
+        // emscripten 3.1.6 cannot resume an export with an int64 parameter)
+        llama_synchronize(ctx->c);
 #endif
-    ctx->n_outputs = n_out;
-    return n_out;
+        ctx->n_outputs = n_out;
+        return n_out;
+    });
 }
 
 int32_t strata_output_dim(const strata_ctx * ctx) {
-    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
+    if (!ctx) return STRATA_ERR_INPUT;
     return ctx->model->last() ? llama_vocab_n_tokens(llama_model_get_vocab(ctx->model->m))
                               : llama_model_n_embd(ctx->model->m);
 }
 
 int64_t strata_outputs(strata_ctx * ctx, float * dst, int64_t cap) {
-    if (!ctx || !dst) return fail(STRATA_ERR_INPUT, "null context or buffer");
+    if (!ctx) return STRATA_ERR_INPUT;
+    if (bad_buf(dst, cap)) return fail(ctx->err, STRATA_ERR_INPUT, "outputs: NULL buffer with a nonzero capacity");
     const int64_t n = (int64_t) ctx->n_outputs * strata_output_dim(ctx);
     if (n == 0) return 0;
-    if (cap < n) return fail(STRATA_ERR_INPUT, "output buffer holds " + std::to_string(cap) + " floats, " +
-                                               std::to_string(n) + " needed");
-    const float * src = ctx->model->last() ? llama_get_logits(ctx->c) : llama_get_embeddings(ctx->c);
-    if (!src) return fail(STRATA_ERR_ENGINE, "no outputs: " + log_tail());
-    memcpy(dst, src, n * sizeof(float));
-    return n;
+    if (cap < n) return fail(ctx->err, STRATA_ERR_INPUT, "output buffer holds " + std::to_string(cap) + " floats, " +
+                                                         std::to_string(n) + " needed");
+    return guarded(ctx->err, (int64_t) STRATA_ERR_ENGINE, [&]() -> int64_t {
+        const float * src = ctx->model->last() ? llama_get_logits(ctx->c) : llama_get_embeddings(ctx->c);
+        if (!src) return fail(ctx->err, STRATA_ERR_ENGINE, "no outputs: " + log_tail());
+        memcpy(dst, src, n * sizeof(float));
+        return n;
+    });
 }
 
 int32_t strata_seq_release(strata_ctx * ctx, int32_t seq) {
-    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
-    if (seq < 0 || seq >= ctx->n_seq_max) return fail(STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));
-    llama_memory_seq_rm(llama_get_memory(ctx->c), seq, -1, -1);
-    return 0;
+    if (!ctx) return STRATA_ERR_INPUT;
+    if (seq < 0 || seq >= ctx->n_seq_max) return fail(ctx->err, STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));
+    return guarded(ctx->err, STRATA_ERR_ENGINE, [&] {
+        llama_memory_seq_rm(llama_get_memory(ctx->c), seq, -1, -1);
+        return 0;
+    });
 }
 
 int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq) {
-    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
-    if (seq < 0 || seq >= ctx->n_seq_max) return fail(STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));
+    if (!ctx) return STRATA_ERR_INPUT;
+    if (seq < 0 || seq >= ctx->n_seq_max) return fail(ctx->err, STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));
     return llama_memory_seq_pos_max(llama_get_memory(ctx->c), seq);
 }
 
 int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap) {
-    if (!ctx || !out) return fail(STRATA_ERR_INPUT, "null context");
+    if (!ctx) return STRATA_ERR_INPUT;
+    if (bad_buf(out, cap)) return fail(ctx->err, STRATA_ERR_INPUT, "stats: NULL buffer with a nonzero capacity");
     llama_memory_t mem = llama_get_memory(ctx->c);
     int64_t used = 0;
     for (int32_t s = 0; s < ctx->n_seq_max; ++s) {
@@ -553,18 +716,29 @@ int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap) {
 }
 
 int32_t strata_ctx_capture(strata_ctx * ctx, const int32_t * layers, int32_t n) {
-    if (!ctx || (n > 0 && !layers) || n < 0) return fail(STRATA_ERR_INPUT, "capture: null context or layers");
-    ctx->capture_layers.assign(layers, layers + n);
-    ctx->captured.clear();
-    return 0;
+    if (!ctx) return STRATA_ERR_INPUT;
+    if (bad_buf(layers, n)) return fail(ctx->err, STRATA_ERR_INPUT, "capture: NULL layers with a nonzero count");
+    for (int32_t i = 0; i < n; ++i) {
+        if (layers[i] < ctx->model->start || layers[i] >= ctx->model->end) {
+            return fail(ctx->err, STRATA_ERR_INPUT, "capture: layer " + std::to_string(layers[i]) + " is not in [" +
+                                                    std::to_string(ctx->model->start) + ", " +
+                                                    std::to_string(ctx->model->end) + ")");
+        }
+    }
+    return guarded(ctx->err, STRATA_ERR_ENGINE, [&] {
+        ctx->capture_layers.assign(layers, layers + n);
+        ctx->captured.clear();
+        return 0;
+    });
 }
 
 int64_t strata_ctx_captured(strata_ctx * ctx, int32_t il, float * dst, int64_t cap) {
-    if (!ctx) return fail(STRATA_ERR_INPUT, "null context");
+    if (!ctx) return STRATA_ERR_INPUT;
+    if (bad_buf(dst, cap)) return fail(ctx->err, STRATA_ERR_INPUT, "captured: NULL buffer with a nonzero capacity");
     auto it = ctx->captured.find(il);
     if (it == ctx->captured.end()) return 0;
     const int64_t n = (int64_t) it->second.size();
-    if (!dst || cap < n) return fail(STRATA_ERR_INPUT, "capture buffer too small: " + std::to_string(n) + " floats needed");
+    if (cap < n) return fail(ctx->err, STRATA_ERR_INPUT, "capture buffer too small: " + std::to_string(n) + " floats needed");
     memcpy(dst, it->second.data(), n * sizeof(float));
     return n;
 }

@@ -1,8 +1,15 @@
 // Strata's flat C API over the patched llama.cpp: plain pointers and integers only,
 // so that Deno FFI and WebAssembly exports can call it without struct marshalling.
 //
-// Errors: calls that fail return NULL or a negative code and leave a message for
-// strata_last_error(). Codes: -1 invalid input, -2 KV budget exhausted, -3 engine failure.
+// A caller cannot crash it with arguments: every pointer comes with its length (elements,
+// or bytes for text) and is checked against it, a NULL pointer with a nonzero length is
+// refused, sizes and thread counts are bounded, and no C++ exception leaves an entry point.
+//
+// Errors: calls that fail return NULL or a negative code. Codes: -1 invalid input, -2 KV
+// budget exhausted, -3 engine failure (out of memory included). The message is kept per
+// handle: strata_model_error and strata_ctx_error read the last one of that model or
+// context. Calls without a handle (loads, header reads, chat templates) write it into the
+// caller's err buffer instead, so two engines in one process never see each other's errors.
 #pragma once
 
 #include <stdint.h>
@@ -22,23 +29,32 @@ extern "C" {
 #define STRATA_ERR_KV_FULL (-2)
 #define STRATA_ERR_ENGINE  (-3)
 
+// Bounds on what a caller may ask for (a context is refused outside them).
+#define STRATA_MAX_THREADS 256
+#define STRATA_MAX_BATCH   65536
+#define STRATA_MAX_CTX     (1 << 24)
+
 typedef struct strata_model strata_model;
 typedef struct strata_ctx   strata_ctx;
 
-// Message of the last failed call (process-wide; the TypeScript side serializes calls per engine).
-STRATA_API const char * strata_last_error(void);
+// The last error of one model or context, written into buf (NUL-terminated, cut to cap).
+// Returns the message's full length.
+STRATA_API int32_t strata_model_error(const strata_model * model, char * buf, int32_t cap);
+STRATA_API int32_t strata_ctx_error(const strata_ctx * ctx, char * buf, int32_t cap);
+
 // llama.cpp log lines at or above this level reach stderr: 0 none, 1 error, 2 warn, 3 info, 4 debug.
 STRATA_API void strata_log_level(int32_t level);
 // Registered backends, comma separated (e.g. "CPU" or "Vulkan,CPU"), written into buf.
 STRATA_API int32_t strata_backends(char * buf, int32_t cap);
 
 // Architecture of a GGUF file, from its header only. Returns the name length or a negative code.
-STRATA_API int32_t strata_file_arch(const char * path, char * buf, int32_t cap);
+STRATA_API int32_t strata_file_arch(const char * path, char * buf, int32_t cap, char * err, int32_t err_cap);
 
 // Loads layers [layer_start, layer_end) (layer_end <= 0: through the last layer).
-// vocab_only != 0 loads only the tokenizer and chat template.
+// vocab_only != 0 loads only the tokenizer and chat template. NULL on failure (why: err).
 STRATA_API strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t layer_end,
-                                            int32_t n_gpu_layers, int32_t vocab_only);
+                                            int32_t n_gpu_layers, int32_t vocab_only,
+                                            char * err, int32_t err_cap);
 STRATA_API void strata_model_free(strata_model * model);
 
 // Model facts, in this order: n_layer, n_embd, n_vocab, n_ctx_train, layer_start, layer_end,
@@ -46,7 +62,8 @@ STRATA_API void strata_model_free(strata_model * model);
 STRATA_API int32_t strata_model_facts(const strata_model * model, int64_t * out, int32_t cap);
 STRATA_API int32_t strata_model_arch(const strata_model * model, char * buf, int32_t cap);
 
-// Tokenizer and chat template (any load, vocab-only included).
+// Tokenizer and chat template (any load, vocab-only included). text holds len bytes (no NUL needed).
+// Returns the token count, which may exceed cap: call again with a larger buffer.
 STRATA_API int32_t strata_tokenize(const strata_model * model, const char * text, int32_t len,
                                    int32_t add_special, int32_t parse_special, int32_t * out, int32_t cap);
 STRATA_API int32_t strata_token_piece(const strata_model * model, int32_t token, char * buf, int32_t cap);
@@ -54,24 +71,33 @@ STRATA_API int32_t strata_token_is_eog(const strata_model * model, int32_t token
 // bos, eos, eot (-1 when absent).
 STRATA_API int32_t strata_special_tokens(const strata_model * model, int32_t * out, int32_t cap);
 STRATA_API int32_t strata_chat_template(const strata_model * model, char * buf, int32_t cap);
-// msgs holds n pairs "role\0content\0"; the formatted prompt goes to buf.
+// msgs holds n_msgs pairs "role\0content\0" in msgs_len bytes; the formatted prompt goes to buf.
 // Returns the full length (may exceed cap: call again with a larger buffer).
-STRATA_API int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32_t n_msgs,
-                                     int32_t add_assistant, char * buf, int32_t cap);
+STRATA_API int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32_t msgs_len, int32_t n_msgs,
+                                     int32_t add_assistant, char * buf, int32_t cap,
+                                     char * err, int32_t err_cap);
 
-// A context holds the unified KV pool of n_ctx cells shared by up to n_seq_max sequences.
+// A context holds the unified KV pool of n_ctx cells shared by up to n_seq_max sequences,
+// and one CPU thread pool of n_threads for its whole life.
 // capture != 0 enables strata_ctx_capture (reference runs only: it splits the graph).
 STRATA_API strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_max,
-                                       int32_t n_batch, int32_t n_threads, int32_t capture);
+                                       int32_t n_batch, int32_t n_threads, int32_t capture,
+                                       char * err, int32_t err_cap);
 STRATA_API void strata_ctx_free(strata_ctx * ctx);
+// Threads for later decodes: 1 to the pool's size.
 STRATA_API int32_t strata_ctx_threads(strata_ctx * ctx, int32_t n_threads);
 
-// One mixed batch: tokens (first range) or hidden states n_tokens x n_embd (other ranges),
-// with a position and a sequence per token. outputs marks the tokens whose result is wanted
-// (ranges without the output head return every token). Returns the number of outputs.
-STRATA_API int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens, const int32_t * tokens,
-                                 const float * hidden, const int32_t * pos, const int32_t * seq,
-                                 const uint8_t * outputs);
+// One mixed batch of n_tokens: token ids (first range, n_tokens of them) or hidden states
+// (other ranges, n_tokens x n_embd floats), with a position and a sequence per token.
+// outputs (n_tokens flags, or NULL) marks the tokens whose result is wanted (ranges without
+// the output head return every token). Each *_len is the array's element count and must
+// match. Returns the number of output rows.
+STRATA_API int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
+                                 const int32_t * tokens, int64_t tokens_len,
+                                 const float * hidden, int64_t hidden_len,
+                                 const int32_t * pos, int64_t pos_len,
+                                 const int32_t * seq, int64_t seq_len,
+                                 const uint8_t * outputs, int64_t outputs_len);
 // Width of one output row: n_vocab logits on the last range, n_embd hidden floats elsewhere.
 STRATA_API int32_t strata_output_dim(const strata_ctx * ctx);
 // Copies the last decode's output rows, in batch order. Returns floats written.

@@ -1,0 +1,155 @@
+// Run by c-api.test.ts under Deno: drives the flat C API straight through Deno FFI with
+// hostile arguments (oversized batches, NULL buffers, wrong lengths, absurd thread counts,
+// messages that run past their buffer), then decodes the same prompt as before them. Prints
+// one JSON object: each call's code and message, and whether the logits after equal those
+// before bit for bit. The process must survive all of it.
+import { synthModel } from "../../src/model/synth.ts";
+import { ensureNativeLibrary } from "../../server/engine/native/build.ts";
+import { cstr, ErrorBuffer, handleError, openStrata } from "../../server/engine/native/ffi.ts";
+
+const dir = Deno.makeTempDirSync();
+const path = `${dir}/llama.gguf`;
+Deno.writeFileSync(path, synthModel({ arch: "llama", seed: 5, weightType: "q8_0", nEmbd: 128, nFf: 256 }));
+const lib = openStrata(await ensureNativeLibrary("cpu"));
+const results: Record<string, string> = {};
+const fail = (name: string, code: number | bigint, message: string) =>
+  (results[name] = `${code}: ${message}`);
+
+const loadErr = new ErrorBuffer();
+const model = await lib.strata_model_load(cstr(path), 0, 0, 0, 0, loadErr.buf, loadErr.cap);
+if (!model) throw new Error(loadErr.message);
+const facts = new BigInt64Array(10);
+lib.strata_model_facts(model, facts, 10);
+const nVocab = Number(facts[2]);
+
+async function newCtx(nCtx: number, nSeq: number, nBatch: number, threads: number) {
+  const err = new ErrorBuffer();
+  const ctx = await lib.strata_ctx_new(model!, nCtx, nSeq, nBatch, threads, 0, err.buf, err.cap);
+  return { ctx, message: err.message };
+}
+const ok = await newCtx(256, 4, 64, 2);
+if (!ok.ctx) throw new Error(ok.message);
+const ctx = ok.ctx;
+const other = (await newCtx(128, 2, 16, 1)).ctx!;
+const ctxErr = (c: Deno.PointerObject) => handleError(lib, { ctx: c });
+
+const prompt = Int32Array.of(1, 17, 40, 200, 9);
+const n = prompt.length;
+const lastOnly = Uint8Array.from({ length: n }, (_, i) => (i === n - 1 ? 1 : 0));
+async function promptLogits(seq: number): Promise<Float32Array> {
+  const pos = Int32Array.from({ length: n }, (_, i) => i);
+  const seqs = new Int32Array(n).fill(seq);
+  const rows = await lib.strata_decode(ctx, n, prompt, BigInt(n), null, 0n, pos, BigInt(n), seqs, BigInt(n), lastOnly, BigInt(n));
+  if (rows !== 1) throw new Error(`decode: ${rows} ${ctxErr(ctx)}`);
+  const out = new Float32Array(nVocab);
+  lib.strata_outputs(ctx, out, BigInt(out.length));
+  return out;
+}
+const before = await promptLogits(0);
+
+// contexts: absurd sizes and thread counts are refused before anything is allocated
+for (
+  const [name, args] of [
+    ["ctx_huge_batch", [256, 4, 2 ** 31 - 1, 1]],
+    ["ctx_huge_cells", [2 ** 31 - 1, 4, 64, 1]],
+    ["ctx_absurd_threads", [256, 4, 64, 100_000]],
+    ["ctx_negative_threads", [256, 4, 64, -3]],
+    ["ctx_too_many_sequences", [256, 100_000, 64, 1]],
+  ] as const
+) {
+  const r = await newCtx(...(args as unknown as [number, number, number, number]));
+  fail(name, r.ctx ? 1 : 0, r.message);
+}
+{
+  const r = await lib.strata_ctx_new(null, 256, 4, 64, 1, 0, null, 0);
+  results["ctx_null_model"] = String(r === null ? 0 : 1);
+}
+
+// decode: every array checked against the batch's size
+const i32 = (k: number) => new Int32Array(k);
+const decodeCalls: Record<string, () => Promise<number>> = {
+  oversized_batch: () =>
+    lib.strata_decode(ctx, 1_000_000_000, prompt, BigInt(n), null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
+  null_tokens_with_length: () =>
+    lib.strata_decode(ctx, n, null, BigInt(n), null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
+  short_tokens: () =>
+    lib.strata_decode(ctx, n, prompt.subarray(0, 2), 2n, null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
+  tokens_length_lies: () =>
+    lib.strata_decode(ctx, n, prompt.subarray(0, 2), BigInt(n), null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
+  null_positions: () =>
+    lib.strata_decode(ctx, n, prompt, BigInt(n), null, 0n, null, 0n, i32(n), BigInt(n), null, 0n),
+  null_sequences_with_length: () =>
+    lib.strata_decode(ctx, n, prompt, BigInt(n), null, 0n, i32(n), BigInt(n), null, BigInt(n), null, 0n),
+  short_outputs: () =>
+    lib.strata_decode(ctx, n, prompt, BigInt(n), null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), new Uint8Array(1), 1n),
+  negative_length: () =>
+    lib.strata_decode(ctx, n, prompt, -1n, null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
+  hidden_to_first_range: () =>
+    lib.strata_decode(ctx, 1, null, 0n, new Float32Array(128), 128n, i32(1), 1n, i32(1), 1n, null, 0n),
+  unknown_sequence: () =>
+    lib.strata_decode(ctx, 1, prompt, 1n, null, 0n, i32(1), 1n, Int32Array.of(99), 1n, null, 0n),
+  token_outside_vocab: () =>
+    lib.strata_decode(ctx, 1, Int32Array.of(nVocab + 5), 1n, null, 0n, i32(1), 1n, i32(1), 1n, null, 0n),
+  zero_tokens: () => lib.strata_decode(ctx, 0, null, 0n, null, 0n, null, 0n, null, 0n, null, 0n),
+};
+for (const [name, call] of Object.entries(decodeCalls)) fail(`decode_${name}`, await call(), ctxErr(ctx));
+
+// errors are kept per context: a failure on another context leaves this one's message alone
+const mine = ctxErr(ctx);
+await lib.strata_decode(other, 1, prompt, 1n, null, 0n, i32(1), 1n, Int32Array.of(7), 1n, null, 0n);
+results["errors_per_context"] = JSON.stringify({ mine: ctxErr(ctx) === mine, other: ctxErr(other) });
+
+// reads and small calls: NULL buffers with a capacity, counts past what was given
+fail("outputs_null_buffer", lib.strata_outputs(ctx, null, 100n), ctxErr(ctx));
+fail("stats_null_buffer", lib.strata_ctx_stats(ctx, null, 4), ctxErr(ctx));
+fail("captured_null_buffer", lib.strata_ctx_captured(ctx, 0, null, 10n), ctxErr(ctx));
+fail("capture_layer_outside", lib.strata_ctx_capture(ctx, Int32Array.of(0, 999), 2), ctxErr(ctx));
+fail("capture_null_layers", lib.strata_ctx_capture(ctx, null, 3), ctxErr(ctx));
+fail("threads_zero", lib.strata_ctx_threads(ctx, 0), ctxErr(ctx));
+fail("threads_absurd", lib.strata_ctx_threads(ctx, 1_000_000), ctxErr(ctx));
+fail("release_unknown", lib.strata_seq_release(ctx, 4096), ctxErr(ctx));
+const modelErr = () => handleError(lib, { model: model! });
+fail("facts_null_buffer", lib.strata_model_facts(model, null, 10), modelErr());
+fail("tokenize_null_out", lib.strata_tokenize(model, cstr("hello"), 5, 0, 0, null, 64), modelErr());
+fail("tokenize_null_text", lib.strata_tokenize(model, null, 5, 0, 0, new Int32Array(8), 8), modelErr());
+fail("tokenize_negative_length", lib.strata_tokenize(model, cstr("hello"), -4, 0, 0, new Int32Array(8), 8), modelErr());
+fail("piece_null_buffer", lib.strata_token_piece(model, 5, null, 32), modelErr());
+fail("piece_outside_vocab", lib.strata_token_piece(model, -7, new Uint8Array(32), 32), modelErr());
+fail("arch_null_buffer", lib.strata_model_arch(model, null, 16), modelErr());
+fail("backends_null_buffer", lib.strata_backends(null, 64), "");
+fail("model_error_null_model", lib.strata_model_error(null, new Uint8Array(8), 8), "");
+{
+  // "user\0hi" without its last NUL: the content runs past the bytes given
+  const msgs = new TextEncoder().encode("user\0hi");
+  const err = new ErrorBuffer();
+  const r = lib.strata_chat_apply(cstr("chatml"), msgs, msgs.length, 1, 1, new Uint8Array(256), 256, err.buf, err.cap);
+  fail("chat_unterminated_message", r, err.message);
+  const err2 = new ErrorBuffer();
+  const ok2 = new TextEncoder().encode("user\0hi\0");
+  const r2 = lib.strata_chat_apply(cstr("chatml"), ok2, ok2.length, 5, 1, new Uint8Array(256), 256, err2.buf, err2.cap);
+  fail("chat_count_past_messages", r2, err2.message);
+  const err3 = new ErrorBuffer();
+  const r3 = lib.strata_chat_apply(cstr("chatml"), ok2, ok2.length, 1, 1, null, 256, err3.buf, err3.cap);
+  fail("chat_null_buffer", r3, err3.message);
+}
+{
+  const err = new ErrorBuffer();
+  const r = await lib.strata_model_load(cstr(`${dir}/missing.gguf`), 0, 0, 0, 0, err.buf, err.cap);
+  fail("load_missing_file", r ? 1 : 0, err.message);
+  const r2 = await lib.strata_model_load(null, 0, 0, 0, 0, null, 0);
+  results["load_null_path_no_error_buffer"] = String(r2 ? 1 : 0);
+}
+
+// after all of that: the same prompt in a fresh sequence gives the same logits, bit for bit
+lib.strata_seq_release(ctx, 0);
+const after = await promptLogits(1);
+results["same_logits_after"] = String(before.every((v, i) => Object.is(v, after[i])));
+const stats = new BigInt64Array(4);
+lib.strata_seq_release(ctx, 1);
+lib.strata_ctx_stats(ctx, stats, 4);
+results["cells_after_release"] = String(stats[1]);
+lib.strata_ctx_free(ctx);
+lib.strata_ctx_free(other);
+lib.strata_model_free(model);
+Deno.removeSync(dir, { recursive: true });
+console.log(JSON.stringify(results));
