@@ -9,7 +9,7 @@ import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
 import type { NodeInfo } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { sigma, tokenAgreement, top2 } from "../../src/parity/compare.ts";
-import { BATCH_TOLERANCE } from "../../src/parity/tolerance.ts";
+import { BATCH_TOLERANCE, CROSS_ENGINE_TOLERANCE } from "../../src/parity/tolerance.ts";
 import { GREEDY, type SamplingPolicy } from "../../src/route/driver.ts";
 import { parseHopUrl } from "../../src/route/hop-url.ts";
 import { choose } from "../../src/sampling/sampler.ts";
@@ -68,6 +68,7 @@ export async function runRouteParity(o: RouteParityOptions) {
     maxSessions: Math.max(16, o.sessions),
   });
   const run = { local, compression: o.compression ?? Compression.NONE };
+  const crossEngine = (o.engines ?? []).some((e) => e !== "native");
   try {
     const stagger = o.staggerMs ?? 40;
     // 1. alone, one session after another
@@ -75,14 +76,12 @@ export async function runRouteParity(o: RouteParityOptions) {
     for (let s = 0; s < o.sessions; s++) {
       alone.push((await generate(run, "alone", s, prompts[s], o.tokens, 0)).tokens);
     }
-    // f32 seams: the route alone is the whole model, token for token. q8 seams change the
-    // numbers: a divergence then counts only where the whole model itself was a near-tie
+    // f32 seams on the reference's engine: the route alone is the whole model, token for token.
+    // q8 seams, or a hop on another engine (WASM), change the numbers: a divergence then counts
+    // only where the whole model itself was a near-tie
+    const exact = run.compression === Compression.NONE && !crossEngine;
     const tieAlone = (s: number) =>
-      run.compression === Compression.NONE
-        ? 0
-        : policyFor(s).temperature > 0
-        ? SAMPLED_TIE_MARGIN
-        : BATCH_TOLERANCE.tieGapSigma;
+      exact ? 0 : policyFor(s).temperature > 0 ? SAMPLED_TIE_MARGIN : CROSS_ENGINE_TOLERANCE.tieGapSigma;
     const aloneVsWhole = alone.map((t, s) => tokenAgreement(reference[s], t, tieAlone(s)));
     // 2. together, staggered starts
     const together = await Promise.all(
@@ -121,9 +120,7 @@ export async function runRouteParity(o: RouteParityOptions) {
       s,
     ) => (cancelled.has(s) ? null : agree(reference[s], alone[s], r.tokens, s)));
 
-    const tokensMatch = aloneVsWhole.every((a) =>
-      run.compression === Compression.NONE ? a.kind === "identical" : a.kind !== "mismatch"
-    );
+    const tokensMatch = aloneVsWhole.every((a) => exact ? a.kind === "identical" : a.kind !== "mismatch");
     const togetherMatch = togetherVs.every((a) => a.kind !== "mismatch");
     const cancelOk = survivorsVs.every((a) => a === null || a.kind !== "mismatch") &&
       kvHeld.every((i) => i.info === null || i.info.kvCellsUsed === expectedCells) &&

@@ -5,7 +5,7 @@ import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import type { SeqId } from "../../src/engine/range-engine.ts";
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
 import { type Agreement, agreement, maxAbs, maxAbsDiff, type Step, top2 } from "../../src/parity/compare.ts";
-import { BATCH_TOLERANCE, hiddenTolerance } from "../../src/parity/tolerance.ts";
+import { BATCH_TOLERANCE, CROSS_ENGINE_TOLERANCE, hiddenTolerance } from "../../src/parity/tolerance.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { ShardProcess } from "../shard/shard-client.ts";
 import type { Shard, ShardBackend, ShardLoad } from "../shard/shard.ts";
@@ -75,6 +75,9 @@ export async function runParity(o: ParityOptions) {
       shards.push(host ? await host.load({ ...base, range }) : await ShardProcess.spawn({ ...base, range }));
     }
     const chain = new Chain(shards);
+    // another engine's kernels round differently: a greedy divergence is accepted only where
+    // the whole model itself nearly chose the other token (the near-tie rule)
+    const crossEngine = shards.some((p) => p.engineBackend !== whole.engineBackend);
     const seamLayers = o.split.slice(0, -1).map((r) => r.end - 1);
     const nVocab = whole.facts.nVocab;
 
@@ -115,7 +118,10 @@ export async function runParity(o: ParityOptions) {
         compared++;
         if (wTok !== rTok) {
           firstMismatch ??= { session: s, step, whole: wTok, route: rTok };
-          aloneDivergences.push({ session: s, ...agreement(wSteps, rSteps, BATCH_TOLERANCE) });
+          aloneDivergences.push({
+            session: s,
+            ...agreement(wSteps, rSteps, crossEngine ? CROSS_ENGINE_TOLERANCE : BATCH_TOLERANCE),
+          });
           break;
         }
         tokens = Int32Array.of(rTok);
@@ -159,9 +165,6 @@ export async function runParity(o: ParityOptions) {
     );
     const hiddenOk = seamDiff.every((d, k) => d <= seamTol[k] * Math.max(1, seamScale[k]));
     const tokensMatch = firstMismatch === null;
-    // another engine's kernels round differently: a greedy divergence is accepted only where
-    // the whole model itself nearly chose the other token (the batched runs' near-tie rule)
-    const crossEngine = shards.some((p) => p.engineBackend !== whole.engineBackend);
     const tokensAgree = tokensMatch ||
       (crossEngine && aloneDivergences.every((d) => d.kind === "near_tie"));
     const batchedMatch = agreements.every((a) => a.kind !== "mismatch");

@@ -74,8 +74,6 @@ const decodeCalls: Record<string, () => Promise<number>> = {
     lib.strata_decode(ctx, n, null, BigInt(n), null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
   short_tokens: () =>
     lib.strata_decode(ctx, n, prompt.subarray(0, 2), 2n, null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
-  tokens_length_lies: () =>
-    lib.strata_decode(ctx, n, prompt.subarray(0, 2), BigInt(n), null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
   null_positions: () =>
     lib.strata_decode(ctx, n, prompt, BigInt(n), null, 0n, null, 0n, i32(n), BigInt(n), null, 0n),
   null_sequences_with_length: () =>

@@ -35,7 +35,8 @@ describe.skipIf(!built || !chromium)("a volunteer tab in a route: native → bro
 
     // a chat through the tab: whole-model llama.cpp's greedy text, the tab in its telemetry
     expect(out.plain.status).toBe(200);
-    expect(out.plain.exact).toBe(true);
+    // the tab runs WASM, the reference native: exact, or parting only at a near-tie (reported)
+    expect(ok(out.plain), JSON.stringify(out.plain)).toBe(true);
     expect(out.plain.strata.nodes.map((n: { layers: string }) => n.layers)).toEqual([
       "0:10",
       "10:20",

@@ -588,10 +588,18 @@ int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
         { "outputs",   outputs, outputs_len, outputs ? n_tokens : 0 },
     };
     for (const arr & a : arrays) {
-        if (bad_buf(a.p, a.len) || (a.p && a.len != a.want) || (!a.p && a.want > 0)) {
-            return fail(e, STRATA_ERR_INPUT, std::string("decode: ") + a.name + " holds " + std::to_string(a.len) +
-                                             (a.p ? "" : " (NULL)") + " elements; a batch of " + std::to_string(n_tokens) +
-                                             " needs " + std::to_string(a.p || a.want ? a.want : 0));
+        const std::string name = std::string("decode: ") + a.name;
+        if (a.len < 0) return fail(e, STRATA_ERR_INPUT, name + " has a negative length");
+        if (!a.p && a.len > 0) {
+            return fail(e, STRATA_ERR_INPUT, name + " is NULL with a length of " + std::to_string(a.len));
+        }
+        if (!a.p && a.want > 0) {
+            return fail(e, STRATA_ERR_INPUT, name + " missing; a batch of " + std::to_string(n_tokens) + " needs " +
+                                             std::to_string(a.want));
+        }
+        if (a.p && a.len != a.want) {
+            return fail(e, STRATA_ERR_INPUT, name + " holds " + std::to_string(a.len) + " elements; a batch of " +
+                                             std::to_string(n_tokens) + " needs " + std::to_string(a.want));
         }
     }
     if (model.first() && (!tokens || hidden)) {

@@ -1,0 +1,60 @@
+import { describe, expect, it } from "vitest";
+import { denoRun, root } from "./strata.ts";
+
+describe("the flat C API cannot be crashed by its caller (Deno FFI, hostile arguments)", () => {
+  it("refuses every hostile call with a code and a message, keeps errors per context, and decodes the same after", async () => {
+    const r = await denoRun(`${root}test/integration/c-api.deno.ts`);
+    expect(r.code, r.stderr.slice(-3000)).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
+    const bounds = /^0: context: n_ctx in \[1, 16777216\], n_seq_max in \[1, 256\], n_batch in \[1, 65536\] and n_threads in \[1, 256\]/;
+    for (const k of ["ctx_huge_batch", "ctx_huge_cells", "ctx_absurd_threads", "ctx_negative_threads", "ctx_too_many_sequences"]) {
+      expect(out[k], k).toMatch(bounds);
+    }
+    expect(out.ctx_null_model).toBe("0");
+    expect(out.decode_oversized_batch).toBe("-1: batch of 1000000000 tokens; the context takes 1 to 64");
+    expect(out.decode_null_tokens_with_length).toBe("-1: decode: tokens is NULL with a length of 5");
+    expect(out.decode_short_tokens).toBe("-1: decode: tokens holds 2 elements; a batch of 5 needs 5");
+    expect(out.decode_null_positions).toBe("-1: decode: positions missing; a batch of 5 needs 5");
+    expect(out.decode_null_sequences_with_length).toBe("-1: decode: sequences is NULL with a length of 5");
+    expect(out.decode_short_outputs).toBe("-1: decode: outputs holds 1 elements; a batch of 5 needs 5");
+    expect(out.decode_negative_length).toBe("-1: decode: tokens has a negative length");
+    expect(out.decode_hidden_to_first_range).toBe("-1: the first layer range takes token ids, not hidden states");
+    expect(out.decode_unknown_sequence).toBe("-1: unknown sequence 99 (the context holds 4)");
+    expect(out.decode_token_outside_vocab).toMatch(/^-1: token id \d+ outside the vocabulary$/);
+    expect(out.decode_zero_tokens).toBe("-1: batch of 0 tokens; the context takes 1 to 64");
+    // another context's failure never overwrites this one's message
+    expect(JSON.parse(out.errors_per_context)).toEqual({
+      mine: true,
+      other: "unknown sequence 7 (the context holds 2)",
+    });
+    for (
+      const k of [
+        "outputs_null_buffer",
+        "stats_null_buffer",
+        "captured_null_buffer",
+        "capture_null_layers",
+        "facts_null_buffer",
+        "tokenize_null_out",
+        "tokenize_null_text",
+        "piece_null_buffer",
+        "arch_null_buffer",
+        "chat_null_buffer",
+      ]
+    ) expect(out[k], k).toMatch(/^-1: .*NULL/);
+    expect(out.tokenize_negative_length).toMatch(/^-1: .*negative length/);
+    expect(out.capture_layer_outside).toBe("-1: capture: layer 999 is not in [0, 6)");
+    expect(out.threads_zero).toBe("-1: threads: 1 to 2 (this context's pool), not 0");
+    expect(out.threads_absurd).toBe("-1: threads: 1 to 2 (this context's pool), not 1000000");
+    expect(out.release_unknown).toBe("-1: unknown sequence 4096");
+    expect(out.piece_outside_vocab).toBe("-1: token id -7 outside the vocabulary");
+    expect(out.backends_null_buffer).toBe("-1: ");
+    expect(out.model_error_null_model).toBe("-1: ");
+    expect(out.chat_unterminated_message).toBe("-1: chat: message 0 runs past the 7 bytes given");
+    expect(out.chat_count_past_messages).toBe("-1: chat: message 1 runs past the 8 bytes given");
+    expect(out.load_missing_file).toMatch(/^0: not a readable GGUF file: .*missing\.gguf$/);
+    expect(out.load_null_path_no_error_buffer).toBe("0");
+    // the process lived through all of it and computes exactly what it did before
+    expect(out.same_logits_after).toBe("true");
+    expect(out.cells_after_release).toBe("0");
+  });
+});
