@@ -39,7 +39,7 @@ const lastOnly = Uint8Array.from({ length: n }, (_, i) => (i === n - 1 ? 1 : 0))
 async function promptLogits(seq: number): Promise<Float32Array> {
   const pos = Int32Array.from({ length: n }, (_, i) => i);
   const seqs = new Int32Array(n).fill(seq);
-  const rows = await lib.strata_decode(ctx, n, prompt, BigInt(n), null, 0n, pos, BigInt(n), seqs, BigInt(n), lastOnly, BigInt(n));
+  const rows = await lib.strata_decode(ctx, n, prompt, n, null, 0, pos, n, seqs, n, lastOnly, n);
   if (rows !== 1) throw new Error(`decode: ${rows} ${ctxErr(ctx)}`);
   const out = new Float32Array(nVocab);
   lib.strata_outputs(ctx, out, BigInt(out.length));
@@ -69,32 +69,32 @@ for (
 const i32 = (k: number) => new Int32Array(k);
 const decodeCalls: Record<string, () => Promise<number>> = {
   oversized_batch: () =>
-    lib.strata_decode(ctx, 1_000_000_000, prompt, BigInt(n), null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
+    lib.strata_decode(ctx, 1_000_000_000, prompt, n, null, 0, i32(n), n, i32(n), n, null, 0),
   null_tokens_with_length: () =>
-    lib.strata_decode(ctx, n, null, BigInt(n), null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
+    lib.strata_decode(ctx, n, null, n, null, 0, i32(n), n, i32(n), n, null, 0),
   short_tokens: () =>
-    lib.strata_decode(ctx, n, prompt.subarray(0, 2), 2n, null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
+    lib.strata_decode(ctx, n, prompt.subarray(0, 2), 2, null, 0, i32(n), n, i32(n), n, null, 0),
   null_positions: () =>
-    lib.strata_decode(ctx, n, prompt, BigInt(n), null, 0n, null, 0n, i32(n), BigInt(n), null, 0n),
+    lib.strata_decode(ctx, n, prompt, n, null, 0, null, 0, i32(n), n, null, 0),
   null_sequences_with_length: () =>
-    lib.strata_decode(ctx, n, prompt, BigInt(n), null, 0n, i32(n), BigInt(n), null, BigInt(n), null, 0n),
+    lib.strata_decode(ctx, n, prompt, n, null, 0, i32(n), n, null, n, null, 0),
   short_outputs: () =>
-    lib.strata_decode(ctx, n, prompt, BigInt(n), null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), new Uint8Array(1), 1n),
+    lib.strata_decode(ctx, n, prompt, n, null, 0, i32(n), n, i32(n), n, new Uint8Array(1), 1),
   negative_length: () =>
-    lib.strata_decode(ctx, n, prompt, -1n, null, 0n, i32(n), BigInt(n), i32(n), BigInt(n), null, 0n),
+    lib.strata_decode(ctx, n, prompt, -1, null, 0, i32(n), n, i32(n), n, null, 0),
   hidden_to_first_range: () =>
-    lib.strata_decode(ctx, 1, null, 0n, new Float32Array(128), 128n, i32(1), 1n, i32(1), 1n, null, 0n),
+    lib.strata_decode(ctx, 1, null, 0, new Float32Array(128), 128, i32(1), 1, i32(1), 1, null, 0),
   unknown_sequence: () =>
-    lib.strata_decode(ctx, 1, prompt, 1n, null, 0n, i32(1), 1n, Int32Array.of(99), 1n, null, 0n),
+    lib.strata_decode(ctx, 1, prompt, 1, null, 0, i32(1), 1, Int32Array.of(99), 1, null, 0),
   token_outside_vocab: () =>
-    lib.strata_decode(ctx, 1, Int32Array.of(nVocab + 5), 1n, null, 0n, i32(1), 1n, i32(1), 1n, null, 0n),
-  zero_tokens: () => lib.strata_decode(ctx, 0, null, 0n, null, 0n, null, 0n, null, 0n, null, 0n),
+    lib.strata_decode(ctx, 1, Int32Array.of(nVocab + 5), 1, null, 0, i32(1), 1, i32(1), 1, null, 0),
+  zero_tokens: () => lib.strata_decode(ctx, 0, null, 0, null, 0, null, 0, null, 0, null, 0),
 };
 for (const [name, call] of Object.entries(decodeCalls)) fail(`decode_${name}`, await call(), ctxErr(ctx));
 
 // errors are kept per context: a failure on another context leaves this one's message alone
 const mine = ctxErr(ctx);
-await lib.strata_decode(other, 1, prompt, 1n, null, 0n, i32(1), 1n, Int32Array.of(7), 1n, null, 0n);
+await lib.strata_decode(other, 1, prompt, 1, null, 0, i32(1), 1, Int32Array.of(7), 1, null, 0);
 results["errors_per_context"] = JSON.stringify({ mine: ctxErr(ctx) === mine, other: ctxErr(other) });
 
 // reads and small calls: NULL buffers with a capacity, counts past what was given

@@ -115,15 +115,15 @@ async function run(m: Module, ctx: number, forced?: number[]) {
     new Uint8Array(heap(m)).set(input.map((_, k) => (k === n - 1 ? 1 : 0)), bufs[3]);
     const before = stats ? stats.mapWaits + stats.workDoneWaits : 0;
     const t = performance.now();
-    // each array with its element count (int64_t: BigInt)
-    const count = BigInt(n);
+    // each array with its element count
+    const count = n;
     const rows = await call(m, "strata_decode", "number", Array(12).fill("number"), [
       ctx,
       n,
       bufs[0],
       count,
       0,
-      0n,
+      0,
       bufs[1],
       count,
       bufs[2],

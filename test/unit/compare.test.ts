@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { agreement, maxAbsDiff, sigma, top2 } from "../../src/parity/compare.ts";
+import { agreement, forcedAgreement, maxAbsDiff, sigma, top2 } from "../../src/parity/compare.ts";
 
 const row = (...v: number[]) => Float32Array.from(v);
 const step = (token: number, logits: Float32Array) => ({ token, logits });
@@ -31,5 +31,19 @@ describe("parity comparisons", () => {
     // a wide gap is never a tie
     const wide = [step(6, logits(20, 5)), step(6, logits(25, 20))];
     expect(agreement(wide, close, tol)).toMatchObject({ kind: "mismatch", step: 1 });
+  });
+
+  it("judges teacher-forced runs step by step: a near-tie anywhere, drift nowhere", () => {
+    const tol = { tieGapSigma: 0.02, logitTolSigma: 0.02 };
+    const ref = [step(6, logits(20.1, 20)), step(6, logits(20, 5)), step(7, logits(20, 20.1))];
+    expect(forcedAgreement(ref, ref, tol)).toMatchObject({ kind: "identical", steps: 3, divergences: [] });
+    // both close calls flip (fed the same tokens, the later steps are still compared)
+    const flips = [step(7, logits(20.05, 20.1)), step(6, logits(20, 5)), step(6, logits(20.1, 20))];
+    const r = forcedAgreement(ref, flips, tol);
+    expect(r.kind).toBe("near_tie");
+    expect(r.divergences.map((d) => d.step)).toEqual([0, 2]);
+    // a flip at a wide gap, or any step's logits drifting past the tolerance, is a mismatch
+    expect(forcedAgreement(ref, [ref[0], step(7, logits(20, 5)), ref[2]], tol).kind).toBe("mismatch");
+    expect(forcedAgreement(ref, [ref[0], step(6, logits(21, 5)), ref[2]], tol).kind).toBe("mismatch");
   });
 });

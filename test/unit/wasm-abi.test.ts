@@ -16,20 +16,20 @@ describe("the WASM ABI", () => {
       8n,
       2048,
     ]);
-    // every array of a decode comes with its element count, an int64_t
-    expect(wasmArgs("strata_decode", [5, 2, 16, 2, 0, 0, 24, 2, 32, 2, 40, 2], false)).toEqual([
-      5,
+    // every array of a decode comes with its element count (int32_t: ASYNCIFY resumes it)
+    expect(wasmArgs("strata_decode", [5, 2, 16, 2, 0, 0, 24, 2, 32, 2, 40, 2], true)).toEqual([
+      5n,
       2,
-      16,
-      2n,
-      0,
+      16n,
+      2,
       0n,
-      24,
-      2n,
-      32,
-      2n,
-      40,
-      2n,
+      0,
+      24n,
+      2,
+      32n,
+      2,
+      40n,
+      2,
     ]);
   });
 

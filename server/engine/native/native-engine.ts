@@ -192,6 +192,6 @@ export class NativeEngine implements RangeEngine {
 }
 
 /** An array for the C API with its element count (NULL and 0 when absent). */
-function sized(a: Int32Array | Float32Array | Uint8Array | undefined): [BufferSource | null, bigint] {
-  return a ? [a as Uint8Array<ArrayBuffer>, BigInt(a.length)] : [null, 0n];
+function sized(a: Int32Array | Float32Array | Uint8Array | undefined): [BufferSource | null, number] {
+  return a ? [a as Uint8Array<ArrayBuffer>, a.length] : [null, 0];
 }

@@ -16,7 +16,7 @@ export const SIGNATURES = {
   strata_model_arch: "ppi",
   strata_ctx_new: "piiiiipi",
   strata_ctx_free: "p",
-  strata_decode: "piplplplplpl",
+  strata_decode: "pipipipipipi",
   strata_output_dim: "p",
   strata_outputs: "ppl",
   strata_seq_release: "pi",

@@ -564,11 +564,11 @@ int32_t strata_ctx_threads(strata_ctx * ctx, int32_t n_threads) {
 }
 
 int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
-                      const int32_t * tokens, int64_t tokens_len,
-                      const float * hidden, int64_t hidden_len,
-                      const int32_t * pos, int64_t pos_len,
-                      const int32_t * seq, int64_t seq_len,
-                      const uint8_t * outputs, int64_t outputs_len) {
+                      const int32_t * tokens, int32_t tokens_len,
+                      const float * hidden, int32_t hidden_len,
+                      const int32_t * pos, int32_t pos_len,
+                      const int32_t * seq, int32_t seq_len,
+                      const uint8_t * outputs, int32_t outputs_len) {
     if (!ctx) return STRATA_ERR_INPUT;
     err_slot & e = ctx->err;
     const strata_model & model = *ctx->model;

@@ -91,13 +91,14 @@ STRATA_API int32_t strata_ctx_threads(strata_ctx * ctx, int32_t n_threads);
 // (other ranges, n_tokens x n_embd floats), with a position and a sequence per token.
 // outputs (n_tokens flags, or NULL) marks the tokens whose result is wanted (ranges without
 // the output head return every token). Each *_len is the array's element count and must
-// match. Returns the number of output rows.
+// match (int32_t: an export with an int64_t parameter cannot resume after a WebGPU wait under
+// emscripten 3.1.6's ASYNCIFY). Returns the number of output rows.
 STRATA_API int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
-                                 const int32_t * tokens, int64_t tokens_len,
-                                 const float * hidden, int64_t hidden_len,
-                                 const int32_t * pos, int64_t pos_len,
-                                 const int32_t * seq, int64_t seq_len,
-                                 const uint8_t * outputs, int64_t outputs_len);
+                                 const int32_t * tokens, int32_t tokens_len,
+                                 const float * hidden, int32_t hidden_len,
+                                 const int32_t * pos, int32_t pos_len,
+                                 const int32_t * seq, int32_t seq_len,
+                                 const uint8_t * outputs, int32_t outputs_len);
 // Width of one output row: n_vocab logits on the last range, n_embd hidden floats elsewhere.
 STRATA_API int32_t strata_output_dim(const strata_ctx * ctx);
 // Copies the last decode's output rows, in batch order. Returns floats written.
