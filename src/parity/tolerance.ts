@@ -68,6 +68,9 @@ export const BATCH_TOLERANCE: BatchTolerance = { tieGapSigma: 0.5, logitTolSigma
  * AVX-512 pick different native kernels), so an exact token comparison that holds on one
  * machine fails on another. A differing pick is accepted only where the reference's top-2
  * gap is under tieGapSigma; every step's logits must stay within logitTolSigma.
- * MEASURED_BELOW
+ * Measured on SmolLM2 Q4_1, teacher-forced, against native whole-model CPU: WASM CPU 0.31–0.58 σ,
+ * WebGPU (lavapipe) 0.47–0.49 σ. On an AVX-512 Xeon built without AMX the first greedy step is a
+ * tie at 0.012 σ that WASM and WebGPU both pick the other way (token 2 vs 198); with AMX, or on
+ * AVX2, they agree. A skipped layer moves logits by several σ and fails.
  */
-export const CROSS_ENGINE_TOLERANCE: BatchTolerance = { tieGapSigma: 0.5, logitTolSigma: 1.5 };
+export const CROSS_ENGINE_TOLERANCE: BatchTolerance = { tieGapSigma: 0.5, logitTolSigma: 1.0 };

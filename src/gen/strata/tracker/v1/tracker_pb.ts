@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/tracker/v1/tracker.proto.
  */
 export const file_strata_tracker_v1_tracker: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvdHJhY2tlci92MS90cmFja2VyLnByb3RvEhFzdHJhdGEudHJhY2tlci52MSLWAQoLU2hhcmRBZHZlcnQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIOCgZlbmdpbmUYAyABKAkSEAoIa3ZfY2VsbHMYBCABKA0SFAoMbWF4X3Nlc3Npb25zGAUgASgNEhsKE2RlY29kZV90b2tlbnNfcGVyX3MYBiABKAISGAoQbWVtb3J5X2NhcF9ieXRlcxgHIAEoBBIUCgxhcnRpZmFjdF91cmwYCCABKAkiawoPUmVnaXN0ZXJSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkSDAoEdXJscxgDIAMoCRItCgVzaGFyZBgEIAEoCzIeLnN0cmF0YS50cmFja2VyLnYxLlNoYXJkQWR2ZXJ0Ij4KEFJlZ2lzdGVyUmVzcG9uc2USEAoIbGVhc2VfbXMYASABKAQSGAoQcm91dGVfcHVibGljX2tleRgCIAEoDCJoChBIZWFydGJlYXRSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkSEAoIc2Vzc2lvbnMYAyABKA0SFQoNa3ZfY2VsbHNfdXNlZBgEIAEoDRIOCgZxdWV1ZWQYBSABKA0iNQoRSGVhcnRiZWF0UmVzcG9uc2USDQoFa25vd24YASABKAgSEQoJYWRtaXNzaW9uGAIgASgJIl8KDFJvdXRlUmVxdWVzdBIXCg9hcnRpZmFjdF9zaGEyNTYYASABKAwSEgoKc2Vzc2lvbl9pZBgCIAEoCRINCgVjb3VudBgDIAEoDRITCgthdm9pZF9ub2RlcxgEIAMoCSKZAQoFUm91dGUSDQoFZXBvY2gYASABKAQSIQoEaG9wcxgCIAMoCzITLnN0cmF0YS5zZWFtLnYxLkhvcBIZChFtYXhfc2Vzc2lvbl9jZWxscxgDIAEoDRIMCgRuYW1lGAQgASgJEjUKEHNlYW1fY29tcHJlc3Npb24YBSABKA4yGy5zdHJhdGEuc2VhbS52MS5Db21wcmVzc2lvbiI5Cg1Sb3V0ZVJlc3BvbnNlEigKBnJvdXRlcxgBIAMoCzIYLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlIisKDExlYXZlUmVxdWVzdBINCgV0b2tlbhgBIAEoCRIMCgRub2RlGAIgASgJIh4KDUxlYXZlUmVzcG9uc2USDQoFa25vd24YASABKAgiDgoMTm9kZXNSZXF1ZXN0IqIBCglOb2RlU3RhdGUSDAoEbm9kZRgBIAEoCRIMCgR1cmxzGAIgAygJEi0KBXNoYXJkGAMgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQSEQoJYWRtaXNzaW9uGAQgASgJEgwKBGxpdmUYBSABKAgSEAoIc2Vzc2lvbnMYBiABKA0SFwoPcm91dGVzX2Fzc2lnbmVkGAcgASgEIjwKDU5vZGVzUmVzcG9uc2USKwoFbm9kZXMYASADKAsyHC5zdHJhdGEudHJhY2tlci52MS5Ob2RlU3RhdGUyoQMKDlRyYWNrZXJTZXJ2aWNlElMKCFJlZ2lzdGVyEiIuc3RyYXRhLnRyYWNrZXIudjEuUmVnaXN0ZXJSZXF1ZXN0GiMuc3RyYXRhLnRyYWNrZXIudjEuUmVnaXN0ZXJSZXNwb25zZRJWCglIZWFydGJlYXQSIy5zdHJhdGEudHJhY2tlci52MS5IZWFydGJlYXRSZXF1ZXN0GiQuc3RyYXRhLnRyYWNrZXIudjEuSGVhcnRiZWF0UmVzcG9uc2USSgoFTGVhdmUSHy5zdHJhdGEudHJhY2tlci52MS5MZWF2ZVJlcXVlc3QaIC5zdHJhdGEudHJhY2tlci52MS5MZWF2ZVJlc3BvbnNlEkoKBVJvdXRlEh8uc3RyYXRhLnRyYWNrZXIudjEuUm91dGVSZXF1ZXN0GiAuc3RyYXRhLnRyYWNrZXIudjEuUm91dGVSZXNwb25zZRJKCgVOb2RlcxIfLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVzcG9uc2ViBnByb3RvMw", [file_strata_seam_v1_seam]);
+  fileDesc("Ch9zdHJhdGEvdHJhY2tlci92MS90cmFja2VyLnByb3RvEhFzdHJhdGEudHJhY2tlci52MSLWAQoLU2hhcmRBZHZlcnQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIOCgZlbmdpbmUYAyABKAkSEAoIa3ZfY2VsbHMYBCABKA0SFAoMbWF4X3Nlc3Npb25zGAUgASgNEhsKE2RlY29kZV90b2tlbnNfcGVyX3MYBiABKAISGAoQbWVtb3J5X2NhcF9ieXRlcxgHIAEoBBIUCgxhcnRpZmFjdF91cmwYCCABKAkiawoPUmVnaXN0ZXJSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkSDAoEdXJscxgDIAMoCRItCgVzaGFyZBgEIAEoCzIeLnN0cmF0YS50cmFja2VyLnYxLlNoYXJkQWR2ZXJ0Ij4KEFJlZ2lzdGVyUmVzcG9uc2USEAoIbGVhc2VfbXMYASABKAQSGAoQcm91dGVfcHVibGljX2tleRgCIAEoDCJ9ChBIZWFydGJlYXRSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkSEAoIc2Vzc2lvbnMYAyABKA0SFQoNa3ZfY2VsbHNfdXNlZBgEIAEoDRIOCgZxdWV1ZWQYBSABKA0SEwoLc2Vzc2lvbl9pZHMYBiADKAkiNQoRSGVhcnRiZWF0UmVzcG9uc2USDQoFa25vd24YASABKAgSEQoJYWRtaXNzaW9uGAIgASgJIl8KDFJvdXRlUmVxdWVzdBIXCg9hcnRpZmFjdF9zaGEyNTYYASABKAwSEgoKc2Vzc2lvbl9pZBgCIAEoCRINCgVjb3VudBgDIAEoDRITCgthdm9pZF9ub2RlcxgEIAMoCSKZAQoFUm91dGUSDQoFZXBvY2gYASABKAQSIQoEaG9wcxgCIAMoCzITLnN0cmF0YS5zZWFtLnYxLkhvcBIZChFtYXhfc2Vzc2lvbl9jZWxscxgDIAEoDRIMCgRuYW1lGAQgASgJEjUKEHNlYW1fY29tcHJlc3Npb24YBSABKA4yGy5zdHJhdGEuc2VhbS52MS5Db21wcmVzc2lvbiI5Cg1Sb3V0ZVJlc3BvbnNlEigKBnJvdXRlcxgBIAMoCzIYLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlIiEKC0RvbmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiIAoMRG9uZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgNIisKDExlYXZlUmVxdWVzdBINCgV0b2tlbhgBIAEoCRIMCgRub2RlGAIgASgJIh4KDUxlYXZlUmVzcG9uc2USDQoFa25vd24YASABKAgiDgoMTm9kZXNSZXF1ZXN0IrABCglOb2RlU3RhdGUSDAoEbm9kZRgBIAEoCRIMCgR1cmxzGAIgAygJEi0KBXNoYXJkGAMgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQSEQoJYWRtaXNzaW9uGAQgASgJEgwKBGxpdmUYBSABKAgSEAoIc2Vzc2lvbnMYBiABKA0SFwoPcm91dGVzX2Fzc2lnbmVkGAcgASgEEgwKBGxvYWQYCCABKA0iPAoNTm9kZXNSZXNwb25zZRIrCgVub2RlcxgBIAMoCzIcLnN0cmF0YS50cmFja2VyLnYxLk5vZGVTdGF0ZTLqAwoOVHJhY2tlclNlcnZpY2USUwoIUmVnaXN0ZXISIi5zdHJhdGEudHJhY2tlci52MS5SZWdpc3RlclJlcXVlc3QaIy5zdHJhdGEudHJhY2tlci52MS5SZWdpc3RlclJlc3BvbnNlElYKCUhlYXJ0YmVhdBIjLnN0cmF0YS50cmFja2VyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaJC5zdHJhdGEudHJhY2tlci52MS5IZWFydGJlYXRSZXNwb25zZRJKCgVMZWF2ZRIfLnN0cmF0YS50cmFja2VyLnYxLkxlYXZlUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLkxlYXZlUmVzcG9uc2USSgoFUm91dGUSHy5zdHJhdGEudHJhY2tlci52MS5Sb3V0ZVJlcXVlc3QaIC5zdHJhdGEudHJhY2tlci52MS5Sb3V0ZVJlc3BvbnNlEkcKBERvbmUSHi5zdHJhdGEudHJhY2tlci52MS5Eb25lUmVxdWVzdBofLnN0cmF0YS50cmFja2VyLnYxLkRvbmVSZXNwb25zZRJKCgVOb2RlcxIfLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVzcG9uc2ViBnByb3RvMw", [file_strata_seam_v1_seam]);
 
 /**
  * @generated from message strata.tracker.v1.ShardAdvert
@@ -166,6 +166,15 @@ export type HeartbeatRequest = Message<"strata.tracker.v1.HeartbeatRequest"> & {
    * @generated from field: uint32 queued = 5;
    */
   queued: number;
+
+  /**
+   * the ids of the sessions open on the node: with the routes handed out but not yet
+   * reported, they are the node's exact load (empty from a node that does not list them:
+   * the tracker then counts `sessions`)
+   *
+   * @generated from field: repeated string session_ids = 6;
+   */
+  sessionIds: string[];
 };
 
 /**
@@ -299,6 +308,45 @@ export const RouteResponseSchema: GenMessage<RouteResponse> = /*@__PURE__*/
   messageDesc(file_strata_tracker_v1_tracker, 7);
 
 /**
+ * a gateway's session has ended (released, cancelled or never opened): its route no longer
+ * counts against its nodes
+ *
+ * @generated from message strata.tracker.v1.DoneRequest
+ */
+export type DoneRequest = Message<"strata.tracker.v1.DoneRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message strata.tracker.v1.DoneRequest.
+ * Use `create(DoneRequestSchema)` to create a new message.
+ */
+export const DoneRequestSchema: GenMessage<DoneRequest> = /*@__PURE__*/
+  messageDesc(file_strata_tracker_v1_tracker, 8);
+
+/**
+ * @generated from message strata.tracker.v1.DoneResponse
+ */
+export type DoneResponse = Message<"strata.tracker.v1.DoneResponse"> & {
+  /**
+   * nodes whose claim for the session was dropped (0: none held one)
+   *
+   * @generated from field: uint32 released = 1;
+   */
+  released: number;
+};
+
+/**
+ * Describes the message strata.tracker.v1.DoneResponse.
+ * Use `create(DoneResponseSchema)` to create a new message.
+ */
+export const DoneResponseSchema: GenMessage<DoneResponse> = /*@__PURE__*/
+  messageDesc(file_strata_tracker_v1_tracker, 9);
+
+/**
  * @generated from message strata.tracker.v1.LeaveRequest
  */
 export type LeaveRequest = Message<"strata.tracker.v1.LeaveRequest"> & {
@@ -318,7 +366,7 @@ export type LeaveRequest = Message<"strata.tracker.v1.LeaveRequest"> & {
  * Use `create(LeaveRequestSchema)` to create a new message.
  */
 export const LeaveRequestSchema: GenMessage<LeaveRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 8);
+  messageDesc(file_strata_tracker_v1_tracker, 10);
 
 /**
  * @generated from message strata.tracker.v1.LeaveResponse
@@ -337,7 +385,7 @@ export type LeaveResponse = Message<"strata.tracker.v1.LeaveResponse"> & {
  * Use `create(LeaveResponseSchema)` to create a new message.
  */
 export const LeaveResponseSchema: GenMessage<LeaveResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 9);
+  messageDesc(file_strata_tracker_v1_tracker, 11);
 
 /**
  * @generated from message strata.tracker.v1.NodesRequest
@@ -350,7 +398,7 @@ export type NodesRequest = Message<"strata.tracker.v1.NodesRequest"> & {
  * Use `create(NodesRequestSchema)` to create a new message.
  */
 export const NodesRequestSchema: GenMessage<NodesRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 10);
+  messageDesc(file_strata_tracker_v1_tracker, 12);
 
 /**
  * @generated from message strata.tracker.v1.NodeState
@@ -384,6 +432,8 @@ export type NodeState = Message<"strata.tracker.v1.NodeState"> & {
   live: boolean;
 
   /**
+   * sessions the node reported open in its last heartbeat
+   *
    * @generated from field: uint32 sessions = 6;
    */
   sessions: number;
@@ -392,6 +442,14 @@ export type NodeState = Message<"strata.tracker.v1.NodeState"> & {
    * @generated from field: uint64 routes_assigned = 7;
    */
   routesAssigned: bigint;
+
+  /**
+   * sessions counted against the node now: routes handed out and not yet done, and
+   * sessions it reports open (each once)
+   *
+   * @generated from field: uint32 load = 8;
+   */
+  load: number;
 };
 
 /**
@@ -399,7 +457,7 @@ export type NodeState = Message<"strata.tracker.v1.NodeState"> & {
  * Use `create(NodeStateSchema)` to create a new message.
  */
 export const NodeStateSchema: GenMessage<NodeState> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 11);
+  messageDesc(file_strata_tracker_v1_tracker, 13);
 
 /**
  * @generated from message strata.tracker.v1.NodesResponse
@@ -416,7 +474,7 @@ export type NodesResponse = Message<"strata.tracker.v1.NodesResponse"> & {
  * Use `create(NodesResponseSchema)` to create a new message.
  */
 export const NodesResponseSchema: GenMessage<NodesResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 12);
+  messageDesc(file_strata_tracker_v1_tracker, 14);
 
 /**
  * @generated from service strata.tracker.v1.TrackerService
@@ -449,12 +507,25 @@ export const TrackerService: GenService<{
     output: typeof LeaveResponseSchema;
   },
   /**
+   * a route for one session; ResourceExhausted when complete routes exist but every one is at
+   * its session limit (wait and ask again), Unavailable when none exists
+   *
    * @generated from rpc strata.tracker.v1.TrackerService.Route
    */
   route: {
     methodKind: "unary";
     input: typeof RouteRequestSchema;
     output: typeof RouteResponseSchema;
+  },
+  /**
+   * the gateway's session ended: its claims on the route's nodes are dropped at once
+   *
+   * @generated from rpc strata.tracker.v1.TrackerService.Done
+   */
+  done: {
+    methodKind: "unary";
+    input: typeof DoneRequestSchema;
+    output: typeof DoneResponseSchema;
   },
   /**
    * @generated from rpc strata.tracker.v1.TrackerService.Nodes
