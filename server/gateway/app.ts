@@ -1,9 +1,11 @@
 // The gateway: the OpenAI API on hono. It tokenizes with the model's own tokenizer and
-// chat template, asks the tracker for a route, drives it, streams SSE, and reports
-// Generation Telemetry in each response and on /metrics.
+// chat template, asks the tracker for a route (waiting in a fair queue while every route is
+// busy), drives it, streams SSE, and reports Generation Telemetry in each response and on
+// /metrics.
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
-import { ApiError, type GenerationRequest, parseRequest } from "../../src/gateway/openai.ts";
+import { ApiError, type GenerationRequest, parseRequest, RateLimited } from "../../src/gateway/openai.ts";
+import { type AdmissionOptions, DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { fileFacts } from "../model/facts.ts";
 import { artifactManifest } from "../artifacts/manifest.ts";
@@ -17,6 +19,7 @@ import { Dialer } from "../seam/dialer.ts";
 import { log } from "../util/log.ts";
 import { generate, type GenerationContext, promptTokens, routeError } from "./generate.ts";
 import { Metrics } from "./metrics.ts";
+import { RouteGate } from "./route-gate.ts";
 
 export interface GatewayOptions {
   readonly modelPath: string;
@@ -29,6 +32,8 @@ export interface GatewayOptions {
   readonly port: number;
   /** serve the volunteer page and its API (needs the relay's secret and the node token) */
   readonly volunteer?: VolunteerOptions;
+  /** the queue of requests waiting for a busy route (default: 64 waiting, 30 s each) */
+  readonly admission?: Partial<AdmissionOptions>;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -41,9 +46,9 @@ export async function startGateway(o: GatewayOptions) {
   const artifact = hexToBytes(manifest.artifact);
   const tracker = trackerClient(o.trackerUrl);
   const dialer = await Dialer.connect(o.relay);
+  const gate = new RouteGate(tracker.client, artifact, { ...DEFAULT_ADMISSION, ...o.admission });
   const ctx: GenerationContext = {
     tokenizer,
-    tracker: tracker.client,
     dialer,
     artifact,
     nCtxTrain: facts.nCtxTrain,
@@ -53,6 +58,7 @@ export async function startGateway(o: GatewayOptions) {
 
   app.onError((e, c) => {
     const err = e instanceof ApiError ? e : routeError(e);
+    if (err instanceof RateLimited) c.header("Retry-After", String(err.retryAfterS));
     return c.json(err.body(), err.status as 400);
   });
   app.notFound((c) => c.json(new ApiError(404, `no route ${c.req.method} ${c.req.path}`).body(), 404));
@@ -71,7 +77,10 @@ export async function startGateway(o: GatewayOptions) {
     const nEmbdKv = nEmbd * (metaNumber(h, `${arch}.attention.head_count_kv`) ?? nHead) / nHead;
     await volunteerRoutes(app, o.volunteer, { manifest, nEmbdKv, modelName: o.modelName }, tracker.client);
   }
-  app.get("/metrics", (c) => c.text(metrics.text(), 200, { "content-type": "text/plain; version=0.0.4" }));
+  app.get(
+    "/metrics",
+    (c) => c.text(metrics.text(gate.admission.stats()), 200, { "content-type": "text/plain; version=0.0.4" }),
+  );
 
   app.use("/v1/*", async (c, next) => {
     if (o.apiKeys.length === 0) return await next();
@@ -116,7 +125,8 @@ export async function startGateway(o: GatewayOptions) {
         );
       }
       const ids = promptTokens(tokenizer, req);
-      return req.stream ? stream(c, req, ids) : await complete(c, req, ids);
+      const key = apiKeyOf(c.req.header("authorization"));
+      return req.stream ? await stream(c, req, ids, key) : await complete(c, req, ids, key);
     });
   }
 
@@ -148,8 +158,27 @@ export async function startGateway(o: GatewayOptions) {
         choices: [{ index: 0, text: text ?? "", finish_reason: finish, logprobs: null }],
       };
 
+  /** Whose line a request waits in: its API key when the gateway checks keys, else everyone's. */
+  const apiKeyOf = (auth: string | undefined) => {
+    const key = auth?.startsWith("Bearer ") ? auth.slice(7) : "";
+    return o.apiKeys.includes(key) ? key : "";
+  };
+
+  /** A route, after a wait in the queue if every one is busy; a refusal counts in /metrics. */
+  async function lease(kind: string, key: string, signal: AbortSignal, avoid: string[] = []) {
+    try {
+      return await gate.acquire(key, signal, avoid);
+    } catch (e) {
+      metrics.request(kind, routeError(e).status);
+      throw e;
+    }
+  }
+
+  // The route is taken before the event stream starts: a refusal is a real 429 with
+  // Retry-After (clients retry those), and the client sees no 200 it must then take back.
   // deno-lint-ignore no-explicit-any
-  function stream(c: any, req: GenerationRequest, ids: Int32Array) {
+  async function stream(c: any, req: GenerationRequest, ids: Int32Array, key: string) {
+    const held = await lease(req.kind, key, c.req.raw.signal);
     const id = `${req.kind === "chat" ? "chatcmpl" : "cmpl"}-${crypto.randomUUID()}`;
     const created = now();
     return streamSSE(c, async (sse) => {
@@ -161,6 +190,7 @@ export async function startGateway(o: GatewayOptions) {
         }
         const g = await generate(
           ctx,
+          held,
           req,
           ids,
           gone.signal,
@@ -190,23 +220,27 @@ export async function startGateway(o: GatewayOptions) {
         metrics.request(req.kind, err.status);
         log.warn("generation failed", { error: err.message });
         if (!gone.signal.aborted) await sse.writeSSE({ data: JSON.stringify(err.body()) });
+      } finally {
+        await held.end();
       }
       if (!gone.signal.aborted) await sse.writeSSE({ data: "[DONE]" });
     });
   }
 
   // deno-lint-ignore no-explicit-any
-  async function complete(c: any, req: GenerationRequest, ids: Int32Array) {
-    // a non-streamed request runs to its end (Deno.serve's request signal also fires on success)
-    const gone = new AbortController();
+  async function complete(c: any, req: GenerationRequest, ids: Int32Array, key: string) {
+    // aborts when the client disconnects (deno.json opts out of Deno.serve's legacy abort on
+    // success): its route is cancelled, or it leaves the queue
+    const gone: AbortSignal = c.req.raw.signal;
     // nothing has reached the client yet: a route that fails is retried once on other nodes
     let g;
     let attempts = 0;
     const avoid: string[] = [];
     for (let attempt = 0;; attempt++) {
       attempts = attempt + 1;
+      const held = await lease(req.kind, key, gone, avoid);
       try {
-        g = await generate(ctx, req, ids, gone.signal, () => {}, avoid);
+        g = await generate(ctx, held, req, ids, gone, () => {});
         break;
       } catch (e) {
         const err = routeError(e);
@@ -216,6 +250,8 @@ export async function startGateway(o: GatewayOptions) {
         }
         avoid.push(...(await failedNodes(err.message)));
         log.warn("route failed, retrying on other nodes", { error: err.message, avoid });
+      } finally {
+        await held.end();
       }
     }
     const summary = { ...g.telemetry.summary(), attempts };
@@ -253,6 +289,7 @@ export async function startGateway(o: GatewayOptions) {
   return {
     url,
     close: async () => {
+      gate.admission.close();
       await server.shutdown();
       dialer.close();
       tracker.close();

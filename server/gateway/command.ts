@@ -9,6 +9,7 @@ import type { VolunteerOptions } from "./volunteer.ts";
 import { fileFacts } from "../model/facts.ts";
 import { parseSplit } from "../../src/engine/layer-range.ts";
 import { sseData } from "../../src/gateway/sse.ts";
+import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
 
@@ -40,6 +41,18 @@ export function gatewayCommand(): Command {
       "--node-token <token>",
       "the tracker's node token, used for volunteer tabs (or STRATA_NODE_TOKEN)",
     )
+    .option(
+      "--queue-max <n>",
+      "requests that may wait while every route is busy; past it a request gets 429",
+      int("queue-max"),
+      DEFAULT_ADMISSION.maxWaiting,
+    )
+    .option(
+      "--queue-timeout-ms <n>",
+      "the longest a request waits for a busy route before it gets 429",
+      int("queue-timeout-ms"),
+      DEFAULT_ADMISSION.timeoutMs,
+    )
     .action(async (o) => {
       const { path, name } = await resolveModel(o.model);
       const { host, port } = hostPort(o.listen);
@@ -67,6 +80,7 @@ export function gatewayCommand(): Command {
         relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
         host,
         port,
+        admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
       });
       console.log(JSON.stringify({ event: "ready", url: g.url, pid: Deno.pid }));
       await untilSignal();

@@ -1,19 +1,19 @@
-// One generation for the gateway: a route from the tracker, the prompt through it, tokens
+// One generation for the gateway: the prompt through a route the tracker handed out, tokens
 // turned into text (held back at a possible stop sequence or a split UTF-8 character), and
 // the session released or cancelled.
 import { ConnectError } from "@connectrpc/connect";
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
-import { ApiError, type GenerationRequest } from "../../src/gateway/openai.ts";
+import { ApiError, type GenerationRequest, RateLimited } from "../../src/gateway/openai.ts";
+import { ClientLeft, QueueRefused } from "../../src/gateway/admission.ts";
 import { StopMatcher } from "../../src/gateway/stop.ts";
 import { GenerationTelemetry } from "../../src/gateway/telemetry.ts";
 import { RouteSession } from "../../src/route/driver.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { Dialer } from "../seam/dialer.ts";
-import type { trackerClient } from "../node/tracker-client.ts";
+import type { RouteLease } from "./route-gate.ts";
 
 export interface GenerationContext {
   readonly tokenizer: Tokenizer;
-  readonly tracker: ReturnType<typeof trackerClient>["client"];
   readonly dialer: Dialer;
   readonly artifact: Uint8Array;
   readonly nCtxTrain: number;
@@ -48,6 +48,8 @@ export function promptTokens(tok: Tokenizer, req: GenerationRequest): Int32Array
 /** Maps a route failure to the OpenAI error a client sees. */
 export function routeError(e: unknown): ApiError {
   if (e instanceof ApiError) return e;
+  if (e instanceof QueueRefused) return new RateLimited(e.message, e.retryAfterS);
+  if (e instanceof ClientLeft) return new ApiError(499, e.message, "server_error", "cancelled");
   if (e instanceof ConnectError) {
     return new ApiError(503, `no route: ${e.rawMessage}`, "server_error", "no_route");
   }
@@ -62,23 +64,18 @@ export function routeError(e: unknown): ApiError {
 }
 
 /**
- * Generates; `onText` gets each releasable piece. `avoid` names nodes a previous attempt
- * lost. Cancels the route when `signal` aborts.
+ * Generates on the lease's route; `onText` gets each releasable piece. Cancels the route when
+ * `signal` aborts. The caller ends the lease.
  */
 export async function generate(
   ctx: GenerationContext,
+  lease: Pick<RouteLease, "sessionId" | "route">,
   req: GenerationRequest,
   ids: Int32Array,
   signal: AbortSignal,
   onText: (piece: string) => void | Promise<void>,
-  avoid: string[] = [],
 ): Promise<Generated> {
-  const sessionId = crypto.randomUUID();
-  const { routes } = await ctx.tracker.route(
-    { artifactSha256: ctx.artifact, sessionId, count: 1, avoidNodes: avoid },
-    { timeoutMs: 10_000 },
-  );
-  const route = routes[0];
+  const { sessionId, route } = lease;
   const cap = contextCap(ctx.nCtxTrain, route.maxSessionCells);
   const maxNew = req.maxTokens ?? cap - ids.length;
   if (ids.length + maxNew > cap || maxNew < 1) {
@@ -90,6 +87,7 @@ export async function generate(
       "max_tokens",
     );
   }
+  if (signal.aborted) throw new SeamError("cancelled", "the client went away");
   const telemetry = new GenerationTelemetry(route.name);
   const session = await RouteSession.open(
     ctx.dialer.dial,
@@ -108,6 +106,7 @@ export async function generate(
   );
   const abort = () => void session.cancel();
   signal.addEventListener("abort", abort);
+  if (signal.aborted) abort(); // the client left while the session opened
   const tok = ctx.tokenizer;
   const out: number[] = [];
   const stop = new StopMatcher(req.stop);
@@ -122,31 +121,41 @@ export async function generate(
   let finishReason: "stop" | "length" = "length";
   let hitStop = false;
   try {
-    for await (const r of session.generate(ids, maxNew, (t) => tok.isEndOfGeneration(t))) {
-      if (signal.aborted) throw new SeamError("cancelled", "the client went away");
-      telemetry.step(r.telemetry);
-      if (tok.isEndOfGeneration(r.token)) {
-        finishReason = "stop";
-        break;
+    // a session whose KV cells ran out (its own cap, or the node's pool ran short and it gave
+    // way) ends like one that reached max_tokens: finish_reason length, the text so far
+    let kvEnded = false;
+    try {
+      for await (const r of session.generate(ids, maxNew, (t) => tok.isEndOfGeneration(t))) {
+        if (signal.aborted) throw new SeamError("cancelled", "the client went away");
+        telemetry.step(r.telemetry);
+        if (tok.isEndOfGeneration(r.token)) {
+          finishReason = "stop";
+          break;
+        }
+        out.push(r.token);
+        const tail = tok.detokenize(out.slice(base));
+        if (tail.endsWith("\uFFFD")) continue; // a character split across tokens
+        clean += tail;
+        base = out.length;
+        const { release, stopped } = stop.update(clean);
+        if (release) await show(release);
+        if (stopped) {
+          finishReason = "stop";
+          hitStop = true;
+          break;
+        }
       }
-      out.push(r.token);
-      const tail = tok.detokenize(out.slice(base));
-      if (tail.endsWith("\uFFFD")) continue; // a character split across tokens
-      clean += tail;
-      base = out.length;
-      const { release, stopped } = stop.update(clean);
-      if (release) await show(release);
-      if (stopped) {
-        finishReason = "stop";
-        hitStop = true;
-        break;
-      }
+    } catch (e) {
+      if (!(e instanceof SeamError && e.code === "context_full")) throw e;
+      kvEnded = true;
+      finishReason = "length";
     }
     if (!hitStop) {
       const rest = stop.flush();
       if (rest) await show(rest);
     }
-    await session.release();
+    if (kvEnded) await session.cancel();
+    else await session.release();
   } catch (e) {
     await session.cancel();
     throw e;

@@ -1,5 +1,6 @@
 // Gateway metrics in Prometheus text format.
 import type { NodeShare } from "../../src/gateway/telemetry.ts";
+import type { QueueStats } from "../../src/gateway/admission.ts";
 
 type Labels = Record<string, string>;
 
@@ -61,7 +62,8 @@ export class Metrics {
     }
   }
 
-  text(): string {
+  /** Everything counted, and the admission queue as it stands now. */
+  text(queue?: QueueStats): string {
     const lines: string[] = [];
     const seen = new Set<string>();
     for (const [k, v] of [...this.#values].sort()) {
@@ -75,6 +77,36 @@ export class Metrics {
       }
       lines.push(`${k.replace("{}", "")} ${v}`);
     }
+    if (queue) lines.push(...queueLines(queue));
     return lines.join("\n") + "\n";
   }
+}
+
+/** The admission queue: depth now, totals, and how long admitted requests waited. */
+export function queueLines(q: QueueStats): string[] {
+  const family = (
+    name: string,
+    type: string,
+    help: string,
+  ) => [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`];
+  return [
+    ...family("strata_queue_depth", "gauge", "requests waiting for a busy route now"),
+    `strata_queue_depth ${q.waiting}`,
+    ...family("strata_queue_requests_total", "counter", "requests that waited for a busy route"),
+    `strata_queue_requests_total ${q.queued}`,
+    ...family("strata_queue_refused_total", "counter", "requests refused with 429, by reason"),
+    `strata_queue_refused_total{reason="queue_full"} ${q.refused.queue_full}`,
+    `strata_queue_refused_total{reason="timeout"} ${q.refused.timeout}`,
+    ...family("strata_queue_left_total", "counter", "waiting requests whose client went away"),
+    `strata_queue_left_total ${q.left}`,
+    ...family(
+      "strata_queue_wait_seconds",
+      "summary",
+      "time admitted requests waited (quantiles over the last 1024)",
+    ),
+    `strata_queue_wait_seconds{quantile="0.5"} ${q.wait.p50Ms / 1000}`,
+    `strata_queue_wait_seconds{quantile="0.95"} ${q.wait.p95Ms / 1000}`,
+    `strata_queue_wait_seconds_sum ${q.wait.sumMs / 1000}`,
+    `strata_queue_wait_seconds_count ${q.wait.count}`,
+  ];
 }

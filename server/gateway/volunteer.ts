@@ -126,6 +126,7 @@ export async function volunteerRoutes(
       engine: string;
       decodeTokensPerS: number;
       kvCells: number;
+      sessionCells: number;
       maxSessions: number;
       memoryCapBytes: number;
     }>(c.req.raw);
@@ -139,6 +140,7 @@ export async function volunteerRoutes(
         range: b.range,
         engine: String(b.engine),
         kvCells: b.kvCells,
+        sessionCells: Number(b.sessionCells) || 0,
         maxSessions: b.maxSessions,
         decodeTokensPerS: b.decodeTokensPerS,
         memoryCapBytes: BigInt(Math.max(0, Math.floor(b.memoryCapBytes))),
@@ -149,12 +151,20 @@ export async function volunteerRoutes(
   });
 
   app.post("/volunteer/api/heartbeat", async (c) => {
-    const b = await json<{ token: string; sessions: number; kvCellsUsed: number; queued: number }>(c.req.raw);
+    const b = await json<{
+      token: string;
+      sessions: number;
+      sessionIds?: unknown;
+      kvCellsUsed: number;
+      queued: number;
+    }>(c.req.raw);
     const node = await nameOf(b.token);
     const r = await tracker.heartbeat({
       token: o.nodeToken,
       node,
       sessions: b.sessions,
+      // a page without the list sends none: the tracker then counts `sessions`
+      sessionIds: Array.isArray(b.sessionIds) ? b.sessionIds.filter((s) => typeof s === "string") : [],
       kvCellsUsed: b.kvCellsUsed,
       queued: b.queued,
     }, { timeoutMs: 5000 });

@@ -55,7 +55,16 @@ export function nodeCommand(): Command {
     )
     .option("--wasm64", "with --engine wasm: the 64-bit-memory build (needs emscripten ≥ 4.0)")
     .option("--threads <n>", "engine threads", int("threads"), navigator.hardwareConcurrency)
-    .option("--kv-cells <n>", "KV cells shared by all sessions", int("kv-cells"), 8192)
+    .option(
+      "--kv-cells <n>",
+      "KV cells of all sessions (batch-invariant: each session has kv-cells / max-sessions of its own)",
+      int("kv-cells"),
+      8192,
+    )
+    .option(
+      "--no-batch-invariant",
+      "one KV pool shared by all sessions and the CPU's fastest kernels: faster prefill, but a greedy answer may change with who else is asking",
+    )
     .option("--max-sessions <n>", "concurrent Route Sessions", int("max-sessions"), 16)
     .option("--batch-tokens <n>", "most tokens in one engine call", int("batch-tokens"), 512)
     .option("--lease-ms <n>", "release a session idle this long", int("lease-ms"), 300_000)
@@ -94,6 +103,7 @@ export function nodeCommand(): Command {
         threads: o.engine === "wasm" ? Math.min(o.threads, WASM_MAX_THREADS) : o.threads,
         kvCells: o.kvCells,
         maxSessions: o.maxSessions,
+        batchInvariant: o.batchInvariant !== false,
         batchTokens: o.batchTokens,
         leaseMs: o.leaseMs,
         routeKey: key ? await importPublicRouteKey(key) : undefined,

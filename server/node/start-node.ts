@@ -36,6 +36,8 @@ export interface NodeConfig {
   readonly memory64?: boolean;
   readonly threads: number;
   readonly kvCells: number;
+  /** batch-invariant decoding (default true): see ShardSpec.batchInvariant */
+  readonly batchInvariant?: boolean;
   readonly maxSessions: number;
   readonly batchTokens: number;
   readonly leaseMs: number;
@@ -77,6 +79,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     maxSequences: c.maxSessions,
     batchTokens: c.batchTokens,
     threads: c.threads,
+    batchInvariant: c.batchInvariant ?? true,
   };
   const wasm = c.engine === "wasm";
   const [artifact, loaded] = await Promise.all([
@@ -109,6 +112,8 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       maxBatchTokens: c.batchTokens,
       maxQueuedPerSession: 64,
       kvCells: c.kvCells,
+      // batch-invariant engines give each session a stream of its own
+      kvCellsPerSession: (await loaded.memory()).kvCellsPerSequence,
       yieldBeforeBatch: wasm,
     },
     leaseMs: c.leaseMs,
@@ -137,6 +142,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       range: { start: c.range.start, end: c.range.end },
       engine: label,
       kvCells: c.kvCells,
+      sessionCells: (await loaded.memory()).kvCellsPerSequence,
       maxSessions: c.maxSessions,
       decodeTokensPerS: tokensPerS,
       memoryCapBytes: BigInt(wasm ? (c.memory64 ? WASM64_MEMORY_CAP : WASM32_MEMORY_CAP) : 0),

@@ -43,20 +43,28 @@ export async function joinTracker(
   );
   const every = Math.max(200, Math.round(Number(reg.leaseMs) / 3));
   let stopped = false;
+  // one beat at a time: a late beat arriving after a newer one would report stale sessions
+  let beating = false;
   const beat = async () => {
-    if (stopped) return;
+    if (stopped || beating) return;
+    beating = true;
     try {
-      const info = await node()?.info();
+      const n = node();
+      const info = await n?.info();
       const r = await client.heartbeat({
         token,
         node: name,
         sessions: info?.sessions ?? 0,
+        // sampled after info(): the freshest list the tracker can get
+        sessionIds: n?.sessionIds() ?? [],
         kvCellsUsed: info?.kvCellsUsed ?? 0,
         queued: info?.queued ?? 0,
       }, { timeoutMs: every });
       if (!r.known) await register();
     } catch (e) {
       log.warn("heartbeat failed", { tracker: url, error: e instanceof Error ? e.message : String(e) });
+    } finally {
+      beating = false;
     }
   };
   const timer = setInterval(() => void beat(), every);

@@ -5,7 +5,13 @@ import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import type { SeqId } from "../../src/engine/range-engine.ts";
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
 import { type Agreement, agreement, maxAbs, maxAbsDiff, type Step, top2 } from "../../src/parity/compare.ts";
-import { BATCH_TOLERANCE, CROSS_ENGINE_TOLERANCE, hiddenTolerance } from "../../src/parity/tolerance.ts";
+import {
+  BATCH_TOLERANCE,
+  bitIdentical,
+  CROSS_ENGINE_TOLERANCE,
+  EXACT,
+  hiddenTolerance,
+} from "../../src/parity/tolerance.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { ShardProcess } from "../shard/shard-client.ts";
 import type { Shard, ShardBackend, ShardLoad } from "../shard/shard.ts";
@@ -147,7 +153,8 @@ export async function runParity(o: ParityOptions) {
     const release = withRelease.release!;
     const maxBatchTokens = together.maxBatchTokens;
     const maxBatchSessions = together.maxBatchSessions;
-    const tol = BATCH_TOLERANCE;
+    // batch-invariant engines: batched equals alone bit for bit, before and after a release
+    const tol = EXACT;
     const afterRelease = prompts.map((_, s) =>
       s === 0 ? null : agreement(aloneRoute[s], withRelease.steps[s], tol)
     );
@@ -158,7 +165,7 @@ export async function runParity(o: ParityOptions) {
     // released: exactly its cells; the others keep theirs and go on as they would alone
     const releaseOk = release.cells_freed.every((c) => c === release.cells_expected) &&
       release.others_cells_kept &&
-      afterRelease.every((a) => a === null || a.kind !== "mismatch");
+      afterRelease.every((a) => a === null || bitIdentical(a));
     // a seam is held to the loosest engine upstream of it; the reference is native
     const seamTol = seamLayers.map((_, k) =>
       hiddenTolerance(whole.engineBackend, shards.slice(0, k + 1).map((p) => p.engineBackend))
@@ -167,7 +174,7 @@ export async function runParity(o: ParityOptions) {
     const tokensMatch = firstMismatch === null;
     const tokensAgree = tokensMatch ||
       (crossEngine && aloneDivergences.every((d) => d.kind === "near_tie"));
-    const batchedMatch = agreements.every((a) => a.kind !== "mismatch");
+    const batchedMatch = agreements.every(bitIdentical);
     const report = {
       model: o.modelName,
       arch: whole.facts.arch,

@@ -11,6 +11,8 @@ export interface NodeRecord {
   readonly end: number;
   readonly engine: string;
   readonly kvCells: number;
+  /** the most cells one session may hold there */
+  readonly sessionCells: number;
   readonly maxSessions: number;
   readonly tokensPerS: number;
   /** where it serves its range's bytes of the artifact ("" = it does not) */
@@ -37,6 +39,10 @@ export class TrackerStore {
     if (!columns.some((c) => c.name === "artifact_url")) {
       this.#db.exec("alter table nodes add column artifact_url text not null default ''");
     }
+    // databases from before per-session cells (0: as many as the node's kv_cells)
+    if (!columns.some((c) => c.name === "session_cells")) {
+      this.#db.exec("alter table nodes add column session_cells integer not null default 0");
+    }
   }
 
   meta(key: string): string | undefined {
@@ -53,7 +59,7 @@ export class TrackerStore {
   saveNode(n: NodeRecord): void {
     this.#db.prepare(
       `insert or replace into nodes (node, urls, artifact, layer_start, layer_end, engine, kv_cells, max_sessions,
-       tokens_per_s, admission, updated_at, artifact_url) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       tokens_per_s, admission, updated_at, artifact_url, session_cells) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(
       n.node,
       JSON.stringify(n.urls),
@@ -67,6 +73,7 @@ export class TrackerStore {
       n.admission,
       Date.now(),
       n.artifactUrl,
+      n.sessionCells,
     );
   }
 
@@ -87,6 +94,7 @@ export class TrackerStore {
       end: Number(r.layer_end),
       engine: String(r.engine),
       kvCells: Number(r.kv_cells),
+      sessionCells: Number(r.session_cells) || Number(r.kv_cells),
       maxSessions: Number(r.max_sessions),
       tokensPerS: Number(r.tokens_per_s),
       artifactUrl: String(r.artifact_url ?? ""),

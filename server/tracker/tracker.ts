@@ -5,6 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { HopSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import {
+  type DoneRequest,
   type HeartbeatRequest,
   type LeaveRequest,
   NodeStateSchema,
@@ -15,7 +16,8 @@ import {
 } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import { signTicket } from "../../src/route/ticket.ts";
 import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../../src/route/keys.ts";
-import { type Candidate, disjointRoutes } from "../../src/tracker/select.ts";
+import { type Candidate, disjointRoutes, noRouteReason } from "../../src/tracker/select.ts";
+import { SessionLoad } from "../../src/tracker/load.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { sha256File } from "../model/hash.ts";
 import { Dialer } from "../seam/dialer.ts";
@@ -56,11 +58,13 @@ export function routeCompression(policy: SeamCompressionPolicy, hopUrls: readonl
 
 interface Live {
   lastBeat: number;
+  /** sessions the node reported open in its last heartbeat */
   sessions: number;
-  /** routes handed out since the last heartbeat: load the node has not reported yet */
-  pending: number;
   assigned: number;
 }
+
+/** A claim its node never reports is dropped after this long (or a lease, if longer). */
+export const CLAIM_TTL_MS = 15_000;
 
 function sameSecret(a: string, b: string): boolean {
   const x = new TextEncoder().encode(a);
@@ -86,6 +90,12 @@ export async function startTracker(o: TrackerOptions) {
   const dialer = await Dialer.connect(o.relay);
   const records = new Map(store.nodes().map((r) => [r.node, r]));
   const live = new Map<string, Live>();
+  // a claim per node for each route handed out, plus what heartbeats report: exact load
+  const loads = new SessionLoad({
+    claimTtlMs: Math.max(CLAIM_TTL_MS, o.leaseMs),
+    // a heartbeat older than a lease says nothing any more
+    doneQuietMs: o.leaseMs,
+  });
   // epochs only grow, across restarts too
   let epoch = BigInt(Date.now()) * 1000n;
 
@@ -156,6 +166,7 @@ export async function startTracker(o: TrackerOptions) {
         end: s.range.end,
         engine: s.engine,
         kvCells: s.kvCells,
+        sessionCells: Math.min(s.sessionCells || s.kvCells, s.kvCells),
         maxSessions: s.maxSessions,
         tokensPerS: s.decodeTokensPerS,
         artifactUrl: s.artifactUrl,
@@ -163,12 +174,9 @@ export async function startTracker(o: TrackerOptions) {
       };
       records.set(rec.node, rec);
       store.saveNode(rec);
-      live.set(rec.node, {
-        lastBeat: Date.now(),
-        sessions: 0,
-        pending: 0,
-        assigned: live.get(rec.node)?.assigned ?? 0,
-      });
+      live.set(rec.node, { lastBeat: Date.now(), sessions: 0, assigned: live.get(rec.node)?.assigned ?? 0 });
+      // a node registering again lost whatever it held
+      loads.forget(rec.node);
       log.info("node registered", { node: rec.node, layers: `${rec.start}:${rec.end}`, urls: rec.urls });
       void admit(rec);
       return { leaseMs: BigInt(o.leaseMs), routePublicKey: keys.publicRaw };
@@ -178,13 +186,13 @@ export async function startTracker(o: TrackerOptions) {
       auth(req.token);
       const rec = records.get(req.node);
       if (!rec) return { known: false, admission: "" };
-      const l = live.get(req.node);
+      const now = Date.now();
       live.set(req.node, {
-        lastBeat: Date.now(),
+        lastBeat: now,
         sessions: req.sessions,
-        pending: 0,
-        assigned: l?.assigned ?? 0,
+        assigned: live.get(req.node)?.assigned ?? 0,
       });
+      loads.report(req.node, { sessions: req.sessions, sessionIds: req.sessionIds }, now);
       return { known: true, admission: rec.admission };
     },
 
@@ -192,9 +200,15 @@ export async function startTracker(o: TrackerOptions) {
       auth(req.token);
       const known = records.delete(req.node);
       live.delete(req.node);
+      loads.forget(req.node);
       store.deleteNode(req.node);
       if (known) log.info("node left", { node: req.node });
       return { known };
+    },
+
+    done(req: DoneRequest) {
+      if (!req.sessionId) throw new ConnectError("done names a session", Code.InvalidArgument);
+      return { released: loads.done(req.sessionId, Date.now()) };
     },
 
     async route(req: RouteRequest) {
@@ -214,9 +228,10 @@ export async function startTracker(o: TrackerOptions) {
           node: r.node,
           url: r.urls[0],
           range: { start: r.start, end: r.end },
-          load: (l.sessions + l.pending) / Math.max(1, r.maxSessions),
+          load: loads.load(r.node, now) / Math.max(1, r.maxSessions),
           tokensPerS: r.tokensPerS,
           kvCells: r.kvCells,
+          sessionCells: r.sessionCells,
         });
       }
       // every disjoint route, least loaded first: independent requests spread over them
@@ -225,6 +240,10 @@ export async function startTracker(o: TrackerOptions) {
       all.sort((a, b) => load(a) - load(b));
       const chosen = all.slice(0, Math.max(1, req.count));
       if (chosen.length === 0) {
+        // full is not absent: a gateway waits for a full route, and fails on no route
+        if (noRouteReason(cands, reference.nLayer) === "busy") {
+          throw new ConnectError("all routes are busy", Code.ResourceExhausted);
+        }
         throw new ConnectError("no complete route of admitted, live nodes", Code.Unavailable);
       }
       // a node reachable only through the relay (a browser tab) can dial only through it too
@@ -235,12 +254,11 @@ export async function startTracker(o: TrackerOptions) {
             ? records.get(c.node)!.urls.find((u) => u.startsWith("relay+")) ?? c.url
             : c.url
         );
-      // count the load before any await: concurrent requests must see each other
+      // claim before any await: concurrent requests must see each other
       const picked = chosen.map((rt) => {
         for (const c of rt) {
-          const l = live.get(c.node)!;
-          l.pending++;
-          l.assigned++;
+          live.get(c.node)!.assigned++;
+          loads.claim(c.node, req.sessionId, now);
         }
         return { rt, urls: hopUrls(rt), e: ++epoch };
       });
@@ -265,8 +283,8 @@ export async function startTracker(o: TrackerOptions) {
               ),
             })
           )),
-          // a session may take at most what the smallest node holds for all its sessions
-          maxSessionCells: Math.min(...rt.map((c) => c.kvCells)),
+          // a session may take at most what the tightest node lets one session hold
+          maxSessionCells: Math.min(...rt.map((c) => c.sessionCells)),
           name: rt.map((c) => c.node).join("+"),
         })
       ));
@@ -285,6 +303,7 @@ export async function startTracker(o: TrackerOptions) {
               range: { start: r.start, end: r.end },
               engine: r.engine,
               kvCells: r.kvCells,
+              sessionCells: r.sessionCells,
               maxSessions: r.maxSessions,
               decodeTokensPerS: r.tokensPerS,
               artifactUrl: r.artifactUrl,
@@ -293,6 +312,7 @@ export async function startTracker(o: TrackerOptions) {
             live: isLive(r.node, now),
             sessions: live.get(r.node)?.sessions ?? 0,
             routesAssigned: BigInt(live.get(r.node)?.assigned ?? 0),
+            load: loads.load(r.node, now),
           })
         ),
       };

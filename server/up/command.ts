@@ -8,6 +8,7 @@ import { resolveModel } from "../model/fetch.ts";
 import { upStateFile } from "../gateway/command.ts";
 import { backendOption, int, nativeBackend, untilSignal } from "../util/options.ts";
 import { up } from "./up.ts";
+import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
 
@@ -23,6 +24,23 @@ export function upCommand(): Command {
     .option("--port <n>", "gateway port (0: any free port)", (v) => Number(v), 8080)
     .option("--api-key <key>", "require this bearer key at the gateway (repeatable)", collect)
     .option("--lease-ms <n>", "node lease at the tracker", int("lease-ms"), 5000)
+    .option(
+      "--max-sessions <n>",
+      "concurrent Route Sessions per node (the node's default: 16)",
+      int("max-sessions"),
+    )
+    .option(
+      "--queue-max <n>",
+      "requests the gateway lets wait while every route is busy; past it 429",
+      int("queue-max"),
+      DEFAULT_ADMISSION.maxWaiting,
+    )
+    .option(
+      "--queue-timeout-ms <n>",
+      "the longest a request waits at the gateway for a busy route before 429",
+      int("queue-timeout-ms"),
+      DEFAULT_ADMISSION.timeoutMs,
+    )
     .option(
       "--browser-shard <a:b>",
       "host this range of the split in a headless Chromium tab on the volunteer page (needs chromium)",
@@ -62,6 +80,8 @@ export function upCommand(): Command {
         gatewayListen: `127.0.0.1:${o.port}`,
         apiKeys: o.apiKey ?? [],
         leaseMs: o.leaseMs,
+        maxSessions: o.maxSessions,
+        admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
         dbPath: `${dir}/tracker.db`,
         // set it to let more nodes join this network by hand
         nodeToken: Deno.env.get("STRATA_NODE_TOKEN"),

@@ -18,6 +18,10 @@ export interface UpOptions {
   readonly gatewayListen: string;
   readonly apiKeys: string[];
   readonly leaseMs: number;
+  /** concurrent sessions per node (the node's own default when absent) */
+  readonly maxSessions?: number;
+  /** the gateway's queue for busy routes */
+  readonly admission?: { readonly maxWaiting: number; readonly timeoutMs: number };
   readonly dbPath: string;
   /** nodes' registration token at the tracker (a fresh one when absent) */
   readonly nodeToken?: string;
@@ -111,6 +115,7 @@ export async function up(o: UpOptions): Promise<Network> {
             threads: o.threads,
           }),
           ...(wasm ? ["--engine", "wasm"] : ["--backend", o.backend]),
+          ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
           // volunteers download from the nodes that hold their layers, too
           "--serve-artifact",
           "127.0.0.1:0",
@@ -140,6 +145,9 @@ export async function up(o: UpOptions): Promise<Network> {
       "--relay-token",
       await peerToken(relaySecret, "gateway"),
       ...o.apiKeys.flatMap((k) => ["--api-key", k]),
+      ...(o.admission
+        ? ["--queue-max", String(o.admission.maxWaiting), "--queue-timeout-ms", String(o.admission.timeoutMs)]
+        : []),
       "--volunteers",
       o.split.map(formatRange).join(","),
     ], { STRATA_RELAY_SECRET: relaySecret, STRATA_NODE_TOKEN: nodeToken });

@@ -23,7 +23,7 @@ export interface ModelFacts {
 export interface ShardSpec {
   readonly modelPath: string;
   readonly range: LayerRange | "whole";
-  /** KV pool shared by all sequences, in cells (one cell = one token of one sequence). */
+  /** KV cells for all sequences (one cell = one token of one sequence). */
   readonly kvCells: number;
   readonly maxSequences: number;
   /** Most tokens one decode call may carry. */
@@ -31,6 +31,19 @@ export interface ShardSpec {
   readonly threads: number;
   /** Layers offloaded to a GPU backend (0 = CPU). */
   readonly gpuLayers?: number;
+  /**
+   * Batch-invariant decoding (the default): a sequence's outputs are bit-identical alone or
+   * batched with any others. Each sequence then holds at most kvCells / maxSequences cells.
+   * false: one pool shared by all (a sequence may grow to kvCells), faster prefill.
+   */
+  readonly batchInvariant?: boolean;
+}
+
+/** The context flags of the C API (strata.h) for a spec. */
+export const CTX_CAPTURE = 1;
+export const CTX_BATCH_INVARIANT = 2;
+export function contextFlags(spec: ShardSpec, capture = false): number {
+  return (capture ? CTX_CAPTURE : 0) | (spec.batchInvariant === false ? 0 : CTX_BATCH_INVARIANT);
 }
 
 /**
@@ -60,6 +73,8 @@ export interface EngineMemory {
   readonly kvBytes: number;
   readonly sequencesOpen: number;
   readonly maxSequences: number;
+  /** the cells one sequence may hold: kvCells, or its own stream's share when batch-invariant */
+  readonly kvCellsPerSequence: number;
 }
 
 export interface RangeEngine {

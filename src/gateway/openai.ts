@@ -17,6 +17,13 @@ export class ApiError extends Error {
   }
 }
 
+/** 429 with Retry-After: busy now, worth trying again after `retryAfterS`. */
+export class RateLimited extends ApiError {
+  constructor(message: string, readonly retryAfterS: number) {
+    super(429, message, "requests", "rate_limit_exceeded");
+  }
+}
+
 export interface ChatMessage {
   readonly role: "system" | "user" | "assistant" | "developer";
   readonly content: string;

@@ -94,6 +94,11 @@ export class ShardNode {
     }
   };
 
+  /** The ids of the sessions open here: heartbeats list them, so the tracker's load is exact. */
+  sessionIds(): string[] {
+    return [...this.#sessions.keys()];
+  }
+
   async info(): Promise<NodeInfo> {
     const f = this.engine.facts;
     const m = await this.engine.memory();

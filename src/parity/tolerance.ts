@@ -63,6 +63,17 @@ export interface BatchTolerance {
 export const BATCH_TOLERANCE: BatchTolerance = { tieGapSigma: 0.5, logitTolSigma: 0.5 };
 
 /**
+ * Batched vs alone on batch-invariant engines (the default, `ShardSpec.batchInvariant`): each
+ * sequence has its own KV stream and the CPU runs the same kernel for every batch shape, so a
+ * session's logits are bit-identical alone and batched. Nothing is a near-tie.
+ */
+export const EXACT: BatchTolerance = { tieGapSigma: 0, logitTolSigma: 0 };
+
+/** Whether a comparison under EXACT passed: same tokens, logits equal bit for bit. */
+export const bitIdentical = (a: { kind: string; maxDiffSigma?: number }) =>
+  a.kind === "identical" && a.maxDiffSigma === 0;
+
+/**
  * Across engines or backends (native x86 SIMD vs WASM SIMD vs WebGPU vs Vulkan), fed the same
  * tokens: kernels round differently, and which way depends on the CPU's SIMD width (AVX2 vs
  * AVX-512 pick different native kernels), so an exact token comparison that holds on one

@@ -32,8 +32,13 @@ export interface BatcherLimits {
   readonly maxBatchTokens: number;
   /** most steps queued per session before its sender is pushed back */
   readonly maxQueuedPerSession: number;
-  /** KV cells this shard may promise to sessions in total */
+  /** KV cells of this shard, all sessions together */
   readonly kvCells: number;
+  /**
+   * Most cells one session may hold. Batch-invariant engines give each session its own stream
+   * of kvCells / maxSessions cells; a shared pool lets one session grow to kvCells (default).
+   */
+  readonly kvCellsPerSession?: number;
   /**
    * The engine computes on this thread (a browser tab's WASM engine): frames that arrived
    * during a batch wait as tasks behind it, so give the event loop a turn before picking the
@@ -52,7 +57,11 @@ interface Pending {
 
 interface SessionSlot {
   readonly seq: SeqId;
-  readonly reservedCells: number;
+  /** the cells it asked for at open: a cap, never reserved up front */
+  readonly maxCells: number;
+  /** cells its accepted steps hold or will hold once they run */
+  cells: number;
+  readonly opened: number;
   readonly queue: Pending[];
   lastUsed: number;
 }
@@ -60,7 +69,10 @@ interface SessionSlot {
 export interface BatcherStats {
   readonly sessions: number;
   readonly queued: number;
+  /** cells the open sessions hold or will hold once their queued steps run */
   readonly reservedCells: number;
+  /** sessions ended because the shared KV pool ran short */
+  readonly preempted: number;
   readonly batches: number;
   readonly lastBatchTokens: number;
   readonly lastBatchSessions: number;
@@ -71,7 +83,9 @@ export interface BatcherStats {
 
 export class Batcher {
   readonly #sessions = new Map<string, SessionSlot>();
-  #reserved = 0;
+  #held = 0;
+  #opened = 0;
+  #preempted = 0;
   #running = false;
   #stats = {
     batches: 0,
@@ -84,18 +98,23 @@ export class Batcher {
 
   constructor(private readonly engine: RangeEngine, private readonly limits: BatcherLimits) {}
 
-  /** Admits a session within the KV budget, or refuses it with kv_full. */
-  open(sessionId: string, maxTokens: number, now = Date.now()): void {
+  get #perSession(): number {
+    return Math.min(this.limits.kvCellsPerSession ?? this.limits.kvCells, this.limits.kvCells);
+  }
+
+  /**
+   * Admits a session that may grow to maxCells (its cap: prompt + new tokens). Nothing is
+   * reserved: cells are claimed step by step as the session needs them.
+   */
+  open(sessionId: string, maxCells: number, now = Date.now()): void {
     if (this.#sessions.has(sessionId)) {
       throw new SeamError("malformed", `session ${sessionId} is already open`);
     }
-    if (!(maxTokens > 0)) throw new SeamError("malformed", "a session must ask for at least one KV cell");
-    if (this.#reserved + maxTokens > this.limits.kvCells) {
+    if (!(maxCells > 0)) throw new SeamError("malformed", "a session must ask for at least one KV cell");
+    if (maxCells > this.#perSession) {
       throw new SeamError(
         "kv_full",
-        `KV budget: ${maxTokens} cells asked, ${
-          this.limits.kvCells - this.#reserved
-        } of ${this.limits.kvCells} free`,
+        `KV budget: ${maxCells} cells asked; one session holds at most ${this.#perSession} here`,
       );
     }
     let seq: SeqId;
@@ -104,8 +123,14 @@ export class Batcher {
     } catch (e) {
       throw e instanceof EngineError ? new SeamError("kv_full", e.message) : e;
     }
-    this.#reserved += maxTokens;
-    this.#sessions.set(sessionId, { seq, reservedCells: maxTokens, queue: [], lastUsed: now });
+    this.#sessions.set(sessionId, {
+      seq,
+      maxCells,
+      cells: 0,
+      opened: ++this.#opened,
+      queue: [],
+      lastUsed: now,
+    });
   }
 
   /** Queues a step; resolves with its outputs once the batch that carried it ran. */
@@ -113,6 +138,7 @@ export class Batcher {
     let s: SessionSlot, n: number;
     try {
       ({ s, n } = this.#admit(sessionId, step));
+      this.#claim(sessionId, s, n);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -138,16 +164,50 @@ export class Batcher {
     if (!Number.isInteger(n) || n < 1 || n > this.limits.maxBatchTokens) {
       throw new SeamError("bad_tensor", `a step of ${n} tokens (1 to ${this.limits.maxBatchTokens})`);
     }
+    if (s.cells + n > s.maxCells) {
+      throw new SeamError(
+        "context_full",
+        `session ${sessionId} holds ${s.cells} of its ${s.maxCells} KV cells; ${n} more do not fit`,
+      );
+    }
     return { s, n };
   }
 
+  /**
+   * Claims n cells for a step. When the shared pool runs short, the youngest sessions give
+   * way (ended with context_full, their cells freed), down to the one asking: the oldest
+   * sessions, which hold the most work, run to their end.
+   */
+  #claim(sessionId: string, s: SessionSlot, n: number): void {
+    while (this.#held + n > this.limits.kvCells) {
+      let youngest: [string, SessionSlot] | undefined;
+      for (const e of this.#sessions) if (!youngest || e[1].opened > youngest[1].opened) youngest = e;
+      if (!youngest || youngest[0] === sessionId) {
+        throw new SeamError(
+          "context_full",
+          `the KV pool is full: ${
+            this.limits.kvCells - this.#held
+          } of ${this.limits.kvCells} cells free, ${n} asked`,
+        );
+      }
+      this.#preempted++;
+      void this.release(youngest[0], "preempted: the KV pool ran short", "context_full").catch(() => {});
+    }
+    s.cells += n;
+    this.#held += n;
+  }
+
   /** Cancels queued steps and frees the session's KV; the others are untouched. */
-  async release(sessionId: string, why = "released"): Promise<void> {
+  async release(
+    sessionId: string,
+    why = "released",
+    code: "cancelled" | "context_full" = "cancelled",
+  ): Promise<void> {
     const s = this.#sessions.get(sessionId);
     if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
     this.#sessions.delete(sessionId);
-    this.#reserved -= s.reservedCells;
-    for (const p of s.queue.splice(0)) p.reject(new SeamError("cancelled", `session ${sessionId} ${why}`));
+    this.#held -= s.cells;
+    for (const p of s.queue.splice(0)) p.reject(new SeamError(code, `session ${sessionId} ${why}`));
     await this.engine.releaseSequence(s.seq);
   }
 
@@ -161,7 +221,13 @@ export class Batcher {
   stats(): BatcherStats {
     let queued = 0;
     for (const s of this.#sessions.values()) queued += s.queue.length;
-    return { sessions: this.#sessions.size, queued, reservedCells: this.#reserved, ...this.#stats };
+    return {
+      sessions: this.#sessions.size,
+      queued,
+      reservedCells: this.#held,
+      preempted: this.#preempted,
+      ...this.#stats,
+    };
   }
 
   #kick(): void {

@@ -16,6 +16,7 @@ export type SeamErrorCode =
   | "unknown_session"
   | "unauthenticated" // missing, forged or expired route ticket
   | "kv_full"
+  | "context_full" // the session's KV cells are used up (its own cap, or the shared pool ran short): it ends with length
   | "overloaded" // queue bound reached
   | "cancelled"; // the session was released or cancelled before the step ran
 

@@ -11,6 +11,8 @@ export interface Candidate {
   /** the node's decode rate for its range, one session; 0 = unknown */
   readonly tokensPerS: number;
   readonly kvCells: number;
+  /** the most cells one session may hold there */
+  readonly sessionCells: number;
 }
 
 /** One extra hop costs as much as this many ms a token (transport, encode, decode). */
@@ -58,4 +60,12 @@ export function disjointRoutes(cands: readonly Candidate[], nLayer: number, coun
     left = left.filter((c) => !used.has(c.node));
   }
   return routes;
+}
+
+/**
+ * Why no route came back: complete routes exist but every one has a full node ("busy": wait
+ * and ask again), or the admitted, live nodes cover no route at all ("none").
+ */
+export function noRouteReason(cands: readonly Candidate[], nLayer: number): "busy" | "none" {
+  return bestRoute(cands.map((c) => ({ ...c, load: 0 })), nLayer) ? "busy" : "none";
 }

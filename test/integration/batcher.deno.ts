@@ -16,7 +16,12 @@ const engine = await NativeEngine.load({
   batchTokens: 256,
   threads: 2,
 });
-const batcher = new Batcher(engine, { maxBatchTokens: 256, maxQueuedPerSession: 4, kvCells: 1024 });
+const batcher = new Batcher(engine, {
+  maxBatchTokens: 256,
+  maxQueuedPerSession: 4,
+  kvCells: 1024,
+  kvCellsPerSession: (await engine.memory()).kvCellsPerSequence,
+});
 const STEPS = 12;
 const prompts = Array.from(
   { length: 8 },
@@ -47,7 +52,7 @@ for (let i = 0; i < 8; i++) {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const cancelled: Record<string, string> = {};
 const together = await Promise.all(prompts.map(async (p, i) => {
-  await sleep(i * 4);
+  await sleep(i * 2);
   const id = `s-${i}`;
   batcher.open(id, 64);
   if (i >= 6) {

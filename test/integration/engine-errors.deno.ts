@@ -65,9 +65,10 @@ await expectError(
   () => head.decode({ tokens: Int32Array.of(1 << 20), seq: Int32Array.of(h), pos: Int32Array.of(0) }),
 );
 
-// KV budget: a pool of C cells; a sequence of C-10 tokens leaves no room for another of 40
-const C = (await tail.memory()).kvCells;
-results["kv_pool"] = String(C);
+// KV budget: each sequence has a stream of C cells (batch-invariant contexts); a sequence of
+// C-10 tokens leaves no room for 40 more of its own, while another sequence still has its own
+const C = (await tail.memory()).kvCellsPerSequence;
+results["kv_per_sequence"] = String(C);
 const iota = (n: number) => Int32Array.from({ length: n }, (_, i) => i);
 const big = C - 10;
 const hid = await head.decode({
@@ -76,12 +77,23 @@ const hid = await head.decode({
   pos: iota(big),
 });
 await tail.decode({ hidden: hid.data, seq: new Int32Array(big).fill(s), pos: iota(big) });
-const s2 = tail.openSequence();
 await expectError(
   "kv_cells_exhausted",
   () =>
-    tail.decode({ hidden: hid.data.subarray(0, 40 * E), seq: new Int32Array(40).fill(s2), pos: iota(40) }),
+    tail.decode({
+      hidden: hid.data.subarray(0, 40 * E),
+      seq: new Int32Array(40).fill(s),
+      pos: iota(40).map((i) => big + i),
+    }),
 );
+const s2 = tail.openSequence();
+const other = await tail.decode({
+  hidden: hid.data.subarray(0, 40 * E),
+  seq: new Int32Array(40).fill(s2),
+  pos: iota(40),
+  outputs: Uint8Array.from(iota(40), (i) => (i === 39 ? 1 : 0)),
+});
+results["other_sequence_still_fits"] = String(other.rows);
 await expectError("sequences_exhausted", () => Promise.resolve().then(() => tail.openSequence()));
 
 // the engines still work after all of that, and release frees the cells

@@ -172,6 +172,8 @@ async function contribute(): Promise<void> {
   const peer = new RelayPeer(await connectBrowserRelay(id.relayUrl, id.token), id.name);
   const relay = id.relayUrl.replace(/\/$/, "");
   let keyFromTracker!: (k: CryptoKey) => void;
+  // batch-invariant: each session has a KV stream of its own
+  const sessionCells = (await engine.memory()).kvCellsPerSequence;
   const node = new ShardNode(engine, {
     nodeId: id.name,
     artifactSha256: hexToBytes(a.artifact),
@@ -190,6 +192,7 @@ async function contribute(): Promise<void> {
       maxBatchTokens: a.batchTokens,
       maxQueuedPerSession: 64,
       kvCells: a.kvCells,
+      kvCellsPerSession: sessionCells,
       yieldBeforeBatch: true,
     },
     leaseMs: 300_000,
@@ -204,6 +207,7 @@ async function contribute(): Promise<void> {
       engine: engine.backend,
       decodeTokensPerS: state.tokensPerS,
       kvCells: a.kvCells,
+      sessionCells: sessionCells,
       maxSessions: a.maxSessions,
       memoryCapBytes: WASM32_MEMORY_CAP,
     });
@@ -224,12 +228,17 @@ async function contribute(): Promise<void> {
     peer.close();
   });
 
+  // one beat at a time: a late beat arriving after a newer one would report stale sessions
+  let beating = false;
   const beat = async () => {
-    const info = await node.info();
+    if (beating) return;
+    beating = true;
     try {
+      const info = await node.info();
       const r = await post<{ known: boolean; admission: string }>("/volunteer/api/heartbeat", {
         token: id.token,
         sessions: info.sessions,
+        sessionIds: node.sessionIds(),
         kvCellsUsed: info.kvCellsUsed,
         queued: info.queued,
       });
@@ -238,6 +247,8 @@ async function contribute(): Promise<void> {
       phase(state.admission === "admitted" ? "serving" : `admission: ${state.admission}`);
     } catch (e) {
       $("note").textContent = `heartbeat failed: ${e instanceof Error ? e.message : e}`;
+    } finally {
+      beating = false;
     }
   };
   setInterval(() => void beat(), Math.max(200, joined.leaseMs / 3));

@@ -2,14 +2,15 @@
 import { existsSync } from "node:fs";
 import { EngineError, type EngineErrorCode } from "../../../src/engine/errors.ts";
 import { layerRange } from "../../../src/engine/layer-range.ts";
-import type {
-  DecodeBatch,
-  DecodeOutputs,
-  EngineMemory,
-  ModelFacts,
-  RangeEngine,
-  SeqId,
-  ShardSpec,
+import {
+  contextFlags,
+  type DecodeBatch,
+  type DecodeOutputs,
+  type EngineMemory,
+  type ModelFacts,
+  type RangeEngine,
+  type SeqId,
+  type ShardSpec,
 } from "../../../src/engine/range-engine.ts";
 import { SequenceTable } from "../../../src/engine/sequences.ts";
 import { EngineQueue } from "../../../src/engine/engine-queue.ts";
@@ -35,7 +36,15 @@ export async function loadModel(
   if (!existsSync(path)) throw new EngineError("load_failed", `no model file at ${path}`);
   const [start, end] = range === "whole" ? [0, 0] : [range.start, range.end];
   const err = new ErrorBuffer();
-  const handle = await lib.strata_model_load(cstr(path), start, end, gpuLayers, vocabOnly ? 1 : 0, err.buf, err.cap);
+  const handle = await lib.strata_model_load(
+    cstr(path),
+    start,
+    end,
+    gpuLayers,
+    vocabOnly ? 1 : 0,
+    err.buf,
+    err.cap,
+  );
   if (!handle) throw loadError(err.message);
   return handle;
 }
@@ -95,7 +104,7 @@ export class NativeEngine implements RangeEngine {
       spec.maxSequences,
       spec.batchTokens,
       spec.threads,
-      opts.capture ? 1 : 0,
+      contextFlags(spec, opts.capture),
       err.buf,
       err.cap,
     );
@@ -148,8 +157,8 @@ export class NativeEngine implements RangeEngine {
   /** Read in the engine's queue: never while a decode on a worker thread changes the KV cache. */
   memory(): Promise<EngineMemory> {
     return this.#calls.run(() => {
-      const s = new BigInt64Array(4);
-      this.#check(this.lib.strata_ctx_stats(this.ctx, s, 4));
+      const s = new BigInt64Array(5);
+      this.#check(this.lib.strata_ctx_stats(this.ctx, s, 5));
       return {
         weightBytes: this.facts.weightBytes,
         kvCells: Number(s[0]),
@@ -157,6 +166,7 @@ export class NativeEngine implements RangeEngine {
         kvBytes: Number(s[2]),
         sequencesOpen: this.#seqs.openCount,
         maxSequences: this.spec.maxSequences,
+        kvCellsPerSequence: Number(s[4]),
       };
     });
   }

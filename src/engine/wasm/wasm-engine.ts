@@ -4,14 +4,15 @@
 // of the host.
 import { EngineError, type EngineErrorCode } from "../errors.ts";
 import { layerRange } from "../layer-range.ts";
-import type {
-  DecodeBatch,
-  DecodeOutputs,
-  EngineMemory,
-  ModelFacts,
-  RangeEngine,
-  SeqId,
-  ShardSpec,
+import {
+  contextFlags,
+  type DecodeBatch,
+  type DecodeOutputs,
+  type EngineMemory,
+  type ModelFacts,
+  type RangeEngine,
+  type SeqId,
+  type ShardSpec,
 } from "../range-engine.ts";
 import { SequenceTable } from "../sequences.ts";
 import { EngineQueue } from "../engine-queue.ts";
@@ -145,8 +146,11 @@ export class WasmEngine implements RangeEngine {
     placeModel(m, path, file);
     const [start, end] = spec.range === "whole" ? [0, 0] : [spec.range.start, spec.range.end];
     const gpuLayers = spec.gpuLayers ?? 0;
-    const load = await withErrorBuffer(m, abi, (err, cap) =>
-      withString(m, abi, path, (p) => abi.call("strata_model_load", p, start, end, gpuLayers, 0, err, cap))
+    const load = await withErrorBuffer(
+      m,
+      abi,
+      (err, cap) =>
+        withString(m, abi, path, (p) => abi.call("strata_model_load", p, start, end, gpuLayers, 0, err, cap)),
     );
     m.FS.unlink(path); // the loader has read what the range needs
     const model = load.result;
@@ -163,11 +167,10 @@ export class WasmEngine implements RangeEngine {
         spec.maxSequences,
         spec.batchTokens,
         spec.threads,
-        0,
+        contextFlags(spec),
         err,
         cap,
-      )
-    );
+      ));
     const ctx = made.result;
     if (!ctx) {
       const message = made.message;
@@ -238,10 +241,10 @@ export class WasmEngine implements RangeEngine {
   /** Read in the engine's queue: never while a decode changes the KV cache. */
   memory(): Promise<EngineMemory> {
     return this.#calls.run(() => {
-      const p = this.abi.now("malloc", 32);
+      const p = this.abi.now("malloc", 40);
       try {
-        this.#check(this.abi.now("strata_ctx_stats", this.ctx, p, 4));
-        const s = new BigInt64Array(heap(this.m).slice(p, p + 32).buffer);
+        this.#check(this.abi.now("strata_ctx_stats", this.ctx, p, 5));
+        const s = new BigInt64Array(heap(this.m).slice(p, p + 40).buffer);
         return {
           weightBytes: this.facts.weightBytes,
           kvCells: Number(s[0]),
@@ -249,6 +252,7 @@ export class WasmEngine implements RangeEngine {
           kvBytes: Number(s[2]),
           sequencesOpen: this.#seqs.openCount,
           maxSequences: this.spec.maxSequences,
+          kvCellsPerSequence: Number(s[4]),
         };
       } finally {
         this.abi.now("free", p);

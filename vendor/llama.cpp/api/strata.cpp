@@ -477,19 +477,21 @@ int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32_t msgs_len
 }
 
 strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_max,
-                            int32_t n_batch, int32_t n_threads, int32_t capture, char * err, int32_t err_cap) {
+                            int32_t n_batch, int32_t n_threads, int32_t flags, char * err, int32_t err_cap) {
     call_err e(err, err_cap);
     if (!model || model->vocab_only) {
         fail(e.slot, STRATA_ERR_INPUT, "a context needs a model loaded with weights");
         return nullptr;
     }
     if (n_ctx <= 0 || n_ctx > STRATA_MAX_CTX || n_seq_max <= 0 || n_seq_max > LLAMA_MAX_SEQ ||
-        n_batch <= 0 || n_batch > STRATA_MAX_BATCH || n_threads <= 0 || n_threads > STRATA_MAX_THREADS) {
+        n_batch <= 0 || n_batch > STRATA_MAX_BATCH || n_threads <= 0 || n_threads > STRATA_MAX_THREADS ||
+        (flags & ~(STRATA_CTX_CAPTURE | STRATA_CTX_BATCH_INVARIANT)) != 0) {
         fail(e.slot, STRATA_ERR_INPUT,
              "context: n_ctx in [1, " + std::to_string(STRATA_MAX_CTX) + "], n_seq_max in [1, " +
                  std::to_string(LLAMA_MAX_SEQ) + "], n_batch in [1, " + std::to_string(STRATA_MAX_BATCH) +
-                 "] and n_threads in [1, " + std::to_string(STRATA_MAX_THREADS) + "]; got " + std::to_string(n_ctx) +
-                 ", " + std::to_string(n_seq_max) + ", " + std::to_string(n_batch) + ", " + std::to_string(n_threads));
+                 "] and n_threads in [1, " + std::to_string(STRATA_MAX_THREADS) + "], known flags; got " +
+                 std::to_string(n_ctx) + ", " + std::to_string(n_seq_max) + ", " + std::to_string(n_batch) + ", " +
+                 std::to_string(n_threads) + ", flags " + std::to_string(flags));
         return nullptr;
     }
     strata_ctx * s = nullptr;
@@ -509,12 +511,15 @@ strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_m
         cp.n_seq_max       = (uint32_t) n_seq_max;
         cp.n_threads       = n_threads;
         cp.n_threads_batch = n_threads;
-        cp.kv_unified      = true;
+        const bool invariant = (flags & STRATA_CTX_BATCH_INVARIANT) != 0;
+        // one stream per sequence keeps each one's cells in position order (a shared pool hands
+        // a released sequence's cells to others, and attention then sums in another order)
+        cp.kv_unified      = !invariant;
         cp.no_perf         = true;
         // ranges without the head hand on the raw residual stream of every token
         cp.embeddings      = !model->last();
         cp.pooling_type    = LLAMA_POOLING_TYPE_NONE;
-        if (capture) {
+        if (flags & STRATA_CTX_CAPTURE) {
             cp.cb_eval           = on_eval;
             cp.cb_eval_user_data = s;
         }
@@ -524,6 +529,7 @@ strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_m
             return nullptr;
         }
         s->n_threads = n_threads;
+        if (invariant) llama_set_cpu_reference(s->c, true);
         // One pool for the context's whole life. Without it ggml starts and joins threads
         // on every graph (WebAssembly: each start hands a pthread to a worker that comes back
         // only through the main thread's event loop), and under OpenMP each FFI worker thread
@@ -647,8 +653,23 @@ int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
         ctx->capture_failed = false;
         const int32_t r = llama_decode(ctx->c, b);
         if (r == 1) {
-            int64_t stats[4] = {0};
-            strata_ctx_stats(ctx, stats, 4);
+            int64_t stats[5] = {0};
+            strata_ctx_stats(ctx, stats, 5);
+            if (stats[4] < stats[0]) {
+                // one stream per sequence: name the one that is full
+                llama_memory_t mem = llama_get_memory(ctx->c);
+                for (int32_t i = 0; i < n_tokens; ++i) {
+                    const int32_t held = llama_memory_seq_pos_max(mem, seq[i]) + 1;
+                    int32_t adding = 0;
+                    for (int32_t k = 0; k < n_tokens; ++k) adding += seq[k] == seq[i];
+                    if (held + adding > stats[4]) {
+                        return fail(e, STRATA_ERR_KV_FULL, "KV budget exhausted: sequence " + std::to_string(seq[i]) +
+                                                           " holds " + std::to_string(held) + " of its " +
+                                                           std::to_string(stats[4]) + " cells, no room for " +
+                                                           std::to_string(adding) + " more");
+                    }
+                }
+            }
             return fail(e, STRATA_ERR_KV_FULL, "KV budget exhausted: no room for " + std::to_string(n_tokens) +
                                                " tokens in a pool of " + std::to_string(stats[0]) + " cells (" +
                                                std::to_string(stats[1]) + " in use)");
@@ -717,8 +738,9 @@ int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap) {
     for (int32_t il = ctx->model->start; il < ctx->model->end; ++il) {
         bytes += cells * (int64_t) (hp.n_embd_k_gqa(il) + hp.n_embd_v_gqa(il)) * (int64_t) sizeof(uint16_t);
     }
-    const int64_t stats[] = { cells, used, bytes, ctx->n_seq_max };
-    const int32_t n = std::min<int32_t>(cap, 4);
+    const int64_t per_seq = llama_n_ctx_seq(ctx->c);
+    const int64_t stats[] = { cells, used, bytes, ctx->n_seq_max, per_seq };
+    const int32_t n = std::min<int32_t>(cap, 5);
     for (int32_t i = 0; i < n; ++i) out[i] = stats[i];
     return n;
 }

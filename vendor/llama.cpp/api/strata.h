@@ -77,11 +77,19 @@ STRATA_API int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32
                                      int32_t add_assistant, char * buf, int32_t cap,
                                      char * err, int32_t err_cap);
 
-// A context holds the unified KV pool of n_ctx cells shared by up to n_seq_max sequences,
-// and one CPU thread pool of n_threads for its whole life.
-// capture != 0 enables strata_ctx_capture (reference runs only: it splits the graph).
+// Context flags.
+// CAPTURE enables strata_ctx_capture (reference runs only: it splits the graph).
+// BATCH_INVARIANT: a sequence's outputs are bit-identical whether it runs alone or batched with
+// any others: each sequence gets its own KV stream of n_ctx / n_seq_max cells (its cells stay in
+// position order, whoever comes and goes), and the CPU runs its reference kernels (the same
+// kernel for every batch shape: no sgemm, no tiled or split-KV flash attention, no fusion).
+#define STRATA_CTX_CAPTURE         1
+#define STRATA_CTX_BATCH_INVARIANT 2
+
+// A context holds n_ctx KV cells for up to n_seq_max sequences (one pool shared by all, or one
+// stream each with BATCH_INVARIANT), and one CPU thread pool of n_threads for its whole life.
 STRATA_API strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_max,
-                                       int32_t n_batch, int32_t n_threads, int32_t capture,
+                                       int32_t n_batch, int32_t n_threads, int32_t flags,
                                        char * err, int32_t err_cap);
 STRATA_API void strata_ctx_free(strata_ctx * ctx);
 // Threads for later decodes: 1 to the pool's size.
@@ -107,7 +115,7 @@ STRATA_API int64_t strata_outputs(strata_ctx * ctx, float * dst, int64_t cap);
 STRATA_API int32_t strata_seq_release(strata_ctx * ctx, int32_t seq);
 // Highest position held for seq, -1 when empty.
 STRATA_API int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq);
-// kv cells total, kv cells used, kv bytes, n_seq_max.
+// kv cells total, kv cells used, kv bytes, n_seq_max, the cells one sequence may hold.
 STRATA_API int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap);
 
 // Reference runs: record the residual stream after each listed layer during the next decodes.

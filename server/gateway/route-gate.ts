@@ -1,0 +1,82 @@
+// Routes for the gateway's sessions, through the admission queue: the tracker's "busy" makes a
+// request wait its turn instead of failing. A lease ends exactly once: the tracker drops the
+// route's claims at once and the next waiter tries.
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  Admission,
+  type AdmissionOptions,
+  BUSY,
+  ClientLeft,
+  QueueRefused,
+} from "../../src/gateway/admission.ts";
+import type { Route } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
+import type { trackerClient } from "../node/tracker-client.ts";
+import { log } from "../util/log.ts";
+
+/** A route held for one session until `end()`. */
+export interface RouteLease {
+  readonly sessionId: string;
+  readonly route: Route;
+  /** the session is over (released, cancelled, failed or never opened) */
+  end(): Promise<void>;
+}
+
+export class RouteGate {
+  readonly admission: Admission<Route>;
+
+  constructor(
+    readonly tracker: ReturnType<typeof trackerClient>["client"],
+    readonly artifact: Uint8Array,
+    options: AdmissionOptions,
+  ) {
+    this.admission = new Admission(options);
+  }
+
+  /**
+   * A route for a new session, waiting in `key`'s line while every route is busy. Throws
+   * `QueueRefused` past the bound or the deadline, `ClientLeft` when `signal` aborts first,
+   * or the tracker's error (no route at all).
+   */
+  async acquire(key: string, signal: AbortSignal, avoid: readonly string[] = []): Promise<RouteLease> {
+    const sessionId = crypto.randomUUID();
+    const attempt = async () => {
+      try {
+        const { routes } = await this.tracker.route(
+          { artifactSha256: this.artifact, sessionId, count: 1, avoidNodes: [...avoid] },
+          { timeoutMs: 10_000 },
+        );
+        return routes[0];
+      } catch (e) {
+        if (e instanceof ConnectError && e.code === Code.ResourceExhausted) return BUSY;
+        throw e;
+      }
+    };
+    let route: Route;
+    try {
+      route = await this.admission.admit(key, attempt, signal);
+    } catch (e) {
+      // a route call that failed on the way (a timeout) may have claimed all the same
+      if (!(e instanceof QueueRefused || e instanceof ClientLeft)) void this.#done(sessionId);
+      throw e;
+    }
+    let ended: Promise<void> | undefined;
+    const lease = { sessionId, route, end: () => ended ??= this.#done(sessionId) };
+    if (signal.aborted) {
+      // the route came as the client left
+      await lease.end();
+      throw new ClientLeft();
+    }
+    return lease;
+  }
+
+  /** Tells the tracker (so its count is exact at once), then lets the next waiter try. */
+  async #done(sessionId: string): Promise<void> {
+    try {
+      await this.tracker.done({ sessionId }, { timeoutMs: 5000 });
+    } catch (e) {
+      // the tracker drops the claim by itself: the nodes stop reporting the session, or it times out
+      log.warn("done not delivered to the tracker", { error: e instanceof Error ? e.message : String(e) });
+    }
+    this.admission.wake();
+  }
+}
