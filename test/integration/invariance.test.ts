@@ -26,7 +26,7 @@ describe("batch-invariant decoding: a session's logits do not depend on who else
   it("native CPU: bit-identical alone and batched with 1 to 15 mates, across a release and 512 cells", async () => {
     const out = await invariance("native");
     expect(out.cells_crossed).toBeGreaterThan(512);
-    expect(out.results.map((r: { mates: number }) => r.mates)).toEqual([1, 2, 3, 5, 8, 15]);
+    expect(out.results.map((r: { mates: number }) => r.mates)).toEqual([1, 3, 15]);
     for (const r of out.results) {
       expect(r.first_diff_step, JSON.stringify(r)).toBe(-1);
       expect(r.max_abs_diff).toBe(0);
