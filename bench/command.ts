@@ -17,6 +17,8 @@ import { concurrencyPlot, decodePlot, markdownReport } from "./report.ts";
 import { benchSuite, type SuiteReport } from "./suite.ts";
 import { benchSeamCompression } from "./seam-compression.ts";
 import { benchTransport } from "./transport.ts";
+import { benchGatewayLoad, printGatewayLoad } from "./gateway-load.ts";
+import { benchInvarianceCost, summarizeCost } from "./invariance-cost.ts";
 
 const list = (v: string) => v.split(",").map(Number);
 const DELAYS = [0, 5, 20, 50];
@@ -172,6 +174,48 @@ export function hostsBenchCommand(): Command {
             } ms a token, budget ${x.budget_tps.toFixed(1)} tok/s (${x.vs_budget.toFixed(2)}×)`,
           );
         }
+      }
+    });
+}
+
+/** `strata bench load`: concurrency through the gateway, batch-invariant nodes and not. */
+export function loadBenchCommand(): Command {
+  return new Command("load")
+    .description(
+      "N streamed chats at once through strata up (batch-invariant nodes and not): aggregate tok/s, ITL and TTFT p50/p95, chunked-prefill latency",
+    )
+    .option("--levels <list>", "requests at once", "1,8,16,64")
+    .option("--max-tokens <n>", "new tokens per request", int("max-tokens"), 32)
+    .option("--routes <n>", "routes of strata up", int("routes"), 2)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const runs = await benchGatewayLoad({
+        levels: list(o.levels),
+        maxTokens: o.maxTokens,
+        routes: o.routes,
+        progress: (s) => console.error(`bench: ${s}`),
+      });
+      console.log(o.json ? JSON.stringify(runs, null, 2) : printGatewayLoad(runs));
+    });
+}
+
+/** `strata bench invariance`: what batch-invariant decoding costs the engine. */
+export function invarianceBenchCommand(): Command {
+  return new Command("invariance")
+    .description("prefill and decode (1 and 8 sessions) of the whole model with batch invariance on and off")
+    .option("--threads <n>", "engine threads", int("threads"), 1)
+    .option("--rounds <n>", "on/off pairs (the median is reported)", int("rounds"), 3)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path } = await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const runs = await benchInvarianceCost(path, o.threads, o.rounds);
+      const summary = summarizeCost(runs);
+      if (o.json) return console.log(JSON.stringify({ runs, summary }, null, 2));
+      for (const [k, v] of Object.entries(summary)) {
+        console.log(`${k.padEnd(16)} on ${v.on.toFixed(1)}, off ${v.off.toFixed(1)}: ${v.ratio.toFixed(3)}×`);
       }
     });
 }

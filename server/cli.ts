@@ -2,6 +2,8 @@
 import { Compression } from "../src/gen/strata/seam/v1/seam_pb.ts";
 import {
   hostsBenchCommand,
+  invarianceBenchCommand,
+  loadBenchCommand,
   seamCompressionCommand,
   suiteCommand,
   transportBenchCommand,
@@ -169,6 +171,8 @@ bench.addCommand(suiteCommand(), { isDefault: true });
 bench.addCommand(hostsBenchCommand());
 bench.addCommand(seamCompressionCommand());
 bench.addCommand(transportBenchCommand());
+bench.addCommand(loadBenchCommand());
+bench.addCommand(invarianceBenchCommand());
 
 bench.command("route")
   .description(

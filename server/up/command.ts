@@ -29,6 +29,11 @@ export function upCommand(): Command {
       "concurrent Route Sessions per node (the node's default: 16)",
       int("max-sessions"),
     )
+    .option("--kv-cells <n>", "KV cells per node (the node's default: 8192)", int("kv-cells"))
+    .option(
+      "--no-batch-invariant",
+      "nodes share one KV pool and run the fastest kernels: faster prefill, but a greedy answer may change with load",
+    )
     .option(
       "--queue-max <n>",
       "requests the gateway lets wait while every route is busy; past it 429",
@@ -81,6 +86,8 @@ export function upCommand(): Command {
         apiKeys: o.apiKey ?? [],
         leaseMs: o.leaseMs,
         maxSessions: o.maxSessions,
+        kvCells: o.kvCells,
+        batchInvariant: o.batchInvariant !== false,
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
         dbPath: `${dir}/tracker.db`,
         // set it to let more nodes join this network by hand

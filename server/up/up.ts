@@ -20,6 +20,10 @@ export interface UpOptions {
   readonly leaseMs: number;
   /** concurrent sessions per node (the node's own default when absent) */
   readonly maxSessions?: number;
+  /** KV cells per node (the node's own default when absent) */
+  readonly kvCells?: number;
+  /** false: nodes share one KV pool and run the fastest kernels (see ShardSpec.batchInvariant) */
+  readonly batchInvariant?: boolean;
   /** the gateway's queue for busy routes */
   readonly admission?: { readonly maxWaiting: number; readonly timeoutMs: number };
   readonly dbPath: string;
@@ -116,6 +120,8 @@ export async function up(o: UpOptions): Promise<Network> {
           }),
           ...(wasm ? ["--engine", "wasm"] : ["--backend", o.backend]),
           ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
+          ...(o.kvCells ? ["--kv-cells", String(o.kvCells)] : []),
+          ...(o.batchInvariant === false ? ["--no-batch-invariant"] : []),
           // volunteers download from the nodes that hold their layers, too
           "--serve-artifact",
           "127.0.0.1:0",

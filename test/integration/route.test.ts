@@ -16,7 +16,9 @@ describe("routes over seams (SmolLM2)", () => {
       const r = await routeParity(["--transport", transport, "--split", split]);
       expect(r.tokens_match, JSON.stringify(r.alone_vs_whole)).toBe(true);
       expect(r.together_match, JSON.stringify(r.together.agreements)).toBe(true);
-      expect(r.together.max_batch_sessions).toBeGreaterThanOrEqual(4);
+      // they share batches. Behind the relay fewer steps meet in one: on a CPU whose step takes a
+      // few ms (AMX) the first node sees 2–3 at once, direct routes 4 or more
+      expect(r.together.max_batch_sessions).toBeGreaterThanOrEqual(transport === "relay" ? 2 : 4);
       expect(r.cancel_ok, JSON.stringify(r.cancel)).toBe(true);
       expect(r.cancel.cancelled).toHaveLength(2);
       if (transport === "relay") expect(r.hops.at(-1)).toMatch(/^relay\+ws:\/\//);
@@ -40,11 +42,11 @@ describe("routes over seams (SmolLM2)", () => {
     const greedy = r.alone_vs_whole.filter((_: unknown, s: number) => r.sampling[s] === "greedy");
     expect(greedy.length).toBe(4);
     for (const a of greedy) expect(["identical", "near_tie"], JSON.stringify(a)).toContain(a.kind);
-    // batched: every session runs to its end in shared batches. Batched against alone is not
-    // compared here: q8 rounding amplifies batching's own drift (a greedy session was seen to
-    // part from its alone run at a 0.6 σ gap), see docs/benchmarks.md
+    // batched: every session runs to its end in shared batches, token for token as alone
+    // (batch-invariant nodes; q8 quantizes each row on its own, whatever shares the batch)
     expect(r.together.agreements).toHaveLength(8);
-    expect(r.together.max_batch_sessions).toBeGreaterThanOrEqual(4);
+    expect(r.together_match, JSON.stringify(r.together.agreements)).toBe(true);
+    expect(r.together.max_batch_sessions).toBeGreaterThanOrEqual(2);
     // cancelling two frees exactly their cells on every node
     expect(r.cancel.cancelled).toHaveLength(2);
     // (a node behind the relay answers no info calls: null)

@@ -128,13 +128,13 @@ const frame = (sessionId: string, phase: Phase, f: Record<string, unknown> = {})
 const ticket = async (sessionId: string, range = { start: 0, end: 12 }, ttl = 60_000, epoch = 1n) =>
   await signTicket(key, { sessionId, routeEpoch: epoch, artifactSha256: artifact, range }, ttl, "test");
 
-async function openFrame(sessionId: string, ticketBytes?: Uint8Array): Promise<SeamFrame> {
+async function openFrame(sessionId: string, ticketBytes?: Uint8Array, maxTokens = 64): Promise<SeamFrame> {
   const next = local.route.hops[1];
   return frame(sessionId, Phase.OPEN, {
     stepId: 1n,
     open: create(OpenSchema, {
       routeTicket: ticketBytes ?? await ticket(sessionId),
-      maxTokens: 64,
+      maxTokens,
       nextHops: [{ url: next.url, range: next.range, routeTicket: await ticket(sessionId, next.range) }],
     }),
   });
@@ -254,7 +254,8 @@ await attempt("duplicate_step", async () => {
   }, next step: ${statusOf(reply(replies, 3n))}`;
 });
 await attempt("flood", async () => {
-  const steps = [await openFrame("t10"), tokenStep("t10", 2n, 0, [5, 6, 7])];
+  // room for every step (KV is claimed as they come): the queue bound is what pushes back
+  const steps = [await openFrame("t10", undefined, 400), tokenStep("t10", 2n, 0, [5, 6, 7])];
   for (let i = 0; i < 300; i++) steps.push(tokenStep("t10", BigInt(3 + i), 3 + i, [8]));
   const r = await exchange(steps, steps.length);
   const codes = new Map<string, number>();
