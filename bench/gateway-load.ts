@@ -124,7 +124,7 @@ export async function benchGatewayLoad(
       o.progress?.(`batch-invariant ${invariant}: chunked prefill`);
       out.push({ batch_invariant: invariant, levels, chunked_prefill: await chunkedPrefill(gw) });
     } finally {
-      await net.stop();
+      await net.stop(30_000);
     }
   }
   return out;

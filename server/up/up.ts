@@ -62,9 +62,14 @@ export async function up(o: UpOptions): Promise<Network> {
   const started: ServiceProcess[] = [];
   let browser: VolunteerTab | undefined;
   const stop = async () => {
-    // the tab first (it leaves the tracker), the edge, the nodes, then the control plane
+    // the tab first (it leaves the tracker), the edge, the nodes (together: each ends on its own,
+    // and one by one they would outlast a parent's grace period), then the control plane
     await browser?.close();
-    for (const p of [...started].reverse()) await p.stop();
+    const later = [...started].reverse();
+    const nodes = later.filter((p) => p.label.startsWith("node "));
+    for (const p of later.filter((p) => p.label === "gateway")) await p.stop();
+    await Promise.all(nodes.map((p) => p.stop()));
+    for (const p of later.filter((p) => p.label !== "gateway" && !nodes.includes(p))) await p.stop();
   };
   const same = (a: LayerRange, b: LayerRange) => a.start === b.start && a.end === b.end;
   try {

@@ -133,7 +133,8 @@ try {
   const end = await Promise.all(nodeUrls.map((u) => seams.info(u, 5000)));
   out.nodes_at_end = end.map((i) => ({ node: i.node, sessions: i.sessions, kv_cells_used: i.kvCellsUsed }));
 } finally {
-  await net.stop();
+  // strata up stops its own services first: give it the time
+  await net.stop(30_000);
 }
 console.log(JSON.stringify(out));
 Deno.exit(0);
