@@ -18,7 +18,15 @@ export function signalName(signal: Deno.Signal | string): string {
 }
 
 /** Exit codes 128 + n of a shell wrapper name the signal n as well. */
-const BY_NUMBER: Record<number, string> = { 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM" };
+const BY_NUMBER: Record<number, string> = {
+  4: "SIGILL",
+  6: "SIGABRT",
+  7: "SIGBUS",
+  8: "SIGFPE",
+  9: "SIGKILL",
+  11: "SIGSEGV",
+  15: "SIGTERM",
+};
 
 /** "exit 1", or "SIGSEGV (segmentation fault)" for a child a signal ended. */
 export function describeExit(status: Deno.CommandStatus): string {

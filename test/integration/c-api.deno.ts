@@ -12,8 +12,11 @@ const path = `${dir}/llama.gguf`;
 Deno.writeFileSync(path, synthModel({ arch: "llama", seed: 5, weightType: "q8_0", nEmbd: 128, nFf: 256 }));
 const lib = openStrata(await ensureNativeLibrary("cpu"));
 const results: Record<string, string> = {};
-const fail = (name: string, code: number | bigint, message: string) =>
-  (results[name] = `${code}: ${message}`);
+const fail = (
+  name: string,
+  code: number | bigint,
+  message: string,
+) => (results[name] = `${code}: ${message}`);
 
 const loadErr = new ErrorBuffer();
 const model = await lib.strata_model_load(cstr(path), 0, 0, 0, 0, loadErr.buf, loadErr.cap);
@@ -70,18 +73,15 @@ const i32 = (k: number) => new Int32Array(k);
 const decodeCalls: Record<string, () => Promise<number>> = {
   oversized_batch: () =>
     lib.strata_decode(ctx, 1_000_000_000, prompt, n, null, 0, i32(n), n, i32(n), n, null, 0),
-  null_tokens_with_length: () =>
-    lib.strata_decode(ctx, n, null, n, null, 0, i32(n), n, i32(n), n, null, 0),
+  null_tokens_with_length: () => lib.strata_decode(ctx, n, null, n, null, 0, i32(n), n, i32(n), n, null, 0),
   short_tokens: () =>
     lib.strata_decode(ctx, n, prompt.subarray(0, 2), 2, null, 0, i32(n), n, i32(n), n, null, 0),
-  null_positions: () =>
-    lib.strata_decode(ctx, n, prompt, n, null, 0, null, 0, i32(n), n, null, 0),
+  null_positions: () => lib.strata_decode(ctx, n, prompt, n, null, 0, null, 0, i32(n), n, null, 0),
   null_sequences_with_length: () =>
     lib.strata_decode(ctx, n, prompt, n, null, 0, i32(n), n, null, n, null, 0),
   short_outputs: () =>
     lib.strata_decode(ctx, n, prompt, n, null, 0, i32(n), n, i32(n), n, new Uint8Array(1), 1),
-  negative_length: () =>
-    lib.strata_decode(ctx, n, prompt, -1, null, 0, i32(n), n, i32(n), n, null, 0),
+  negative_length: () => lib.strata_decode(ctx, n, prompt, -1, null, 0, i32(n), n, i32(n), n, null, 0),
   hidden_to_first_range: () =>
     lib.strata_decode(ctx, 1, null, 0, new Float32Array(128), 128, i32(1), 1, i32(1), 1, null, 0),
   unknown_sequence: () =>
@@ -110,7 +110,11 @@ const modelErr = () => handleError(lib, { model: model! });
 fail("facts_null_buffer", lib.strata_model_facts(model, null, 10), modelErr());
 fail("tokenize_null_out", lib.strata_tokenize(model, cstr("hello"), 5, 0, 0, null, 64), modelErr());
 fail("tokenize_null_text", lib.strata_tokenize(model, null, 5, 0, 0, new Int32Array(8), 8), modelErr());
-fail("tokenize_negative_length", lib.strata_tokenize(model, cstr("hello"), -4, 0, 0, new Int32Array(8), 8), modelErr());
+fail(
+  "tokenize_negative_length",
+  lib.strata_tokenize(model, cstr("hello"), -4, 0, 0, new Int32Array(8), 8),
+  modelErr(),
+);
 fail("piece_null_buffer", lib.strata_token_piece(model, 5, null, 32), modelErr());
 fail("piece_outside_vocab", lib.strata_token_piece(model, -7, new Uint8Array(32), 32), modelErr());
 fail("arch_null_buffer", lib.strata_model_arch(model, null, 16), modelErr());
@@ -120,11 +124,31 @@ fail("model_error_null_model", lib.strata_model_error(null, new Uint8Array(8), 8
   // "user\0hi" without its last NUL: the content runs past the bytes given
   const msgs = new TextEncoder().encode("user\0hi");
   const err = new ErrorBuffer();
-  const r = lib.strata_chat_apply(cstr("chatml"), msgs, msgs.length, 1, 1, new Uint8Array(256), 256, err.buf, err.cap);
+  const r = lib.strata_chat_apply(
+    cstr("chatml"),
+    msgs,
+    msgs.length,
+    1,
+    1,
+    new Uint8Array(256),
+    256,
+    err.buf,
+    err.cap,
+  );
   fail("chat_unterminated_message", r, err.message);
   const err2 = new ErrorBuffer();
   const ok2 = new TextEncoder().encode("user\0hi\0");
-  const r2 = lib.strata_chat_apply(cstr("chatml"), ok2, ok2.length, 5, 1, new Uint8Array(256), 256, err2.buf, err2.cap);
+  const r2 = lib.strata_chat_apply(
+    cstr("chatml"),
+    ok2,
+    ok2.length,
+    5,
+    1,
+    new Uint8Array(256),
+    256,
+    err2.buf,
+    err2.cap,
+  );
   fail("chat_count_past_messages", r2, err2.message);
   const err3 = new ErrorBuffer();
   const r3 = lib.strata_chat_apply(cstr("chatml"), ok2, ok2.length, 1, 1, null, 256, err3.buf, err3.cap);

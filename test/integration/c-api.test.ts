@@ -6,8 +6,17 @@ describe("the flat C API cannot be crashed by its caller (Deno FFI, hostile argu
     const r = await denoRun(`${root}test/integration/c-api.deno.ts`);
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
-    const bounds = /^0: context: n_ctx in \[1, 16777216\], n_seq_max in \[1, 256\], n_batch in \[1, 65536\] and n_threads in \[1, 256\]/;
-    for (const k of ["ctx_huge_batch", "ctx_huge_cells", "ctx_absurd_threads", "ctx_negative_threads", "ctx_too_many_sequences"]) {
+    const bounds =
+      /^0: context: n_ctx in \[1, 16777216\], n_seq_max in \[1, 256\], n_batch in \[1, 65536\] and n_threads in \[1, 256\]/;
+    for (
+      const k of [
+        "ctx_huge_batch",
+        "ctx_huge_cells",
+        "ctx_absurd_threads",
+        "ctx_negative_threads",
+        "ctx_too_many_sequences",
+      ]
+    ) {
       expect(out[k], k).toMatch(bounds);
     }
     expect(out.ctx_null_model).toBe("0");
@@ -18,7 +27,9 @@ describe("the flat C API cannot be crashed by its caller (Deno FFI, hostile argu
     expect(out.decode_null_sequences_with_length).toBe("-1: decode: sequences is NULL with a length of 5");
     expect(out.decode_short_outputs).toBe("-1: decode: outputs holds 1 elements; a batch of 5 needs 5");
     expect(out.decode_negative_length).toBe("-1: decode: tokens has a negative length");
-    expect(out.decode_hidden_to_first_range).toBe("-1: the first layer range takes token ids, not hidden states");
+    expect(out.decode_hidden_to_first_range).toBe(
+      "-1: the first layer range takes token ids, not hidden states",
+    );
     expect(out.decode_unknown_sequence).toBe("-1: unknown sequence 99 (the context holds 4)");
     expect(out.decode_token_outside_vocab).toMatch(/^-1: token id \d+ outside the vocabulary$/);
     expect(out.decode_zero_tokens).toBe("-1: batch of 0 tokens; the context takes 1 to 64");

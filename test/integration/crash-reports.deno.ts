@@ -74,7 +74,9 @@ try {
   out.smoke = e instanceof SmokeCheckFailed ? e.message : `other: ${e}`;
 }
 out.cached = existsSync(`${cache}/native/cpu-broken`);
-out.staging_left = [...(existsSync(`${cache}/native`) ? Deno.readDirSync(`${cache}/native`) : [])].map((e) => e.name);
+out.staging_left = [...(existsSync(`${cache}/native`) ? Deno.readDirSync(`${cache}/native`) : [])].map((e) =>
+  e.name
+);
 
 // 2. a service that dies says why: strata up with that library in every process
 const model = `${dir}/synth.gguf`;

@@ -7,7 +7,9 @@ describe("an engine that crashes is caught and named", () => {
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
     expect(out.smoke).toMatch(/^engine smoke check: .* died with SIGILL \(illegal instruction/);
-    expect(out.smoke).toMatch(/decoding a mixed batch \(built for CPU features: [a-z0-9 -]+\); nothing was cached/);
+    expect(out.smoke).toMatch(
+      /decoding a mixed batch \(built for CPU features: [a-z0-9 -]+\); nothing was cached/,
+    );
     expect(out.cached).toBe(false);
     expect(out.staging_left).toEqual([]);
     expect(out.up_code).toBe(1);

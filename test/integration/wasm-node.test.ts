@@ -67,7 +67,9 @@ describe.skipIf(!built)("the WASM engine in Node", () => {
         `Node WASM split vs native whole, ${STEPS} teacher-forced steps: ${vsNative.kind}, max |Δ logit| ${
           vsNative.maxDiffSigma.toFixed(3)
         } σ, near-ties ${
-          JSON.stringify(vsNative.divergences.map((v) => ({ step: v.step, gap_sigma: +v.gapSigma.toFixed(3) })))
+          JSON.stringify(
+            vsNative.divergences.map((v) => ({ step: v.step, gap_sigma: +v.gapSigma.toFixed(3) })),
+          )
         }; vs the same split under Deno ${vsDeno}`,
       );
       expect(vsNative.kind, JSON.stringify(vsNative)).not.toBe("mismatch");

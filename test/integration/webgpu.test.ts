@@ -22,7 +22,9 @@ describe.skipIf(!built || !lavapipe)("the WASM engine on WebGPU (Deno, lavapipe)
     const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
     expect(out.backends).toMatch(/WebGPU/);
     // another backend: a differing pick only where the reference nearly chose it (reported)
-    console.log(`WebGPU vs WASM CPU: ${JSON.stringify(out.vsCpu)}; vs native: ${JSON.stringify(out.vsNative)}`);
+    console.log(
+      `WebGPU vs WASM CPU: ${JSON.stringify(out.vsCpu)}; vs native: ${JSON.stringify(out.vsNative)}`,
+    );
     expect(out.vsCpu.kind).not.toBe("mismatch");
     if (out.vsNative) expect(out.vsNative.kind).not.toBe("mismatch");
     // f16 storage and accumulation on the GPU: logits within a few units of CPU's (σ ≈ 2.6)

@@ -6,7 +6,9 @@ describe("how a child process ended, in words", () => {
     expect(signalName("SIGILL")).toMatch(/^SIGILL \(illegal instruction/);
     expect(describeExit({ success: false, code: 132, signal: "SIGILL" })).toMatch(/^SIGILL \(illegal/);
     // a shell wrapper reports 128 + n: the signal is named all the same
-    expect(describeExit({ success: false, code: 139, signal: null })).toBe("exit 139, SIGSEGV (segmentation fault)");
+    expect(describeExit({ success: false, code: 139, signal: null })).toBe(
+      "exit 139, SIGSEGV (segmentation fault)",
+    );
     expect(describeExit({ success: false, code: 1, signal: null })).toBe("exit 1");
   });
 

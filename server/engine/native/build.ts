@@ -103,7 +103,11 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
  * Puts a built library into the cache only after it survived the smoke check (a real
  * decode in a child process); a library that crashes there leaves nothing behind.
  */
-export async function installChecked(built: string, lib: string, record: Record<string, unknown>): Promise<void> {
+export async function installChecked(
+  built: string,
+  lib: string,
+  record: Record<string, unknown>,
+): Promise<void> {
   const outDir = lib.slice(0, lib.lastIndexOf("/"));
   const staging = `${outDir}.staging-${Deno.pid}`;
   Deno.mkdirSync(staging, { recursive: true });

@@ -33,7 +33,20 @@ const SYMBOLS = {
   strata_ctx_threads: { parameters: ["pointer", "i32"], result: "i32" },
   strata_decode: {
     // ctx, n_tokens, then each array with its element count
-    parameters: ["pointer", "i32", "buffer", "i32", "buffer", "i32", "buffer", "i32", "buffer", "i32", "buffer", "i32"],
+    parameters: [
+      "pointer",
+      "i32",
+      "buffer",
+      "i32",
+      "buffer",
+      "i32",
+      "buffer",
+      "i32",
+      "buffer",
+      "i32",
+      "buffer",
+      "i32",
+    ],
     result: "i32",
     nonblocking: true,
   },

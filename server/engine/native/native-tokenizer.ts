@@ -78,7 +78,17 @@ export class NativeTokenizer implements Tokenizer {
     for (;;) {
       const buf = new Uint8Array(cap);
       const err = new ErrorBuffer();
-      const n = this.lib.strata_chat_apply(tmpl, msgs, msgs.length, messages.length, 1, buf, cap, err.buf, err.cap);
+      const n = this.lib.strata_chat_apply(
+        tmpl,
+        msgs,
+        msgs.length,
+        messages.length,
+        1,
+        buf,
+        cap,
+        err.buf,
+        err.cap,
+      );
       if (n < 0) throw new EngineError("bad_input", err.message);
       if (n < cap) return new TextDecoder().decode(buf.subarray(0, n));
       cap = n + 1;

@@ -41,8 +41,12 @@ export async function smokeCheck(target: SmokeTarget, builtFor: readonly string[
   const cpu = builtFor.length ? builtFor.join(" ") : "(not known)";
   if (out.signal) {
     throw new SmokeCheckFailed(
-      `engine smoke check: the freshly built ${what} died with ${signalName(out.signal)} decoding a mixed batch ` +
-        `(built for CPU features: ${cpu}); nothing was cached.${stderr ? `\nits last lines:\n${stderr}` : ""}`,
+      `engine smoke check: the freshly built ${what} died with ${
+        signalName(out.signal)
+      } decoding a mixed batch ` +
+        `(built for CPU features: ${cpu}); nothing was cached.${
+          stderr ? `\nits last lines:\n${stderr}` : ""
+        }`,
     );
   }
   const last = stdout.split("\n").pop() ?? "";

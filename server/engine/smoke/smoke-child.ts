@@ -12,10 +12,26 @@ const dir = Deno.makeTempDirSync({ prefix: "strata-smoke-" });
 const modelPath = `${dir}/smoke.gguf`;
 Deno.writeFileSync(
   modelPath,
-  synthModel({ arch: "llama", seed: 7, nLayer: 2, nEmbd: 128, nHead: 4, nHeadKv: 2, nFf: 256, weightType: "q8_0" }),
+  synthModel({
+    arch: "llama",
+    seed: 7,
+    nLayer: 2,
+    nEmbd: 128,
+    nHead: 4,
+    nHeadKv: 2,
+    nFf: 256,
+    weightType: "q8_0",
+  }),
 );
 const threads = 2;
-const spec: ShardSpec = { modelPath, range: "whole", kvCells: 256, maxSequences: 4, batchTokens: 64, threads };
+const spec: ShardSpec = {
+  modelPath,
+  range: "whole",
+  kvCells: 256,
+  maxSequences: 4,
+  batchTokens: 64,
+  threads,
+};
 const started = performance.now();
 let engine: RangeEngine | undefined;
 try {
