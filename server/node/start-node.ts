@@ -94,6 +94,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     : await ensureNativeLibrary(c.backend);
   const label = wasm ? loaded.backend : `native-${c.backend}`;
   const tokensPerS = await measureDecode(loaded);
+  const memory = await loaded.memory();
   const engine = c.fault === "scale" ? scaledOutputs(loaded) : loaded;
   const recipe = createHash("sha256").update(`${build}|${label}`).digest();
   const dialer = await Dialer.connect(c.relay, c.tap);
@@ -111,9 +112,9 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     limits: {
       maxBatchTokens: c.batchTokens,
       maxQueuedPerSession: 64,
-      kvCells: c.kvCells,
-      // batch-invariant engines give each session a stream of its own
-      kvCellsPerSession: (await loaded.memory()).kvCellsPerSequence,
+      // what the engine holds (llama.cpp pads each session's stream), and each session's share
+      kvCells: memory.kvCells,
+      kvCellsPerSession: memory.kvCellsPerSequence,
       yieldBeforeBatch: wasm,
     },
     leaseMs: c.leaseMs,
@@ -142,7 +143,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       range: { start: c.range.start, end: c.range.end },
       engine: label,
       kvCells: c.kvCells,
-      sessionCells: (await loaded.memory()).kvCellsPerSequence,
+      sessionCells: memory.kvCellsPerSequence,
       maxSessions: c.maxSessions,
       decodeTokensPerS: tokensPerS,
       memoryCapBytes: BigInt(wasm ? (c.memory64 ? WASM64_MEMORY_CAP : WASM32_MEMORY_CAP) : 0),

@@ -19,7 +19,7 @@ const engine = await NativeEngine.load({
 const batcher = new Batcher(engine, {
   maxBatchTokens: 256,
   maxQueuedPerSession: 4,
-  kvCells: 1024,
+  kvCells: (await engine.memory()).kvCells,
   kvCellsPerSession: (await engine.memory()).kvCellsPerSequence,
 });
 const STEPS = 12;

@@ -172,8 +172,8 @@ async function contribute(): Promise<void> {
   const peer = new RelayPeer(await connectBrowserRelay(id.relayUrl, id.token), id.name);
   const relay = id.relayUrl.replace(/\/$/, "");
   let keyFromTracker!: (k: CryptoKey) => void;
-  // batch-invariant: each session has a KV stream of its own
-  const sessionCells = (await engine.memory()).kvCellsPerSequence;
+  // batch-invariant: each session has a KV stream of its own (llama.cpp pads each stream)
+  const { kvCells, kvCellsPerSequence: sessionCells } = await engine.memory();
   const node = new ShardNode(engine, {
     nodeId: id.name,
     artifactSha256: hexToBytes(a.artifact),
@@ -191,7 +191,7 @@ async function contribute(): Promise<void> {
     limits: {
       maxBatchTokens: a.batchTokens,
       maxQueuedPerSession: 64,
-      kvCells: a.kvCells,
+      kvCells,
       kvCellsPerSession: sessionCells,
       yieldBeforeBatch: true,
     },
