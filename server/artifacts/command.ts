@@ -3,8 +3,8 @@
 import { Command } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { resolveModel } from "../model/fetch.ts";
-import { hostPort, untilSignal } from "../util/options.ts";
-import { serveHttp } from "../util/serve-http.ts";
+import { hostPort, untilSignal } from "../cli-options.ts";
+import { serveHttp } from "../http/serve-http.ts";
 import { artifactManifest } from "./manifest.ts";
 import { artifactRoutes } from "./routes.ts";
 

@@ -3,11 +3,11 @@
 // store (a restart resumes), assembled into a sparse file the native engine loads.
 import { type ArtifactManifest, checkManifest } from "../../src/artifact/pieces.ts";
 import { type DownloadReport, downloadShard, type PieceSource } from "../../src/artifact/download.ts";
-import { bytesToHex } from "../../src/util/hex.ts";
-import { trackerClient } from "../node/tracker-client.ts";
-import { cacheDir } from "../util/paths.ts";
-import { progress } from "../util/progress.ts";
-import { log } from "../util/log.ts";
+import { bytesToHex } from "../../src/bytes/hex.ts";
+import { trackerClient } from "../tracker/client.ts";
+import { cacheDir } from "../paths.ts";
+import { progress } from "../log/progress.ts";
+import { log } from "../log/log.ts";
 import { FsPieceStore } from "./fs-store.ts";
 import { writeSparseFile } from "./sparse-file.ts";
 

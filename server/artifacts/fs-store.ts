@@ -2,7 +2,7 @@
 // for its next start, and a half-finished download resumes from it.
 import { join } from "node:path";
 import type { PieceStore } from "../../src/artifact/store.ts";
-import { cacheDir } from "../util/paths.ts";
+import { cacheDir } from "../paths.ts";
 
 export class FsPieceStore implements PieceStore {
   constructor(readonly dir = cacheDir("pieces")) {

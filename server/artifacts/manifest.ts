@@ -5,9 +5,9 @@ import { buildManifest } from "../../src/gguf/manifest.ts";
 import { type ArtifactManifest, pieceSpans } from "../../src/artifact/pieces.ts";
 import { readHeader } from "../model/facts.ts";
 import { sha256File } from "../model/hash.ts";
-import { cacheDir } from "../util/paths.ts";
-import { log } from "../util/log.ts";
-import { progress } from "../util/progress.ts";
+import { cacheDir } from "../paths.ts";
+import { log } from "../log/log.ts";
+import { progress } from "../log/progress.ts";
 
 export async function artifactManifest(path: string): Promise<ArtifactManifest> {
   const st = await Deno.stat(path);

@@ -2,14 +2,14 @@
 // route and each node's telemetry under every reply; and the stylesheet its pages share.
 import type { Hono } from "hono";
 import { join } from "node:path";
-import { bundleWebEntry } from "../browser/bundle.ts";
-import { repoRoot } from "../util/paths.ts";
+import { bundleWebEntry } from "../web/bundle.ts";
+import { repoRoot } from "../paths.ts";
 
 export async function chatPageRoutes(app: Hono): Promise<void> {
   const [page, css, bundle] = await Promise.all([
     Deno.readTextFile(join(repoRoot, "web", "chat", "index.html")),
     Deno.readTextFile(join(repoRoot, "web", "base.css")),
-    bundleWebEntry("chat/main.ts"),
+    bundleWebEntry("web/chat/main.ts"),
   ]);
   // same-origin, so the cross-origin isolated volunteer page may use it too
   app.get("/assets/base.css", (c) => c.body(css, 200, { "Content-Type": "text/css" }));

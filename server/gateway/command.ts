@@ -2,8 +2,8 @@
 import { Command, InvalidArgumentError } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { resolveModel } from "../model/fetch.ts";
-import { cacheDir } from "../util/paths.ts";
-import { hostPort, int, num, untilSignal } from "../util/options.ts";
+import { cacheDir } from "../paths.ts";
+import { hostPort, int, num, untilSignal } from "../cli-options.ts";
 import { startGateway } from "./app.ts";
 import type { VolunteerOptions } from "./volunteer.ts";
 import { fileFacts } from "../model/facts.ts";

@@ -7,7 +7,7 @@ import { ApiError, type GenerationRequest, RateLimited } from "../../src/gateway
 import { ClientLeft, QueueRefused } from "../../src/gateway/admission.ts";
 import { StopMatcher } from "../../src/gateway/stop.ts";
 import { GenerationTelemetry } from "../../src/gateway/telemetry.ts";
-import { RouteSession } from "../../src/route/driver.ts";
+import { RouteSession } from "../../src/route/route-session.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { Dialer } from "../seam/dialer.ts";
 import type { RouteLease } from "./route-gate.ts";

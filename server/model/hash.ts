@@ -1,6 +1,6 @@
 // sha256 of a file, streamed: model files are large.
 import { createHash } from "node:crypto";
-import { hexToBytes } from "../../src/util/hex.ts";
+import { hexToBytes } from "../../src/bytes/hex.ts";
 
 export async function sha256File(path: string): Promise<string> {
   const h = createHash("sha256");

@@ -6,7 +6,7 @@ import { importPublicRouteKey, type RouteKeyText } from "../../src/route/keys.ts
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
-import { backendOption, hostPort, int, nativeBackend, readJsonFile, untilSignal } from "../util/options.ts";
+import { backendOption, hostPort, int, nativeBackend, readJsonFile, untilSignal } from "../cli-options.ts";
 import { startNode } from "./start-node.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { fetchManifest, fetchShardFile, isArtifactUrl } from "../artifacts/fetch-shard.ts";

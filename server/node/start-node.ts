@@ -11,16 +11,16 @@ import { ensureWasmEngine, WASM64_MEMORY_CAP } from "../engine/wasm/build.ts";
 import { loadWasmEngine } from "../engine/wasm/load.ts";
 import { artifactSha256 } from "../model/hash.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
-import { bytesToHex, hexToBytes } from "../../src/util/hex.ts";
+import { bytesToHex, hexToBytes } from "../../src/bytes/hex.ts";
 import { artifactManifest } from "../artifacts/manifest.ts";
 import { artifactRoutes } from "../artifacts/routes.ts";
-import { type HttpServer, serveHttp } from "../util/serve-http.ts";
+import { type HttpServer, serveHttp } from "../http/serve-http.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { type SeamServer, serveSeams } from "../seam/grpc.ts";
-import { log } from "../util/log.ts";
+import { log } from "../log/log.ts";
 import { scaledOutputs } from "./fault.ts";
 import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
-import { joinTracker, type Membership } from "./tracker-client.ts";
+import { joinTracker, type Membership } from "../tracker/client.ts";
 import { measureDecode } from "../../src/node/measure.ts";
 
 export interface NodeConfig {

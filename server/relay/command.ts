@@ -1,7 +1,7 @@
 // `strata relay`: the WebSocket hub; `strata relay token`: a peer's token.
 import { Command, InvalidArgumentError } from "commander";
 import { peerToken } from "../../src/relay/token.ts";
-import { hostPort, untilSignal } from "../util/options.ts";
+import { hostPort, untilSignal } from "../cli-options.ts";
 import { startRelay } from "./relay-server.ts";
 
 const secretOf = (o: { secret?: string }) => {

@@ -8,7 +8,7 @@ import { Kind } from "../../src/gen/strata/relay/v1/relay_pb.ts";
 import { decodeEnvelope, encodeEnvelope } from "../../src/relay/envelope.ts";
 import { verifyPeerToken } from "../../src/relay/token.ts";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
-import { log } from "../util/log.ts";
+import { log } from "../log/log.ts";
 
 export interface RelayOptions {
   readonly host: string;

@@ -1,14 +1,14 @@
 // `strata route`: one generation along a static route of nodes; `strata key new`: a route key.
 import { Command, InvalidArgumentError } from "commander";
 import { parseSplit } from "../../src/engine/layer-range.ts";
-import type { SamplingPolicy } from "../../src/route/driver.ts";
+import type { SamplingPolicy } from "../../src/route/route-session.ts";
 import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../../src/route/keys.ts";
 import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { artifactSha256 } from "../model/hash.ts";
-import { int, num, readJsonFile } from "../util/options.ts";
+import { int, num, readJsonFile } from "../cli-options.ts";
 import { StaticRoute } from "./static-route.ts";
 
 export function keyCommand(): Command {

@@ -1,8 +1,12 @@
 // A route given by hand: node URLs in order (ranges asked of each direct node, or given),
 // tickets signed with the operator's route key. The tracker replaces this in a network.
-import { bytesToHex } from "../../src/util/hex.ts";
+import { bytesToHex } from "../../src/bytes/hex.ts";
 import type { LayerRange } from "../../src/engine/layer-range.ts";
-import { type RouteSession, RouteSession as Session, type SessionOptions } from "../../src/route/driver.ts";
+import {
+  type RouteSession,
+  RouteSession as Session,
+  type SessionOptions,
+} from "../../src/route/route-session.ts";
 import { parseHopUrl } from "../../src/route/hop-url.ts";
 import { checkCoverage, type HopPlan, signRoute } from "../../src/route/plan.ts";
 import { SeamError } from "../../src/seam/errors.ts";

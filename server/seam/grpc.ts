@@ -11,8 +11,8 @@ import {
 } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
-import { AsyncQueue } from "../../src/util/async-queue.ts";
-import { type Http2Server, listenConnect } from "../util/http2.ts";
+import { AsyncQueue } from "../../src/seam/async-queue.ts";
+import { type Http2Server, listenConnect } from "../http/http2.ts";
 
 export type SeamServer = Http2Server;
 

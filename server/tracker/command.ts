@@ -2,8 +2,8 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { resolveModel } from "../model/fetch.ts";
-import { cacheDir } from "../util/paths.ts";
-import { backendOption, hostPort, int, nativeBackend, untilSignal } from "../util/options.ts";
+import { cacheDir } from "../paths.ts";
+import { backendOption, hostPort, int, nativeBackend, untilSignal } from "../cli-options.ts";
 import { startTracker } from "./tracker.ts";
 
 export function trackerCommand(): Command {

@@ -1,6 +1,6 @@
 // The tracker process: registrations (persisted), leases (heartbeats), admission probes,
 // route selection and ticket signing, served as a Connect service over HTTP/2.
-import { bytesToHex, hexToBytes } from "../../src/util/hex.ts";
+import { bytesToHex, hexToBytes } from "../../src/bytes/hex.ts";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { HopSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
@@ -21,8 +21,8 @@ import { SessionLoad } from "../../src/tracker/load.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { sha256File } from "../model/hash.ts";
 import { Dialer } from "../seam/dialer.ts";
-import { listenConnect } from "../util/http2.ts";
-import { log } from "../util/log.ts";
+import { listenConnect } from "../http/http2.ts";
+import { log } from "../log/log.ts";
 import { probeNode } from "./admission.ts";
 import { probeReference } from "./reference.ts";
 import { readHeader } from "../model/facts.ts";

@@ -6,7 +6,7 @@ import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { upStateFile } from "../gateway/command.ts";
-import { backendOption, int, nativeBackend, untilSignal } from "../util/options.ts";
+import { backendOption, int, nativeBackend, untilSignal } from "../cli-options.ts";
 import { up } from "./up.ts";
 import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 

@@ -3,9 +3,9 @@
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import { peerToken } from "../../src/relay/token.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
-import { trackerClient } from "../node/tracker-client.ts";
-import { ServiceProcess } from "../util/service-process.ts";
-import { openVolunteerTab, type VolunteerTab } from "../browser/volunteer-tab.ts";
+import { trackerClient } from "../tracker/client.ts";
+import { ServiceProcess } from "../process/service-process.ts";
+import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
 import { trackedNodeArgs } from "./node-args.ts";
 
 export interface UpOptions {

@@ -7,7 +7,7 @@ import type { SeamFrame } from "../gen/strata/seam/v1/seam_pb.ts";
 import { SeamError } from "../seam/errors.ts";
 import { decodeFrame, decodeReply, encodeFrame } from "../seam/frame.ts";
 import type { FrameTap, SeamLink, SeamServe } from "../seam/link.ts";
-import { AsyncQueue } from "../util/async-queue.ts";
+import { AsyncQueue } from "../seam/async-queue.ts";
 import { decodeEnvelope, encodeEnvelope } from "./envelope.ts";
 
 /** The little a relay peer needs from a WebSocket. */

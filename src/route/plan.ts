@@ -1,7 +1,7 @@
 // A static route made ready to drive: each hop's range checked to continue the last, and
 // a ticket signed for each hop.
 import { SeamError } from "../seam/errors.ts";
-import type { RouteHop } from "./driver.ts";
+import type { RouteHop } from "./route-session.ts";
 import { signTicket } from "./ticket.ts";
 
 export interface HopPlan {

@@ -4,9 +4,9 @@
 // Retry-After, nothing hangs, and the nodes end with no session; (c) /metrics counts the
 // queue; (d) a non-streamed client that leaves frees its session, a queued one leaves the
 // queue. Prints one JSON object; admission.test.ts asserts on it.
-import { trackerClient } from "../../server/node/tracker-client.ts";
+import { trackerClient } from "../../server/tracker/client.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
-import { ServiceProcess } from "../../server/util/service-process.ts";
+import { ServiceProcess } from "../../server/process/service-process.ts";
 import { CHAT_QUESTIONS } from "./chat-reference.ts";
 import { sseData } from "../../src/gateway/sse.ts";
 

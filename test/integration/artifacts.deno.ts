@@ -18,7 +18,7 @@ import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { instantiateStrata } from "../../server/engine/wasm/load.ts";
 import { WasmEngine } from "../../src/engine/wasm/wasm-engine.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { serveHttp } from "../../server/util/serve-http.ts";
+import { serveHttp } from "../../server/http/serve-http.ts";
 
 const modelPath = defaultModelPath();
 const manifest = await artifactManifest(modelPath);

@@ -9,7 +9,7 @@
 // asserts on it.
 import OpenAI from "openai";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
-import { ServiceProcess } from "../../server/util/service-process.ts";
+import { ServiceProcess } from "../../server/process/service-process.ts";
 import { CHAT_QUESTIONS } from "./chat-reference.ts";
 
 const AT_ONCE = Number(Deno.env.get("AT_ONCE") ?? 64);

@@ -2,7 +2,7 @@
 // tokenization), and where a generated text leaves one: the yardstick of the end-to-end
 // tests that chat through routes.
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
-import { ShardProcess } from "../../server/shard/shard-client.ts";
+import { EngineProcess } from "../../checks/engine-host/engine-process.ts";
 import { sigma, top2 } from "../../src/parity/compare.ts";
 
 /** Four short questions with distinct answers, asked by the end-to-end tests. */
@@ -30,7 +30,7 @@ export async function chatReference(
   maxTokens: number,
 ): Promise<ChatReference> {
   const tok = await NativeTokenizer.load(model);
-  const whole = await ShardProcess.spawn({
+  const whole = await EngineProcess.spawn({
     modelPath: model,
     range: "whole",
     kvCells: 512,

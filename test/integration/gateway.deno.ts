@@ -3,8 +3,8 @@
 // node whose probe disagrees is refused and never routed; a node killed mid-generation.
 // Prints one JSON object; gateway.test.ts asserts on it.
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { trackerClient } from "../../server/node/tracker-client.ts";
-import { ServiceProcess } from "../../server/util/service-process.ts";
+import { trackerClient } from "../../server/tracker/client.ts";
+import { ServiceProcess } from "../../server/process/service-process.ts";
 import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
 import { streamChat as gatewayStream } from "./chat-client.ts";
 

@@ -5,9 +5,9 @@
 // (figures, not assertions). Prints one JSON object; hosts.test.ts asserts on it.
 import { layerRange } from "../../src/engine/layer-range.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { startHostNetwork } from "../../server/hosts/network.ts";
-import { hostsRun } from "../../bench/hosts.ts";
-import { timedChat } from "../../bench/timed-chat.ts";
+import { startHostNetwork } from "../../checks/hosts/network.ts";
+import { hostsRun } from "../../checks/bench/hosts.ts";
+import { timedChat } from "../../checks/bench/timed-chat.ts";
 import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
 
 const MAX = 24;

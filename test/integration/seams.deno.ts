@@ -30,7 +30,7 @@ import { packTensor } from "../../src/seam/tensor.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { connectRelay } from "../../server/relay/ws-socket.ts";
-import { type LocalRoute, startLocalRoute, type Transport } from "../../server/route/local-route.ts";
+import { type LocalRoute, startLocalRoute, type Transport } from "../../checks/hosts/local-route.ts";
 
 const model = defaultModelPath();
 const split = [layerRange(0, 12, 30), layerRange(12, 30, 30)];

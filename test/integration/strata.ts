@@ -3,7 +3,7 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-export const root = fileURLToPath(new URL("../../", import.meta.url));
+export const root = fileURLToPath(new URL("../..", import.meta.url));
 export const deno = `${root}node_modules/.bin/deno`;
 
 export interface Ran {

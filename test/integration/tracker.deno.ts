@@ -1,12 +1,12 @@
 // The tracker keeps registrations, admissions and its route key across a restart; leases
 // are re-learned from heartbeats, and routes work again without a new probe.
 // Prints one JSON object; tracker.test.ts asserts on it.
-import { trackerClient } from "../../server/node/tracker-client.ts";
+import { trackerClient } from "../../server/tracker/client.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { ServiceProcess } from "../../server/util/service-process.ts";
+import { ServiceProcess } from "../../server/process/service-process.ts";
 import { Dialer } from "../../server/seam/dialer.ts";
-import { RouteSession } from "../../src/route/driver.ts";
+import { RouteSession } from "../../src/route/route-session.ts";
 
 const dir = await Deno.makeTempDir();
 const token = crypto.randomUUID();

@@ -6,7 +6,7 @@
 // the tab. Screenshots go to SHOTS_DIR. Prints one JSON object; volunteer.test.ts asserts.
 import { layerRange } from "../../src/engine/layer-range.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { trackerClient } from "../../server/node/tracker-client.ts";
+import { trackerClient } from "../../server/tracker/client.ts";
 import { up } from "../../server/up/up.ts";
 import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
 import { streamChat } from "./chat-client.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkContract } from "../../bench/contract.ts";
+import { checkContract } from "../../checks/bench/contract.ts";
 
 const checks = [
   { metric: "ratios.a", min: 0.85, target: "a" },

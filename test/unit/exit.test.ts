@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeExit, OutputTail, signalName } from "../../server/util/exit.ts";
+import { describeExit, OutputTail, signalName } from "../../server/process/exit.ts";
 
 describe("how a child process ended, in words", () => {
   it("names signals and their meaning instead of a bare number", () => {

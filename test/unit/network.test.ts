@@ -10,7 +10,7 @@ import { choose } from "../../src/sampling/sampler.ts";
 import { uniformAt } from "../../src/sampling/draw.ts";
 import { type Candidate, disjointRoutes } from "../../src/tracker/select.ts";
 import { judgeProbe } from "../../src/tracker/probe.ts";
-import { AsyncQueue } from "../../src/util/async-queue.ts";
+import { AsyncQueue } from "../../src/seam/async-queue.ts";
 
 const cand = (node: string, start: number, end: number, load = 0, tokensPerS = 100): Candidate => ({
   node,

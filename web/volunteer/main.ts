@@ -20,8 +20,8 @@ import { ShardNode } from "../../src/node/shard-node.ts";
 import { RelayPeer } from "../../src/relay/peer.ts";
 import { parseHopUrl } from "../../src/route/hop-url.ts";
 import { SeamError } from "../../src/seam/errors.ts";
-import { fromBase64 } from "../../src/util/base64.ts";
-import { hexToBytes } from "../../src/util/hex.ts";
+import { fromBase64 } from "../../src/bytes/base64.ts";
+import { hexToBytes } from "../../src/bytes/hex.ts";
 import { OpfsPieceStore } from "./opfs-store.ts";
 import { connectBrowserRelay } from "./relay-socket.ts";
 

@@ -2,10 +2,10 @@
 // outside the repository, keyed by pin + patches + C API + build flags.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir, repoRoot } from "../../util/paths.ts";
-import { cmakeBuild } from "../../util/cmake-build.ts";
-import { runCommand } from "../../util/run.ts";
-import { log } from "../../util/log.ts";
+import { cacheDir, repoRoot } from "../../paths.ts";
+import { cmakeBuild } from "../../toolchain/cmake-build.ts";
+import { runCommand } from "../../process/run.ts";
+import { log } from "../../log/log.ts";
 import { sha256Hex } from "../../../src/gguf/manifest.ts";
 import { nativeCpuFeatures } from "../smoke/cpu-features.ts";
 import { smokeCheck } from "../smoke/smoke-check.ts";

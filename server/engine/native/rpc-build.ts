@@ -3,10 +3,10 @@
 // GGML_RPC on), cached like the engine library.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir, repoRoot } from "../../util/paths.ts";
-import { cmakeBuild } from "../../util/cmake-build.ts";
-import { runCommand } from "../../util/run.ts";
-import { log } from "../../util/log.ts";
+import { cacheDir, repoRoot } from "../../paths.ts";
+import { cmakeBuild } from "../../toolchain/cmake-build.ts";
+import { runCommand } from "../../process/run.ts";
+import { log } from "../../log/log.ts";
 import { forkBuildKey, forkDir, hasCommand } from "./build.ts";
 
 const FLAGS = [

@@ -5,8 +5,8 @@ import { pathToFileURL } from "node:url";
 import type { ShardSpec } from "../../../src/engine/range-engine.ts";
 import { type StrataModule, WasmEngine } from "../../../src/engine/wasm/wasm-engine.ts";
 import { runtimeGpu, wasmFlavorFor } from "../../../src/engine/wasm/webgpu-support.ts";
-import { log } from "../../util/log.ts";
-import { cacheDir } from "../../util/paths.ts";
+import { log } from "../../log/log.ts";
+import { cacheDir } from "../../paths.ts";
 import { ensureWasmEngine, WASM64_MEMORY_CAP, type WasmBuildOptions, type WasmFlavor } from "./build.ts";
 
 /**

@@ -1,0 +1,221 @@
+// `strata bench` (the whole suite, the default) and `strata bench hosts`: the CLI side of
+// suite.ts, hosts.ts, the report and the contract check.
+import { Command, Option } from "commander";
+import { join } from "node:path";
+import { evenSplit, parseSplit } from "../../src/engine/layer-range.ts";
+import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
+import { ensureNativeLibrary } from "../../server/engine/native/build.ts";
+import { ensureWasmEngine } from "../../server/engine/wasm/build.ts";
+import { canMakeHosts } from "../hosts/netns.ts";
+import { DEFAULT_MODEL } from "../../server/model/default-model.ts";
+import { fileFacts } from "../../server/model/facts.ts";
+import { resolveModel } from "../../server/model/fetch.ts";
+import { backendOption, int, nativeBackend } from "../../server/cli-options.ts";
+import { checkContract, formatChecks, loadContract } from "./contract.ts";
+import { benchHosts, type HostsReport } from "./hosts.ts";
+import { concurrencyPlot, decodePlot, markdownReport } from "./report.ts";
+import { benchSuite, type SuiteReport } from "./suite.ts";
+import { benchSeamCompression } from "./seam-compression.ts";
+import { benchTransport } from "./transport.ts";
+import { benchGatewayLoad, printGatewayLoad } from "./gateway-load.ts";
+import { benchInvarianceCost, summarizeCost } from "./invariance-cost.ts";
+
+const list = (v: string) => v.split(",").map(Number);
+const DELAYS = [0, 5, 20, 50];
+
+async function hostsOrWhy(model: string, split: string, threads: number, tokens: number) {
+  const why = await canMakeHosts();
+  if (why) {
+    console.error(`bench: separate hosts skipped: ${why}`);
+    return undefined;
+  }
+  const { path } = await resolveModel(model);
+  const facts = await fileFacts(path);
+  return await benchHosts({
+    model,
+    split: parseSplit(split, facts.nLayer),
+    threads,
+    delays: DELAYS,
+    maxTokens: tokens,
+  });
+}
+
+export function suiteCommand(): Command {
+  return new Command("all")
+    .description(
+      "the performance suite: whole model, routes of 2 and 3, llama.cpp RPC, WASM, concurrency, gateway TTFT, separate hosts",
+    )
+    .option("--split <ranges>", "the 2-shard split (the 3-shard route is even)", DEFAULT_MODEL.split)
+    .addOption(backendOption())
+    .option("--threads <n>", "engine threads in every engine process", int("threads"), 1)
+    .option("--prompt <n>", "prompt tokens", int("prompt"), 64)
+    .option("--tokens <n>", "decode steps", int("tokens"), 32)
+    .option("--concurrency <list>", "sessions at once on the 2-shard route", "1,2,4,8,16")
+    .option("--no-hosts", "skip the separate-host runs (network namespaces, root only)")
+    .option("--out <dir>", "write bench.json, report.md and the plots here", "bench-results")
+    .option("--from <dir>", "report and check an earlier run's bench.json instead of running")
+    .option("--json", "print the JSON object")
+    .option("--check", "compare with checks/bench/contract.json; exit 1 when a check fails")
+    .action(async (o) => {
+      let run: SuiteReport & { hosts?: HostsReport };
+      if (o.from) {
+        run = JSON.parse(await Deno.readTextFile(join(o.from, "bench.json")));
+      } else {
+        const { path, name } = await resolveModel(DEFAULT_MODEL.name);
+        await ensureNativeLibrary(nativeBackend(o.backend));
+        await ensureWasmEngine("cpu");
+        const tokenizer = await NativeTokenizer.load(path);
+        try {
+          const suite = await benchSuite({
+            model: name,
+            modelPath: path,
+            tokenizer,
+            split2: o.split,
+            backend: nativeBackend(o.backend),
+            threads: o.threads,
+            promptTokens: o.prompt,
+            decodeTokens: o.tokens,
+            concurrency: list(o.concurrency),
+            progress: (what) => console.error(`bench: ${what}`),
+          });
+          console.error("bench: separate hosts");
+          const hosts = o.hosts ? await hostsOrWhy(name, o.split, o.threads, o.tokens) : undefined;
+          run = { ...suite, hosts };
+        } finally {
+          tokenizer.close();
+        }
+      }
+      const checks = checkContract(run, await loadContract());
+      Deno.mkdirSync(o.out, { recursive: true });
+      await Deno.writeTextFile(join(o.out, "bench.json"), JSON.stringify(run, null, 2));
+      await Deno.writeTextFile(join(o.out, "concurrency.svg"), await concurrencyPlot(run));
+      await Deno.writeTextFile(join(o.out, "decode.svg"), await decodePlot(run));
+      const md = markdownReport(run, run.hosts, checks);
+      await Deno.writeTextFile(join(o.out, "report.md"), md);
+      console.log(o.json ? JSON.stringify(run, null, 2) : md);
+      console.error(`bench: wrote ${o.out}/bench.json, report.md, concurrency.svg, decode.svg`);
+      if (o.check) {
+        console.error(formatChecks(checks));
+        if (checks.some((c) => !c.pass)) Deno.exitCode = 1;
+      }
+    });
+}
+
+export function seamCompressionCommand(): Command {
+  return new Command("q8")
+    .description("q8 row transport on seams against f32: error at each seam, logits and greedy tokens")
+    .option("--split <ranges>", "layer ranges", DEFAULT_MODEL.split)
+    .option("--prompts <n>", "chat prompts", int("prompts"), 4)
+    .option("--steps <n>", "greedy steps a prompt", int("steps"), 32)
+    .addOption(
+      new Option("--kind <kind>", "one scale per block of 32 or per row").choices(["block32", "row"]).default(
+        "block32",
+      ),
+    )
+    .action(async (o) => {
+      const { path } = await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const facts = await fileFacts(path);
+      const tokenizer = await NativeTokenizer.load(path);
+      try {
+        const r = await benchSeamCompression({
+          modelPath: path,
+          tokenizer,
+          split: parseSplit(o.split, facts.nLayer),
+          prompts: o.prompts,
+          steps: o.steps,
+          kind: o.kind,
+        });
+        console.log(JSON.stringify(r, null, 2));
+      } finally {
+        tokenizer.close();
+      }
+    });
+}
+
+export function transportBenchCommand(): Command {
+  return new Command("transport")
+    .description(
+      "round trips of a seam frame by transport alone: the Strata seam (HTTP/2), a WebSocket, plain TCP",
+    )
+    .action(async () => {
+      console.log(JSON.stringify(await benchTransport(), null, 2));
+    });
+}
+
+export function hostsBenchCommand(): Command {
+  return new Command("hosts")
+    .description(
+      `decode tok/s across network namespaces against one-way link delay (${DELAYS.join(", ")} ms)`,
+    )
+    .option("--split <ranges>", "layer ranges of the route", DEFAULT_MODEL.split)
+    .option("--nodes <n>", "cut the model into n even ranges instead", int("nodes"))
+    .option("--threads <n>", "engine threads a node", int("threads"), 1)
+    .option("--tokens <n>", "tokens a chat", int("tokens"), 32)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path } = await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const facts = await fileFacts(path);
+      const split = o.nodes
+        ? evenSplit(facts.nLayer, o.nodes).map((r) => `${r.start}:${r.end}`).join(",")
+        : o.split;
+      const r = await hostsOrWhy(DEFAULT_MODEL.name, split, o.threads, o.tokens);
+      if (!r) {
+        Deno.exitCode = 1;
+        return;
+      }
+      if (o.json) console.log(JSON.stringify(r, null, 2));
+      else {
+        for (const x of r.runs) {
+          console.log(
+            `delay ${String(x.delay_ms).padStart(2)} ms: ${x.decode_tps.toFixed(1)} tok/s, engine ${
+              x.engine_ms_per_token.toFixed(1)
+            } ms a token, budget ${x.budget_tps.toFixed(1)} tok/s (${x.vs_budget.toFixed(2)}×)`,
+          );
+        }
+      }
+    });
+}
+
+/** `strata bench load`: concurrency through the gateway, batch-invariant nodes and not. */
+export function loadBenchCommand(): Command {
+  return new Command("load")
+    .description(
+      "N streamed chats at once through strata up (batch-invariant nodes and not): aggregate tok/s, ITL and TTFT p50/p95, chunked-prefill latency",
+    )
+    .option("--levels <list>", "requests at once", "1,8,16,64")
+    .option("--max-tokens <n>", "new tokens per request", int("max-tokens"), 32)
+    .option("--routes <n>", "routes of strata up", int("routes"), 2)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const runs = await benchGatewayLoad({
+        levels: list(o.levels),
+        maxTokens: o.maxTokens,
+        routes: o.routes,
+        progress: (s) => console.error(`bench: ${s}`),
+      });
+      console.log(o.json ? JSON.stringify(runs, null, 2) : printGatewayLoad(runs));
+    });
+}
+
+/** `strata bench invariance`: what batch-invariant decoding costs the engine. */
+export function invarianceBenchCommand(): Command {
+  return new Command("invariance")
+    .description("prefill and decode (1 and 8 sessions) of the whole model with batch invariance on and off")
+    .option("--threads <n>", "engine threads", int("threads"), 1)
+    .option("--rounds <n>", "on/off pairs (the median is reported)", int("rounds"), 3)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path } = await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const runs = await benchInvarianceCost(path, o.threads, o.rounds);
+      const summary = summarizeCost(runs);
+      if (o.json) return console.log(JSON.stringify({ runs, summary }, null, 2));
+      for (const [k, v] of Object.entries(summary)) {
+        console.log(`${k.padEnd(16)} on ${v.on.toFixed(1)}, off ${v.off.toFixed(1)}: ${v.ratio.toFixed(3)}×`);
+      }
+    });
+}

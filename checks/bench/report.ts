@@ -1,0 +1,195 @@
+// The benchmark's markdown report and its plots (SVG, rendered by vega from vega-lite specs).
+import * as vega from "vega";
+import * as vl from "vega-lite";
+import type { CheckResult } from "./contract.ts";
+import { formatChecks } from "./contract.ts";
+import type { SuiteReport } from "./suite.ts";
+import type { HostsReport } from "./hosts.ts";
+import type { EngineFigures } from "./figures.ts";
+
+async function svg(spec: vl.TopLevelSpec): Promise<string> {
+  const view = new vega.View(vega.parse(vl.compile(spec).spec), { renderer: "none" });
+  return await view.toSVG();
+}
+
+/** Aggregate decode throughput against sessions at once, the whole model's 1 and 8 beside it. */
+export function concurrencyPlot(r: SuiteReport): Promise<string> {
+  const values = [
+    ...r.concurrency.map((c) => ({
+      sessions: c.sessions,
+      tps: c.aggregate_tps,
+      series: "Strata route of 2",
+    })),
+    { sessions: 1, tps: r.whole_batched.sessions_1_tps, series: "whole model, one batch" },
+    { sessions: 8, tps: r.whole_batched.sessions_8_tps, series: "whole model, one batch" },
+  ];
+  return svg({
+    $schema: "https://vega.github.io/schema/vega-lite/v5.json",
+    title: `Throughput against concurrency (${r.model}, route ${r.route2.split})`,
+    width: 420,
+    height: 260,
+    data: { values },
+    mark: { type: "line", point: true },
+    encoding: {
+      x: {
+        field: "sessions",
+        type: "quantitative",
+        scale: { type: "log", base: 2 },
+        title: "sessions at once",
+      },
+      y: { field: "tps", type: "quantitative", title: "decode tokens/s (all sessions)" },
+      color: {
+        field: "series",
+        type: "nominal",
+        title: null,
+        legend: { orient: "top-left", labelLimit: 300 },
+      },
+    },
+  });
+}
+
+/** Decode tokens/s of one session on every system, whole model first. */
+export function decodePlot(r: SuiteReport): Promise<string> {
+  const values = [
+    { system: "whole model (llama.cpp)", tps: r.whole.decode_tps },
+    { system: `Strata route of 2`, tps: r.route2.decode_tps },
+    { system: `Strata route of 3`, tps: r.route3.decode_tps },
+    { system: "llama.cpp RPC, 2 servers", tps: r.rpc2.decode_tps },
+    { system: "WASM engine, whole", tps: r.wasm.decode_tps },
+  ];
+  return svg({
+    $schema: "https://vega.github.io/schema/vega-lite/v5.json",
+    title:
+      `Decode, one session (${r.model}, ${r.machine.threads_per_engine_process} thread(s) an engine process)`,
+    width: 420,
+    height: 200,
+    data: { values },
+    mark: "bar",
+    encoding: {
+      y: { field: "system", type: "nominal", sort: null, title: null, axis: { labelLimit: 300 } },
+      x: { field: "tps", type: "quantitative", title: "decode tokens/s" },
+    },
+  });
+}
+
+const f = (x: number | undefined, d = 1) => (x === undefined || !Number.isFinite(x) ? "–" : x.toFixed(d));
+
+export function markdownReport(
+  r: SuiteReport,
+  hosts: HostsReport | undefined,
+  checks: CheckResult[],
+): string {
+  const row = (name: string, s: EngineFigures) =>
+    `| ${name} | ${f(s.ttft_ms)} | ${f(s.prefill_tps)} | ${f(s.decode_tps)} | ${f(s.p50_ms, 2)} | ${
+      f(s.p95_ms, 2)
+    } | ${f(s.rss_mb)} |`;
+  const profile = (name: string, p: SuiteReport["route2"]["profile"]) =>
+    `| ${name} | ${f(p.step_ms, 2)} | ${f(p.engine_ms, 2)} | ${f(p.scheduling_ms, 2)} | ${
+      f(p.seam_codec_ms, 3)
+    } | ${f(p.transport_ms, 2)} | ${p.one_way_crossings} |`;
+  const lines = [
+    `# Strata benchmark: ${r.model}`,
+    "",
+    `${r.machine.cores} cores, ${r.machine.threads_per_engine_process} engine thread(s) in every engine process, ` +
+    `prompt ${r.prompt_tokens} tokens, ${r.decode_tokens} greedy decode steps, one session unless said; ` +
+    `${f(r.seconds, 0)} s in all.`,
+    "",
+    "| system | TTFT ms | prefill tok/s | decode tok/s | p50 ms | p95 ms | RSS MB |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+    row("whole model (llama.cpp, same pin)", r.whole),
+    row(`Strata route of 2 (${r.route2.split})`, r.route2),
+    row(`Strata route of 3 (${r.route3.split})`, r.route3),
+    row(`llama.cpp RPC (${r.rpc2.split})`, r.rpc2),
+    row("WASM engine, whole", r.wasm),
+    "",
+    "![decode](decode.svg)",
+    "",
+    "## Ratios (pair by pair, this run)",
+    "",
+    ...Object.entries(r.ratios).map(([k, v]) => `- ${k}: ${f(v, 3)}`),
+    "",
+    "## Concurrency (route of 2)",
+    "",
+    "| sessions | aggregate tok/s | × one session | largest batch |",
+    "| --- | --- | --- | --- |",
+    ...r.concurrency.map((c) =>
+      `| ${c.sessions} | ${f(c.aggregate_tps)} | ${
+        f(c.aggregate_tps / r.concurrency[0].aggregate_tps, 2)
+      } | ${c.max_batch_sessions} |`
+    ),
+    "",
+    `Whole-model llama.cpp, the same engine threads, 8 sessions in one batch against 1: ${
+      f(r.whole_batched.sessions_8_tps)
+    } against ${f(r.whole_batched.sessions_1_tps)} tok/s (${
+      f(r.whole_batched.gain_8_vs_1, 2)
+    }×), the engine's own batching gain here.`,
+    "",
+    "![concurrency](concurrency.svg)",
+    "",
+    "## Where a decode step goes (p50)",
+    "",
+    "| route | step ms | engine ms | scheduling ms | seam codec ms | transport ms | one-way crossings |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+    profile("2 shards", r.route2.profile),
+    profile("3 shards", r.route3.profile),
+    "",
+    "Per node (route of 2): " +
+    r.route2.nodes.map((n) =>
+      `${n.layers} ${f(n.compute_ms_per_token, 2)} ms compute, ${f(n.queue_ms_per_token, 2)} ms queue, ${
+        f(n.rss_mb)
+      } MB`
+    ).join("; ") + `. Seam bytes per token: ${r.seam_bytes_per_token}.`,
+    "",
+    `Gateway (strata up, ${r.gateway.split}): TTFT p50 ${f(r.gateway.ttft_ms_p50)} ms against a budget of ` +
+    `${f(r.gateway.ttft_budget_ms)} ms (1.2 × whole-model prefill ${
+      f(r.gateway.whole_prefill_ms_p50)
+    } ms + 5 ms).`,
+    "",
+  ];
+  lines.push(
+    "## q8 row transport on seams (against f32)",
+    "",
+    "| scales | split | seam after layer | one quantization: max rel. error | one quantization: ‖Δ‖/‖h‖ | q8 chain vs f32 at the seam, max rel. error |",
+    "| --- | --- | --- | --- | --- | --- |",
+    ...r.seam_compression_q8.flatMap((q) =>
+      q.seams.map((s) =>
+        `| ${q.kind} | ${q.split} | ${s.after_layer} | ${s.q8_step_rel_err_max.toExponential(2)} | ${
+          s.q8_step_rms_rel_err_max.toExponential(2)
+        } | ${s.q8_vs_f32_rel_err_max.toExponential(2)} |`
+      )
+    ),
+    "",
+    ...r.seam_compression_q8.map((q) =>
+      `- ${q.kind}, ${q.split}: logits max |Δ| ${
+        f(q.logits_max_diff_sigma, 3)
+      } σ; greedy tokens identical for ${
+        q.sessions.map((s) => s.identical_steps).join(", ")
+      } of ${q.steps} steps${
+        q.sessions.some((s) => s.divergence)
+          ? ` (divergences at top-2 gaps ${
+            q.sessions.filter((s) => s.divergence).map((s) =>
+              f(s.divergence!.gapSigma, 3)
+            ).join(", ")
+          } σ)`
+          : ""
+      }; ${q.bytes_per_row.f32} → ${q.bytes_per_row.q8} bytes a row (${f(q.bytes_per_row.ratio, 2)}× less)`
+    ),
+    "",
+  );
+  if (hosts) {
+    lines.push(
+      "## Separate hosts (network namespaces, one-way delay per link)",
+      "",
+      "| delay ms | decode tok/s | engine ms a token | budget tok/s (0.9 / (engine + crossings × delay)) | × budget |",
+      "| --- | --- | --- | --- | --- |",
+      ...hosts.runs.map((h) =>
+        `| ${h.delay_ms} | ${f(h.decode_tps)} | ${f(h.engine_ms_per_token, 2)} | ${f(h.budget_tps)} | ${
+          f(h.vs_budget, 2)
+        } |`
+      ),
+      "",
+    );
+  }
+  lines.push("## Contract (checks/bench/contract.json)", "", "```", formatChecks(checks), "```", "");
+  return lines.join("\n");
+}

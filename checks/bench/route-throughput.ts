@@ -1,0 +1,196 @@
+// Decode throughput of a route of node processes: one session alone, then N sessions at
+// once (aggregate), beside whole-model llama.cpp in one process; and what the seams cost
+// per decode step per hop (the driver's round trip minus every node's queue, engine and
+// sampling time). Prints figures; asserts nothing.
+import { formatRange, parseSplit } from "../../src/engine/layer-range.ts";
+import type { RouteSession, StepReply } from "../../src/route/route-session.ts";
+import type { NativeBackend } from "../../server/engine/native/build.ts";
+import { fileFacts } from "../../server/model/facts.ts";
+import { type LocalRoute, startLocalRoute, type Transport } from "../hosts/local-route.ts";
+import { EngineProcess } from "../engine-host/engine-process.ts";
+import { top2 } from "../../src/parity/compare.ts";
+
+export interface RouteBenchOptions {
+  readonly modelPath: string;
+  readonly modelName: string;
+  readonly split: string;
+  readonly backend: NativeBackend;
+  readonly transport: Transport;
+  readonly sessions: number;
+  readonly tokens: number;
+  readonly threads: number;
+}
+
+export const quantile = (xs: number[], q: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
+
+/** A prompt of n plain tokens (ids chosen from the ordinary range of the vocabulary). */
+export const prompt = (n: number, salt: number) =>
+  Int32Array.from({ length: n }, (_, i) => 1000 + ((i * 7919 + salt * 104729) % 20000));
+
+export async function benchRoute(o: RouteBenchOptions) {
+  const facts = await fileFacts(o.modelPath);
+  const split = parseSplit(o.split, facts.nLayer);
+  // the route's nodes together get threads × nodes; the whole model gets as many
+  const wholeOpts = { ...o, threads: o.threads * split.length };
+  const whole = await wholeDecode(wholeOpts, 1);
+  const wholeMany = await wholeDecode(wholeOpts, o.sessions);
+  const local = await startLocalRoute({
+    modelPath: o.modelPath,
+    split,
+    nLayer: facts.nLayer,
+    backend: o.backend,
+    threads: o.threads,
+    transport: o.transport,
+    maxSessions: Math.max(16, o.sessions),
+  });
+  try {
+    await decodeRun(local, 1, 8, "warmup");
+    const one = await decodeRun(local, 1, o.tokens, "one");
+    const many = await decodeRun(local, o.sessions, o.tokens, "many");
+    // seam cost of one step: the round trip minus what the nodes spent on it
+    const overhead = one.replies.map((r) =>
+      r.ms - r.telemetry.reduce((s, t) => s + t.queueMs + t.computeMs + t.sampleMs, 0)
+    );
+    // hops: driver → first node, then node → node; each carries the step down and its reply back up,
+    // so a step crosses 2 × hops one-way seams (each: encode, transport, decode)
+    const hops = split.length;
+    const perHop = overhead.map((x) => x / hops);
+    const perCrossing = overhead.map((x) => x / (2 * hops));
+    const bytesPerToken = one.replies[0].telemetry.reduce((s, t) => s + t.bytesOut, 0);
+    return {
+      model: o.modelName,
+      split: split.map(formatRange).join(","),
+      transport: o.transport,
+      backend: `native-${o.backend}`,
+      threads_per_node: o.threads,
+      tokens_per_session: o.tokens,
+      whole_model_decode_tok_s: whole,
+      whole_model_n_sessions_batched_tok_s: wholeMany,
+      whole_model_ratio_n_vs_1: wholeMany / whole,
+      route_1_session_decode_tok_s: one.tokPerS,
+      route_n_sessions: o.sessions,
+      route_n_sessions_aggregate_tok_s: many.tokPerS,
+      aggregate_ratio_n_vs_1: many.tokPerS / one.tokPerS,
+      route_vs_whole_1_session: one.tokPerS / whole,
+      max_batch_sessions_seen: Math.max(
+        ...many.replies.map((r) => Math.max(...r.telemetry.map((t) => t.batchSessions))),
+      ),
+      step_ms_p50: quantile(one.replies.map((r) => r.ms), 0.5),
+      step_ms_p95: quantile(one.replies.map((r) => r.ms), 0.95),
+      seam_overhead_per_step_per_hop_ms: { p50: quantile(perHop, 0.5), p95: quantile(perHop, 0.95) },
+      seam_overhead_per_one_way_crossing_ms: {
+        p50: quantile(perCrossing, 0.5),
+        p95: quantile(perCrossing, 0.95),
+      },
+      seam_bytes_per_decode_token: bytesPerToken,
+    };
+  } finally {
+    await local.close();
+  }
+}
+
+/** n sessions prefill, meet, then decode `tokens` steps each; aggregate decode tokens per second. */
+export async function decodeRun(local: LocalRoute, n: number, tokens: number, tag: string) {
+  const sessions: RouteSession[] = [];
+  const firsts: StepReply[] = [];
+  for (let s = 0; s < n; s++) {
+    const p = prompt(16 + 4 * s, s);
+    const session = await local.route.open(`bench-${tag}-${s}`, { maxTokens: p.length + tokens + 1 });
+    sessions.push(session);
+    firsts.push(await session.prefill(p));
+  }
+  const replies: StepReply[] = [];
+  const t0 = performance.now();
+  await Promise.all(sessions.map(async (session, s) => {
+    let token = firsts[s].token;
+    for (let i = 0; i < tokens; i++) {
+      const r = await session.decode(token);
+      replies.push(r);
+      token = r.token;
+    }
+  }));
+  const seconds = (performance.now() - t0) / 1000;
+  await Promise.all(sessions.map((s) => s.release()));
+  return { tokPerS: (n * tokens) / seconds, replies };
+}
+
+/**
+ * Whole-model llama.cpp in one process: decode tokens per second of n sessions stepped
+ * together in one batch per step (n = 1: one session alone).
+ */
+export async function wholeDecode(
+  o: Pick<RouteBenchOptions, "modelPath" | "tokens" | "threads" | "backend">,
+  n: number,
+): Promise<number> {
+  const whole = await EngineProcess.spawn({
+    modelPath: o.modelPath,
+    range: "whole",
+    kvCells: n * (16 + 4 * n + o.tokens + 16),
+    maxSequences: n,
+    batchTokens: 512,
+    threads: o.threads,
+    backend: o.backend,
+  });
+  try {
+    const last = (k: number) => Uint8Array.from({ length: k }, (_, i) => (i === k - 1 ? 1 : 0));
+    const seqs: number[] = [];
+    const at: number[] = [];
+    let next: number[] = [];
+    for (let s = 0; s < n; s++) {
+      const p = prompt(16 + 4 * s, s);
+      const seq = await whole.open();
+      const r = await whole.decode(
+        p,
+        Int32Array.from(p.keys()),
+        new Int32Array(p.length).fill(seq),
+        last(p.length),
+      );
+      seqs.push(seq);
+      at.push(p.length);
+      next.push(top2(r.data).best);
+    }
+    const t0 = performance.now();
+    for (let i = 0; i < o.tokens; i++) {
+      const r = await whole.decode(
+        Int32Array.from(next),
+        Int32Array.from(at),
+        Int32Array.from(seqs),
+        new Uint8Array(n).fill(1),
+      );
+      const nVocab = r.data.length / n;
+      next = seqs.map((_, s) => top2(r.data.subarray(s * nVocab, (s + 1) * nVocab)).best);
+      for (let s = 0; s < n; s++) at[s]++;
+    }
+    return (n * o.tokens) / ((performance.now() - t0) / 1000);
+  } finally {
+    await whole.close();
+  }
+}
+
+export function printRouteBench(r: Awaited<ReturnType<typeof benchRoute>>): string {
+  const f = (x: number, d = 1) => x.toFixed(d);
+  return [
+    `${r.model} split ${r.split}, ${r.transport} seams, ${r.backend}, ${r.threads_per_node} thread(s) a node, ${r.tokens_per_session} decode steps a session`,
+    `whole model, 1 session:           ${f(r.whole_model_decode_tok_s)} tok/s`,
+    `whole model, ${r.route_n_sessions} sessions batched:   ${
+      f(r.whole_model_n_sessions_batched_tok_s)
+    } tok/s (${f(r.whole_model_ratio_n_vs_1, 2)}× one session: the engine's own batching gain here)`,
+    `route, 1 session:                 ${f(r.route_1_session_decode_tok_s)} tok/s (${
+      f(r.route_vs_whole_1_session, 2)
+    }× whole)`,
+    `route, ${r.route_n_sessions} sessions (aggregate):     ${f(r.route_n_sessions_aggregate_tok_s)} tok/s (${
+      f(r.aggregate_ratio_n_vs_1, 2)
+    }× one session; up to ${r.max_batch_sessions_seen} a batch)`,
+    `decode step round trip:           p50 ${f(r.step_ms_p50, 2)} ms, p95 ${f(r.step_ms_p95, 2)} ms`,
+    `seam overhead per step per hop:   p50 ${f(r.seam_overhead_per_step_per_hop_ms.p50, 3)} ms, p95 ${
+      f(r.seam_overhead_per_step_per_hop_ms.p95, 3)
+    } ms`,
+    `  one way (encode+send+decode):   p50 ${f(r.seam_overhead_per_one_way_crossing_ms.p50, 3)} ms, p95 ${
+      f(r.seam_overhead_per_one_way_crossing_ms.p95, 3)
+    } ms`,
+    `seam bytes per decode token:      ${r.seam_bytes_per_decode_token}`,
+  ].join("\n");
+}

@@ -1,0 +1,156 @@
+// `strata bench`: one invocation, one machine, the same prompt token ids for every system —
+// whole-model llama.cpp from the pin, Strata routes of 2 and 3 shards on loopback, llama.cpp's
+// own RPC split of the same layers, the WASM engine, concurrency 1…16 on the 2-shard route,
+// and TTFT through the gateway — with every ratio computed pair by pair within the run.
+import { evenSplit, formatRange, parseSplit } from "../../src/engine/layer-range.ts";
+import type { Tokenizer } from "../../src/engine/tokenizer.ts";
+import type { NativeBackend } from "../../server/engine/native/build.ts";
+import { fileFacts } from "../../server/model/facts.ts";
+import { metaNumber } from "../../src/gguf/reader.ts";
+import type { EngineFigures } from "./figures.ts";
+import { measureWhole } from "./measure-engine.ts";
+import { measureRoute } from "./measure-route.ts";
+import { measureRpc } from "./measure-rpc.ts";
+import { benchUp } from "./up-vs-whole.ts";
+import { wholeDecode } from "./route-throughput.ts";
+import { benchSeamCompression } from "./seam-compression.ts";
+
+export interface SuiteOptions {
+  readonly model: string;
+  readonly modelPath: string;
+  readonly tokenizer: Tokenizer;
+  readonly split2: string;
+  readonly backend: NativeBackend;
+  /** engine threads of every engine process (the whole model's, each node's, each rpc-server's) */
+  readonly threads: number;
+  readonly promptTokens: number;
+  readonly decodeTokens: number;
+  readonly concurrency: readonly number[];
+  readonly progress?: (what: string) => void;
+}
+
+export async function benchSuite(o: SuiteOptions) {
+  const say = o.progress ?? (() => {});
+  const facts = await fileFacts(o.modelPath);
+  const nEmbd = metaNumber(facts.header, `${facts.arch}.embedding_length`) ?? 0;
+  const split2 = parseSplit(o.split2, facts.nLayer);
+  const split3 = evenSplit(facts.nLayer, 3);
+  const base = {
+    modelPath: o.modelPath,
+    threads: o.threads,
+    promptTokens: o.promptTokens,
+    decodeTokens: o.decodeTokens,
+  };
+  const route = { ...base, nLayer: facts.nLayer, nEmbd, backend: o.backend };
+  const started = performance.now();
+
+  say("whole-model llama.cpp");
+  const whole = await measureWhole({ ...base, backend: o.backend });
+  // the engine's own batching gain, the ceiling a route's aggregate builds on
+  say("whole-model llama.cpp, 1 and 8 sessions batched");
+  const wholeOpts = {
+    modelPath: o.modelPath,
+    tokens: o.decodeTokens,
+    threads: o.threads,
+    backend: o.backend,
+  };
+  const whole1 = await wholeDecode(wholeOpts, 1);
+  const whole8 = await wholeDecode(wholeOpts, 8);
+  say(`route of 2 (${o.split2}) and concurrency ${o.concurrency.join(", ")}`);
+  const route2 = await measureRoute({ ...route, split: split2, concurrency: o.concurrency });
+  say(`route of 3 (${split3.map(formatRange).join(",")})`);
+  const route3 = await measureRoute({ ...route, split: split3, concurrency: [] });
+  say("llama.cpp RPC, the same 2-way split");
+  const rpc2 = await measureRpc({ ...base, split: split2 });
+  say("WASM engine (CPU), whole model");
+  const wasm = await measureWhole({ ...base, backend: "wasm" });
+  say("q8 seam compression against f32 (2 and 3 shards)");
+  const q8 = [];
+  for (const kind of ["block32", "row"] as const) {
+    for (const split of [split2, split3]) {
+      q8.push(
+        await benchSeamCompression({
+          modelPath: o.modelPath,
+          tokenizer: o.tokenizer,
+          split,
+          prompts: 4,
+          steps: 32,
+          kind,
+        }),
+      );
+    }
+  }
+  say("TTFT through strata up's gateway");
+  const gw = await benchUp({
+    model: o.model,
+    modelPath: o.modelPath,
+    split: split2,
+    backend: o.backend,
+    threads: o.threads,
+    maxTokens: 16,
+    prompts: 4,
+    tokenizer: o.tokenizer,
+    // the same threads as every other engine process in this run
+    wholeThreads: o.threads,
+  });
+
+  const pick = (f: EngineFigures) => ({
+    ttft_ms: f.ttft_ms,
+    prefill_tps: f.prefill_tps,
+    decode_tps: f.decode_tps,
+    p50_ms: f.p50_ms,
+    p95_ms: f.p95_ms,
+    rss_mb: f.rss_mb,
+  });
+  const agg = (n: number) => route2.concurrency.find((c) => c.sessions === n)?.aggregate_tps;
+  const gatewayBudget = 1.2 * gw.whole.ttft_ms_p50 + 5;
+  return {
+    model: o.model,
+    machine: {
+      cores: navigator.hardwareConcurrency,
+      threads_per_engine_process: o.threads,
+      backend: o.backend,
+    },
+    prompt_tokens: o.promptTokens,
+    decode_tokens: o.decodeTokens,
+    whole: { ...pick(whole), engine: whole.engine },
+    route2: {
+      ...pick(route2),
+      open_ms: route2.open_ms,
+      split: o.split2,
+      nodes: route2.nodes,
+      profile: route2.profile,
+    },
+    route3: {
+      ...pick(route3),
+      split: split3.map(formatRange).join(","),
+      nodes: route3.nodes,
+      profile: route3.profile,
+    },
+    rpc2: { ...pick(rpc2), split: o.split2, model_mib_per_server: rpc2.model_mib_per_server },
+    wasm: { ...pick(wasm), engine: wasm.engine },
+    concurrency: route2.concurrency,
+    whole_batched: { sessions_1_tps: whole1, sessions_8_tps: whole8, gain_8_vs_1: whole8 / whole1 },
+    seam_bytes_per_token: route2.seam_bytes_per_token,
+    seam_compression_q8: q8,
+    gateway: {
+      split: o.split2,
+      ttft_ms_p50: gw.strata_up.ttft_ms_p50,
+      whole_prefill_ms_p50: gw.whole.ttft_ms_p50,
+      ttft_budget_ms: gatewayBudget,
+      whole_model_threads: gw.whole_model_threads,
+    },
+    ratios: {
+      route2_vs_whole_decode: route2.decode_tps / whole.decode_tps,
+      route3_vs_whole_decode: route3.decode_tps / whole.decode_tps,
+      route2_vs_rpc2_decode: route2.decode_tps / rpc2.decode_tps,
+      rpc2_vs_whole_decode: rpc2.decode_tps / whole.decode_tps,
+      wasm_vs_whole_decode: wasm.decode_tps / whole.decode_tps,
+      agg8_vs_1: (agg(8) ?? NaN) / (agg(1) ?? NaN),
+      gateway_ttft_vs_budget: gw.strata_up.ttft_ms_p50 / gatewayBudget,
+    },
+    seconds: (performance.now() - started) / 1000,
+  };
+}
+
+export type SuiteReport = Awaited<ReturnType<typeof benchSuite>>;

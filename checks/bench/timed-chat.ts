@@ -1,0 +1,42 @@
+// One greedy chat streamed from a gateway and timed token by token, with the route's
+// per-node telemetry from the last event.
+import { sseData } from "../../src/gateway/sse.ts";
+import type { NodeShare } from "../../src/gateway/telemetry.ts";
+
+export interface TimedChat {
+  readonly text: string;
+  /** arrival time of every content event */
+  readonly at: number[];
+  readonly ttftMs: number;
+  readonly nodes: NodeShare[];
+}
+
+export async function timedChat(gateway: string, question: string, maxTokens: number): Promise<TimedChat> {
+  const t0 = performance.now();
+  const r = await fetch(`${gateway}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: "smollm2",
+      stream: true,
+      temperature: 0,
+      max_tokens: maxTokens,
+      messages: [{ role: "user", content: question }],
+    }),
+  });
+  const at: number[] = [];
+  let text = "";
+  let nodes: NodeShare[] = [];
+  for await (const data of sseData(r.body!)) {
+    if (data === "[DONE]") continue;
+    const j = JSON.parse(data);
+    if (j.error) throw new Error(`${j.error.code}: ${j.error.message}`);
+    const piece = j.choices?.[0]?.delta?.content;
+    if (piece) {
+      at.push(performance.now());
+      text += piece;
+    }
+    if (j.strata) nodes = j.strata.nodes;
+  }
+  return { text, at, ttftMs: at[0] - t0, nodes };
+}

@@ -1,0 +1,249 @@
+// The commands that check Strata rather than run it: parity against whole-model llama.cpp,
+// the benchmark suite and the separate-host helper. server/cli.ts loads this file when the
+// tree has it.
+import { type Command, Option } from "commander";
+import { Compression } from "../src/gen/strata/seam/v1/seam_pb.ts";
+import { parseSplit } from "../src/engine/layer-range.ts";
+import { ensureNativeLibrary, NATIVE_BACKENDS } from "../server/engine/native/build.ts";
+import { NativeTokenizer } from "../server/engine/native/native-tokenizer.ts";
+import { resolveModel } from "../server/model/fetch.ts";
+import { DEFAULT_MODEL } from "../server/model/default-model.ts";
+import { fileFacts } from "../server/model/facts.ts";
+import { backendOption, int, nativeBackend } from "../server/cli-options.ts";
+import {
+  hostsBenchCommand,
+  invarianceBenchCommand,
+  loadBenchCommand,
+  seamCompressionCommand,
+  suiteCommand,
+  transportBenchCommand,
+} from "./bench/command.ts";
+import { benchShardMemory } from "./bench/shard-memory.ts";
+import { benchRoute, printRouteBench } from "./bench/route-throughput.ts";
+import { benchUp, printUpBench } from "./bench/up-vs-whole.ts";
+import { benchWasm, printWasmBench } from "./bench/wasm-vs-native.ts";
+import { hostsCommand } from "./hosts/command.ts";
+import { runParity } from "./parity/run.ts";
+import { printRouteParity, runRouteParity } from "./parity/route-parity.ts";
+
+export function addCheckCommands(program: Command): void {
+  program.addCommand(hostsCommand(), { hidden: true });
+
+  program.command("parity")
+    .description("compare a split run in separate processes with whole-model llama.cpp")
+    .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
+    .option("--split <ranges>", "layer ranges, e.g. 0:12,12:30", DEFAULT_MODEL.split)
+    .addOption(
+      new Option(
+        "--backend <backend>",
+        "engine of the split: a native library, or the WASM engine on CPU or WebGPU (against native whole-model CPU)",
+      )
+        .choices([...NATIVE_BACKENDS.flatMap((b) => [b, `native-${b}`]), "wasm", "webgpu"])
+        .default("native-cpu"),
+    )
+    .addOption(
+      new Option("--host <where>", "where the WASM shards run: Deno processes, or headless Chromium tabs")
+        .choices(["process", "chromium"])
+        .default("process"),
+    )
+    .option("--tokens <n>", "greedy decode steps per session", int("tokens"), 32)
+    .option("--sessions <n>", "sessions, alone and batched", int("sessions"), 4)
+    .option("--threads <n>", "engine threads per process", int("threads"), 2)
+    .addOption(
+      new Option(
+        "--transport <kind>",
+        "run the route as node processes over real seams: direct HTTP/2, or the last node through a relay",
+      )
+        .choices(["direct", "relay"]),
+    )
+    .option("--engines <list>", "with --transport: each node's engine, e.g. native,wasm,native")
+    .addOption(
+      new Option("--compression <kind>", "with --transport: hidden states on the seams as f32 or q8 rows")
+        .choices(["none", "q8", "q8-row"]).default("none"),
+    )
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path, name } = await resolveModel(o.model);
+      const wasm = o.backend === "wasm" || o.backend === "webgpu";
+      // the WASM engines are compared with native whole-model CPU
+      const backend = wasm ? "cpu" : nativeBackend(o.backend);
+      await ensureNativeLibrary(backend);
+      if (o.host === "chromium" && !wasm) {
+        throw new Error("--host chromium runs the WASM engine: --backend wasm|webgpu");
+      }
+      const engines = o.engines
+        ? String(o.engines).split(",") as ("native" | "wasm")[]
+        : wasm && o.transport
+        ? String(o.split).split(",").map(() => "wasm" as const)
+        : undefined;
+      if (engines?.some((e) => e !== "native" && e !== "wasm")) {
+        throw new Error("--engines takes native or wasm per node");
+      }
+      if (engines && !o.transport) throw new Error("--engines needs --transport (node processes)");
+      const tokenizer = await NativeTokenizer.load(path);
+      try {
+        const facts = await fileFacts(path);
+        if (o.transport) {
+          const report = await runRouteParity({
+            modelPath: path,
+            modelName: name,
+            split: parseSplit(o.split, facts.nLayer),
+            nLayer: facts.nLayer,
+            backend,
+            transport: o.transport,
+            engines,
+            tokens: o.tokens,
+            sessions: o.sessions,
+            threads: o.threads,
+            tokenizer,
+            compression: { none: Compression.NONE, q8: Compression.Q8_BLOCK32, "q8-row": Compression.Q8_ROW }[
+              o.compression as "none" | "q8" | "q8-row"
+            ],
+          });
+          console.log(o.json ? JSON.stringify(report, null, 2) : printRouteParity(report));
+          if (!report.ok) Deno.exitCode = 1;
+          return;
+        }
+        const report = await runParity({
+          modelPath: path,
+          modelName: name,
+          split: parseSplit(o.split, facts.nLayer),
+          backend: wasm ? o.backend : backend,
+          host: o.host,
+          tokens: o.tokens,
+          sessions: o.sessions,
+          threads: o.threads,
+          tokenizer,
+        });
+        if (o.json) console.log(JSON.stringify(report, null, 2));
+        else printParity(report);
+        if (!report.ok) Deno.exitCode = 1;
+      } finally {
+        tokenizer.close();
+      }
+    });
+
+  const bench = program.command("bench")
+    .description("benchmarks that print figures (never assert); without a subcommand, the whole suite");
+  bench.addCommand(suiteCommand(), { isDefault: true });
+  bench.addCommand(hostsBenchCommand());
+  bench.addCommand(seamCompressionCommand());
+  bench.addCommand(transportBenchCommand());
+  bench.addCommand(loadBenchCommand());
+  bench.addCommand(invarianceBenchCommand());
+
+  bench.command("route")
+    .description(
+      "decode throughput of a route (1 vs N sessions, beside the whole model) and seam overhead per hop",
+    )
+    .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
+    .option("--split <ranges>", "layer ranges", DEFAULT_MODEL.split)
+    .addOption(backendOption())
+    .addOption(new Option("--transport <kind>", "seams").choices(["direct", "relay"]).default("direct"))
+    .option("--sessions <n>", "concurrent sessions", int("sessions"), 8)
+    .option("--tokens <n>", "decode steps per session", int("tokens"), 64)
+    .option("--threads <n>", "engine threads per node", int("threads"), 1)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path, name } = await resolveModel(o.model);
+      const backend = nativeBackend(o.backend);
+      await ensureNativeLibrary(backend);
+      const r = await benchRoute({ ...o, modelPath: path, modelName: name, backend });
+      console.log(o.json ? JSON.stringify(r, null, 2) : printRouteBench(r));
+    });
+
+  bench.command("up")
+    .description("TTFT and decode tok/s through strata up (gateway, tracker, a route) beside the whole model")
+    .option("--split <ranges>", "layer ranges of the route", DEFAULT_MODEL.split)
+    .addOption(backendOption())
+    .option("--threads <n>", "engine threads per node", int("threads"), 1)
+    .option("--max-tokens <n>", "tokens per prompt at most", int("max-tokens"), 64)
+    .option("--prompts <n>", "prompts", int("prompts"), 8)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path } = await resolveModel(DEFAULT_MODEL.name);
+      const backend = nativeBackend(o.backend);
+      await ensureNativeLibrary(backend);
+      const facts = await fileFacts(path);
+      const tokenizer = await NativeTokenizer.load(path);
+      try {
+        const r = await benchUp({
+          model: DEFAULT_MODEL.name,
+          modelPath: path,
+          split: parseSplit(o.split, facts.nLayer),
+          backend,
+          threads: o.threads,
+          maxTokens: o.maxTokens,
+          prompts: o.prompts,
+          tokenizer,
+        });
+        console.log(o.json ? JSON.stringify(r, null, 2) : printUpBench(r));
+      } finally {
+        tokenizer.close();
+      }
+    });
+
+  bench.command("wasm")
+    .description("the WASM engine (CPU) beside the native CPU engine: load, prefill, decode per layer")
+    .option("--prompt <n>", "prompt tokens", int("prompt"), 64)
+    .option("--tokens <n>", "decode steps", int("tokens"), 32)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path } = await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const r = await benchWasm({ modelPath: path, prompt: o.prompt, tokens: o.tokens });
+      console.log(o.json ? JSON.stringify(r, null, 2) : printWasmBench(r));
+    });
+
+  bench.command("memory")
+    .description("resident memory of each shard process vs the whole model")
+    .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
+    .option("--split <ranges>", "layer ranges", DEFAULT_MODEL.split)
+    .addOption(backendOption())
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path, name } = await resolveModel(o.model);
+      const r = await benchShardMemory(path, name, o.split, nativeBackend(o.backend));
+      console.log(o.json ? JSON.stringify(r, null, 2) : r.table);
+    });
+}
+
+function printParity(r: Awaited<ReturnType<typeof runParity>>): void {
+  const seams = r.max_abs_diff_hidden.map((s) =>
+    `after layer ${s.after_layer}: ${s.diff.toExponential(2)} of ${
+      s.max_abs.toFixed(0)
+    } (tolerance ${s.tolerance_rel})`
+  ).join(", ");
+  console.log(
+    `${r.model} (${r.arch}, ${r.n_layer} layers) split ${r.split} on ${
+      r.engine_backends.join(",")
+    } (${r.host}),` +
+      ` against ${r.reference}`,
+  );
+  if (r.text !== undefined) console.log(`route output: ${JSON.stringify(r.text)}`);
+  const ties = r.alone_divergences.filter((d) => d.kind === "near_tie");
+  console.log(
+    `greedy tokens: ${
+      r.tokens_match ? "identical" : r.tokens_agree ? `identical but ${ties.length} near-tie(s)` : "MISMATCH"
+    } over ${r.tokens_compared} steps${
+      ties.map((d) =>
+        ` (session ${d.session} step ${"step" in d ? d.step : "?"}: gap ${
+          "gapSigma" in d ? d.gapSigma.toFixed(3) : "?"
+        } σ)`
+      ).join("")
+    }`,
+  );
+  console.log(
+    `hidden states vs whole: ${seams}: ${r.hidden_within_tolerance ? "within" : "OUTSIDE"}`,
+  );
+  console.log(
+    `batched (${r.sessions} sessions, up to ${r.batched.max_batch_tokens} tokens a batch): ${
+      r.batched_match ? "match" : "MISMATCH"
+    }${r.batched.near_ties.length ? ` (${r.batched.near_ties.length} near-ties)` : ""}`,
+  );
+  console.log(
+    `release: ${r.release_ok ? "freed exactly its cells" : "WRONG"}; ${r.ok ? "PASS" : "FAIL"} in ${
+      r.seconds.toFixed(1)
+    } s`,
+  );
+}

@@ -1,0 +1,56 @@
+// Headless Chromium (Debian's package) through playwright-core: a fresh profile each
+// launch, WebGPU allowed (an adapter appears only with the unsafe flag; SwiftShader here).
+import { CHROMIUM_JS_FLAGS } from "../process/v8-flags.ts";
+import { chromium } from "playwright-core";
+import { existsSync } from "node:fs";
+import { log } from "../log/log.ts";
+
+type Context = Awaited<ReturnType<typeof chromium.launchPersistentContext>>;
+export type BrowserPage = Awaited<ReturnType<Context["newPage"]>>;
+
+export const CHROMIUM = Deno.env.get("STRATA_CHROMIUM") ?? "/usr/bin/chromium";
+
+export function hasChromium(): boolean {
+  return existsSync(CHROMIUM);
+}
+
+export class Chromium {
+  private constructor(private readonly context: Context, private readonly profile: string) {}
+
+  static async launch(): Promise<Chromium> {
+    if (!hasChromium()) {
+      throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium (or set STRATA_CHROMIUM)`);
+    }
+    const profile = await Deno.makeTempDir({ prefix: "strata-chromium-" });
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        "--no-sandbox",
+        "--enable-unsafe-webgpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+        CHROMIUM_JS_FLAGS,
+      ],
+    });
+    return new Chromium(context, profile);
+  }
+
+  async page(url: string): Promise<BrowserPage> {
+    const page = await this.context.newPage();
+    page.on("console", (m) => {
+      if (m.type() === "warning" || m.type() === "error") log.info("browser.console", { text: m.text() });
+    });
+    page.on("pageerror", (e) => log.warn("browser.error", { message: e.message }));
+    await page.goto(url);
+    return page;
+  }
+
+  async close(): Promise<void> {
+    await this.context.close().catch(() => {});
+    await Deno.remove(this.profile, { recursive: true }).catch(() => {});
+  }
+}
