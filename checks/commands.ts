@@ -173,7 +173,7 @@ export function addCheckCommands(program: Command): void {
           split: parseSplit(o.split, facts.nLayer),
           backend,
           threads: o.threads,
-          maxTokens: o.maxTokens,
+          newTokens: o.maxTokens,
           prompts: o.prompts,
           tokenizer,
         });

@@ -36,7 +36,7 @@ async function hostsOrWhy(model: string, split: string, threads: number, tokens:
     split: parseSplit(split, facts.nLayer),
     threads,
     delays: DELAYS,
-    maxTokens: tokens,
+    newTokens: tokens,
   });
 }
 
@@ -193,7 +193,7 @@ export function loadBenchCommand(): Command {
       await ensureNativeLibrary("cpu");
       const runs = await benchGatewayLoad({
         levels: list(o.levels),
-        maxTokens: o.maxTokens,
+        newTokens: o.maxTokens,
         routes: o.routes,
         progress: (s) => console.error(`bench: ${s}`),
       });

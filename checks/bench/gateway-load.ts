@@ -46,12 +46,12 @@ const q = (xs: number[], p: number) => {
 };
 const gaps = (at: number[]) => at.slice(1).map((t, i) => t - at[i]);
 
-async function level(gw: string, n: number, maxTokens: number): Promise<LoadLevel> {
+async function level(gw: string, n: number, newTokens: number): Promise<LoadLevel> {
   const t0 = performance.now();
   const runs = await Promise.all(
     Array.from(
       { length: n },
-      (_, i) => timedChat(gw, QUESTIONS[i % QUESTIONS.length], maxTokens).catch(() => null),
+      (_, i) => timedChat(gw, QUESTIONS[i % QUESTIONS.length], newTokens).catch(() => null),
     ),
   );
   const wall = (performance.now() - t0) / 1000;
@@ -91,7 +91,7 @@ async function chunkedPrefill(gw: string): Promise<ChunkedPrefill> {
 }
 
 export async function benchGatewayLoad(
-  o: { levels: number[]; maxTokens: number; routes: number; progress?: (s: string) => void },
+  o: { levels: number[]; newTokens: number; routes: number; progress?: (s: string) => void },
 ): Promise<GatewayLoadRun[]> {
   const out: GatewayLoadRun[] = [];
   for (const invariant of [true, false]) {
@@ -119,7 +119,7 @@ export async function benchGatewayLoad(
       const levels: LoadLevel[] = [];
       for (const n of o.levels) {
         o.progress?.(`batch-invariant ${invariant}: ${n} at once`);
-        levels.push(await level(gw, n, o.maxTokens));
+        levels.push(await level(gw, n, o.newTokens));
       }
       o.progress?.(`batch-invariant ${invariant}: chunked prefill`);
       out.push({ batch_invariant: invariant, levels, chunked_prefill: await chunkedPrefill(gw) });

@@ -49,7 +49,7 @@ export async function benchHosts(
     split: readonly LayerRange[];
     threads: number;
     delays: readonly number[];
-    maxTokens: number;
+    newTokens: number;
   },
 ): Promise<HostsReport> {
   const net = await startHostNetwork({ model: o.model, split: o.split, threads: o.threads, delayMs: 0 });
@@ -58,7 +58,7 @@ export async function benchHosts(
     const runs: HostsRun[] = [];
     for (const d of o.delays) {
       await net.setDelay(d);
-      runs.push(hostsRun(d, await timedChat(net.gateway, "Tell me about the ocean.", o.maxTokens)));
+      runs.push(hostsRun(d, await timedChat(net.gateway, "Tell me about the ocean.", o.newTokens)));
     }
     return {
       split: o.split.map(formatRange).join(","),

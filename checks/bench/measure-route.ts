@@ -58,7 +58,7 @@ export async function measureRoute(o: RouteMeasureOptions) {
     // warm-up as long as the measurement: the seam path's JavaScript reaches V8's optimizing tier
     await decodeRun(local, 1, o.decodeTokens, "warmup");
     const tOpen = performance.now();
-    const session = await local.route.open("bench-one", { maxTokens: o.promptTokens + o.decodeTokens + 1 });
+    const session = await local.route.open("bench-one", { kvCells: o.promptTokens + o.decodeTokens + 1 });
     const openMs = performance.now() - tOpen;
     const t0 = performance.now();
     let r = await session.prefill(prompt(o.promptTokens, 0));

@@ -98,7 +98,7 @@ export async function decodeRun(local: LocalRoute, n: number, tokens: number, ta
   const firsts: StepReply[] = [];
   for (let s = 0; s < n; s++) {
     const p = prompt(16 + 4 * s, s);
-    const session = await local.route.open(`bench-${tag}-${s}`, { maxTokens: p.length + tokens + 1 });
+    const session = await local.route.open(`bench-${tag}-${s}`, { kvCells: p.length + tokens + 1 });
     sessions.push(session);
     firsts.push(await session.prefill(p));
   }

@@ -87,7 +87,7 @@ export async function benchSuite(o: SuiteOptions) {
     split: split2,
     backend: o.backend,
     threads: o.threads,
-    maxTokens: 16,
+    newTokens: 16,
     prompts: 4,
     tokenizer: o.tokenizer,
     // the same threads as every other engine process in this run

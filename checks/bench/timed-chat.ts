@@ -11,7 +11,7 @@ export interface TimedChat {
   readonly nodes: NodeShare[];
 }
 
-export async function timedChat(gateway: string, question: string, maxTokens: number): Promise<TimedChat> {
+export async function timedChat(gateway: string, question: string, newTokens: number): Promise<TimedChat> {
   const t0 = performance.now();
   const r = await fetch(`${gateway}/v1/chat/completions`, {
     method: "POST",
@@ -20,7 +20,7 @@ export async function timedChat(gateway: string, question: string, maxTokens: nu
       model: "smollm2",
       stream: true,
       temperature: 0,
-      max_tokens: maxTokens,
+      max_tokens: newTokens,
       messages: [{ role: "user", content: question }],
     }),
   });

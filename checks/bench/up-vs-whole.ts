@@ -16,7 +16,7 @@ export interface UpBenchOptions {
   readonly split: LayerRange[];
   readonly backend: NativeBackend;
   readonly threads: number;
-  readonly maxTokens: number;
+  readonly newTokens: number;
   readonly prompts: number;
   readonly tokenizer: Tokenizer;
   /** the whole model's threads (default: as many as the route's nodes together) */
@@ -50,7 +50,7 @@ export async function benchUp(o: UpBenchOptions) {
   try {
     await streamed(net.gateway, "Hello", 4); // warm-up
     for (let i = 0; i < o.prompts; i++) {
-      route.push(await streamed(net.gateway, PARITY_QUESTIONS[i % PARITY_QUESTIONS.length], o.maxTokens));
+      route.push(await streamed(net.gateway, PARITY_QUESTIONS[i % PARITY_QUESTIONS.length], o.newTokens));
     }
   } finally {
     await net.stop();
@@ -74,13 +74,13 @@ export async function benchUp(o: UpBenchOptions) {
   };
 }
 
-async function streamed(gateway: string, question: string, maxTokens: number): Promise<Timing> {
-  const c = await timedChat(gateway, question, maxTokens);
+async function streamed(gateway: string, question: string, newTokens: number): Promise<Timing> {
+  const c = await timedChat(gateway, question, newTokens);
   const n = c.at.length;
   return { ttftMs: c.ttftMs, decodeTokPerS: (n - 1) / ((c.at[n - 1] - c.at[0]) / 1000), tokens: n };
 }
 
-/** Whole-model llama.cpp: the same chat prompts, greedy until end of generation or maxTokens. */
+/** Whole-model llama.cpp: the same chat prompts, greedy until end of generation or newTokens. */
 async function wholeModel(o: UpBenchOptions, prompts: Int32Array[]): Promise<Timing[]> {
   const p = await EngineProcess.spawn({
     modelPath: o.modelPath,
@@ -100,7 +100,7 @@ async function wholeModel(o: UpBenchOptions, prompts: Int32Array[]): Promise<Tim
       let at = 0;
       let first = 0;
       let n = 0;
-      for (let i = 0; i < o.maxTokens; i++) {
+      for (let i = 0; i < o.newTokens; i++) {
         const k = input.length;
         const r = await p.decode(
           input,

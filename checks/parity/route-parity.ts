@@ -194,7 +194,7 @@ async function generate(
   if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
   const session = await local.route.open(`parity-${phase}-${s}`, {
     sampling: policyFor(s),
-    maxTokens: prompt.length + n,
+    kvCells: prompt.length + n,
     compression,
   });
   const tokens: number[] = [];

@@ -7,6 +7,7 @@ import { ApiError, type GenerationRequest, RateLimited } from "../../src/gateway
 import { ClientLeft, QueueRefused } from "../../src/gateway/admission.ts";
 import { StopMatcher } from "../../src/gateway/stop.ts";
 import { GenerationTelemetry } from "../../src/gateway/telemetry.ts";
+import { contextCap, contextWindow } from "../../src/route/context-window.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { Dialer } from "../seam/dialer.ts";
@@ -26,10 +27,6 @@ export interface Generated {
   readonly completionTokens: number;
   readonly telemetry: GenerationTelemetry;
 }
-
-/** The longest context a request may use: the model's, 128K, and what the route's KV admits. */
-export const contextCap = (nCtxTrain: number, routeCells: number) =>
-  Math.min(nCtxTrain || Infinity, 131_072, routeCells);
 
 export function promptTokens(tok: Tokenizer, req: GenerationRequest): Int32Array {
   if (req.kind === "chat") {
@@ -76,16 +73,13 @@ export async function generate(
   onText: (piece: string) => void | Promise<void>,
 ): Promise<Generated> {
   const { sessionId, route } = lease;
-  const cap = contextCap(ctx.nCtxTrain, route.maxSessionCells);
-  const maxNew = req.maxTokens ?? cap - ids.length;
-  if (ids.length + maxNew > cap || maxNew < 1) {
-    throw new ApiError(
-      400,
-      `this model's context is ${cap} tokens here; the prompt has ${ids.length} and max_tokens asks ${maxNew}`,
-      "invalid_request_error",
-      "context_length_exceeded",
-      "max_tokens",
-    );
+  const window = contextWindow(
+    ids.length,
+    req.maxNewTokens,
+    contextCap(ctx.nCtxTrain, route.maxSessionCells),
+  );
+  if ("refused" in window) {
+    throw new ApiError(400, window.refused, "invalid_request_error", "context_length_exceeded", "max_tokens");
   }
   if (signal.aborted) throw new SeamError("cancelled", "the client went away");
   const telemetry = new GenerationTelemetry(route.name);
@@ -97,7 +91,7 @@ export async function generate(
       epoch: route.epoch,
       artifactSha256: ctx.artifact,
       sampling: { temperature: req.temperature, topK: req.topK, topP: req.topP, seed: req.seed },
-      maxTokens: ids.length + maxNew,
+      kvCells: window.kvCells,
       // the tracker's choice for this route (q8 rows through the relay)
       compression: route.seamCompression,
       // the prompt follows OPEN at once: the OPEN round trip leaves TTFT
@@ -125,7 +119,7 @@ export async function generate(
     // way) ends like one that reached max_tokens: finish_reason length, the text so far
     let kvEnded = false;
     try {
-      for await (const r of session.generate(ids, maxNew, (t) => tok.isEndOfGeneration(t))) {
+      for await (const r of session.generate(ids, window.newTokens, (t) => tok.isEndOfGeneration(t))) {
         if (signal.aborted) throw new SeamError("cancelled", "the client went away");
         telemetry.step(r.telemetry);
         if (tok.isEndOfGeneration(r.token)) {

@@ -1,4 +1,5 @@
 // `strata route`: one generation along a static route of nodes; `strata key new`: a route key.
+import { contextCap, contextWindow } from "../../src/route/context-window.ts";
 import { Command, InvalidArgumentError } from "commander";
 import { parseSplit } from "../../src/engine/layer-range.ts";
 import type { SamplingPolicy } from "../../src/route/route-session.ts";
@@ -74,17 +75,16 @@ export function routeCommand(): Command {
           topP: o.topP,
           seed: BigInt(o.seed),
         };
-        const session = await route.open(crypto.randomUUID(), {
-          sampling,
-          maxTokens: ids.length + o.maxTokens,
-        });
+        const window = contextWindow(ids.length, o.maxTokens, contextCap(facts.nCtxTrain));
+        if ("refused" in window) throw new InvalidArgumentError(window.refused);
+        const session = await route.open(crypto.randomUUID(), { sampling, kvCells: window.kvCells });
         const out: number[] = [];
         const steps: number[] = [];
         const t0 = performance.now();
         let ttft = 0;
         let last;
         try {
-          for await (const r of session.generate(ids, o.maxTokens, (t) => tok.isEndOfGeneration(t))) {
+          for await (const r of session.generate(ids, window.newTokens, (t) => tok.isEndOfGeneration(t))) {
             if (out.length === 0) ttft = performance.now() - t0;
             else steps.push(r.ms);
             last = r;

@@ -35,11 +35,11 @@ export class SequenceTable {
   }
 
   /** Validates a batch against the shard's facts and the open sequences' positions. */
-  check(batch: DecodeBatch, facts: ModelFacts, input: "tokens" | "hidden", maxTokens: number): number {
+  check(batch: DecodeBatch, facts: ModelFacts, input: "tokens" | "hidden", batchTokens: number): number {
     const n = batch.seq.length;
     if (n === 0) throw new EngineError("bad_input", "empty batch");
-    if (n > maxTokens) {
-      throw new EngineError("bad_input", `batch of ${n} tokens exceeds the engine's ${maxTokens}`);
+    if (n > batchTokens) {
+      throw new EngineError("bad_input", `batch of ${n} tokens exceeds the engine's ${batchTokens}`);
     }
     if (batch.pos.length !== n) {
       throw new EngineError("bad_input", `${batch.pos.length} positions for ${n} tokens`);

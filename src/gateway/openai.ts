@@ -34,7 +34,7 @@ export interface GenerationRequest {
   readonly model: string;
   readonly messages?: ChatMessage[];
   readonly prompt?: string;
-  readonly maxTokens?: number;
+  readonly maxNewTokens?: number;
   readonly temperature: number;
   readonly topP: number;
   readonly topK: number;
@@ -126,7 +126,7 @@ export function parseRequest(kind: "chat" | "completion", raw: unknown): Generat
     model: b.model,
     messages,
     prompt,
-    maxTokens: int(b, "max_completion_tokens", 1) ?? int(b, "max_tokens", 1),
+    maxNewTokens: int(b, "max_completion_tokens", 1) ?? int(b, "max_tokens", 1),
     temperature: num(b, "temperature", 0, 2, 1),
     topP: num(b, "top_p", 0, 1, 1),
     topK: int(b, "top_k", 0) ?? 0,

@@ -5,6 +5,9 @@
 
 import { type GgufTensorInput, type MetadataEntry, writeGguf } from "../gguf/writer.ts";
 import { GgmlType } from "../gguf/types.ts";
+import { toF16, toQ8_0 } from "../gguf/encode.ts";
+import { gaussian } from "./seeded.ts";
+import { SPECIAL_TOKENS, vocabMetadata } from "./synth-vocab.ts";
 
 /** Architectures synthModel writes weights for; any other name gets a header without tensors. */
 export const SYNTH_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe"] as const;
@@ -60,10 +63,6 @@ const LOGIT_STD = 6.0; // spread of the logits for a unit-RMS final hidden state
 const ATTN_GAIN = 2.0; // sharper attention: the next token depends on context, which breaks short cycles
 const NORM_JITTER = 0.1; // norm weights are 1 ± this
 const BIAS_STD = 0.1;
-const SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] as const;
-const CHATML_TEMPLATE = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + " +
-  "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}" +
-  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 type Resolved = Required<Omit<SynthOptions, "headDim">> & { headDim: number };
 
@@ -243,161 +242,4 @@ function f32Tensor(name: string, shape: number[], values: Float32Array): GgufTen
     type: GgmlType.F32,
     data: new Uint8Array(values.buffer, values.byteOffset, values.byteLength),
   };
-}
-
-// ---- seeded numbers ----
-
-/** mulberry32: a 32-bit state PRNG, uniform in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** FNV-1a of the tensor name mixed with the seed: each tensor has its own stream, so
- *  tied and untied models (or different layer counts) share the weights they have in common. */
-function streamSeed(seed: number, name: string): number {
-  let h = 0x811c9dc5 ^ Math.imul(seed | 0, 0x9e3779b1);
-  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
-  return h >>> 0;
-}
-
-const SQRT3 = 1.7320508075688772;
-
-/** n values of mean + std·z, z ~ Irwin–Hall(4) rescaled to unit variance (bounded, near normal). */
-function gaussian(seed: number, name: string, n: number, std: number, mean: number): Float32Array {
-  const rand = mulberry32(streamSeed(seed, name));
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = mean + std * ((rand() + rand() + rand() + rand() - 2) * SQRT3);
-  return out;
-}
-
-// ---- ggml encodings ----
-
-const f32 = new Float32Array(1);
-const f32Bits = new Uint32Array(f32.buffer);
-
-/** IEEE half from a float, round to nearest even (as ggml's GGML_FP32_TO_FP16). */
-function halfBits(v: number): number {
-  f32[0] = v;
-  const x = f32Bits[0];
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  let mant = x & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  const e = exp - 112; // rebias 127 → 15
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let h = mant >>> shift;
-    const rem = mant & ((1 << shift) - 1), mid = 1 << (shift - 1);
-    if (rem > mid || (rem === mid && (h & 1))) h++;
-    return sign | h;
-  }
-  let h = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++; // a carry into the exponent is still correct
-  return sign | h;
-}
-
-function toF16(values: Float32Array): Uint8Array {
-  const out = new Uint8Array(values.length * 2);
-  const view = new DataView(out.buffer);
-  for (let i = 0; i < values.length; i++) view.setUint16(i * 2, halfBits(values[i]), true);
-  return out;
-}
-
-/** Q8_0 blocks of 32: an f16 scale d = max|x|/127, then 32 int8 round(x/d) (ggml's reference quantizer). */
-function toQ8_0(values: Float32Array): Uint8Array {
-  const nBlocks = values.length / 32;
-  const out = new Uint8Array(nBlocks * 34);
-  const view = new DataView(out.buffer);
-  for (let b = 0; b < nBlocks; b++) {
-    let amax = 0;
-    for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(values[b * 32 + j]));
-    const d = amax / 127;
-    const id = d ? 1 / d : 0;
-    view.setUint16(b * 34, halfBits(d), true);
-    for (let j = 0; j < 32; j++) {
-      const x = values[b * 32 + j] * id;
-      view.setInt8(b * 34 + 2 + j, Math.sign(x) * Math.round(Math.abs(x))); // roundf: halves away from zero
-    }
-  }
-  return out;
-}
-
-// ---- tokenizer ----
-
-function vocabMetadata(o: Resolved): MetadataEntry[] {
-  const { tokens, types, merges } = synthVocab(o.nVocab);
-  return [
-    ["tokenizer.ggml.model", "gpt2", "string"],
-    ["tokenizer.ggml.pre", "default", "string"],
-    ["tokenizer.ggml.tokens", tokens, { array: "string" }],
-    ["tokenizer.ggml.token_type", types, { array: "i32" }],
-    ["tokenizer.ggml.merges", merges, { array: "string" }],
-    ["tokenizer.ggml.bos_token_id", 1, "u32"],
-    ["tokenizer.ggml.eos_token_id", 2, "u32"],
-    ["tokenizer.ggml.padding_token_id", 0, "u32"],
-    ["tokenizer.ggml.add_bos_token", o.arch === "llama", "bool"],
-    ["tokenizer.chat_template", CHATML_TEMPLATE, "string"],
-  ];
-}
-
-/** GPT-2's reversible byte → printable character map, so every byte is a token. */
-function byteChars(): string[] {
-  const printable: number[] = [];
-  for (let b = 0x21; b <= 0x7e; b++) printable.push(b);
-  for (let b = 0xa1; b <= 0xac; b++) printable.push(b);
-  for (let b = 0xae; b <= 0xff; b++) printable.push(b);
-  const chars = new Array<string>(256);
-  for (const b of printable) chars[b] = String.fromCodePoint(b);
-  let extra = 0;
-  for (let b = 0; b < 256; b++) if (chars[b] === undefined) chars[b] = String.fromCodePoint(256 + extra++);
-  return chars;
-}
-
-// Words whose prefixes become merges, so English text tokenizes into a few tokens per word.
-const WORDS =
-  ("the of and to in is you that it he was for on are as with his they at be this have from or one had " +
-    "by word but not what all were we when your can said there use an each which she do how their if will up other " +
-    "about out many then them these so some her would make like him into time has look two more write go see number " +
-    "no way could people my than first water been call who oil its now find long down day did get come made may part " +
-    "capital france paris city country language model hello world").split(" ");
-
-/** Token ids: 0..2 special, 3..258 the 256 bytes, then merges of word prefixes (" t", " th", " the", ...). */
-function synthVocab(nVocab: number): { tokens: string[]; types: number[]; merges: string[] } {
-  const NORMAL = 1, CONTROL = 3, USER_DEFINED = 4;
-  const chars = byteChars();
-  const tokens: string[] = [...SPECIAL_TOKENS, ...chars];
-  const types: number[] = [...SPECIAL_TOKENS.map(() => CONTROL), ...chars.map(() => NORMAL)];
-  const merges: string[] = [];
-  const known = new Set(tokens);
-  const space = chars[0x20];
-  outer: for (const word of WORDS) {
-    let left = space;
-    for (const ch of word) {
-      if (tokens.length >= nVocab) break outer;
-      const merged = left + ch;
-      if (!known.has(merged)) {
-        known.add(merged);
-        tokens.push(merged);
-        types.push(NORMAL);
-        merges.push(`${left} ${ch}`);
-      }
-      left = merged;
-    }
-  }
-  for (let i = 0; tokens.length < nVocab; i++) {
-    tokens.push(`<|extra_${i}|>`);
-    types.push(USER_DEFINED);
-  }
-  return { tokens, types, merges };
 }

@@ -26,6 +26,8 @@ export class NodeSession {
     readonly workId: string,
     readonly open: Open,
     readonly reply: (f: SeamFrame) => void,
+    /** the recipe the previous shard stamped on OPEN (empty from a driver): its steps must match */
+    readonly upstreamRecipe: Uint8Array,
   ) {}
 
   get identity() {

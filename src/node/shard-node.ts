@@ -14,6 +14,7 @@ import {
   type SeamFrame,
   SeamFrameSchema,
 } from "../gen/strata/seam/v1/seam_pb.ts";
+import { bytesToHex } from "../bytes/hex.ts";
 import type { RangeEngine } from "../engine/range-engine.ts";
 import { verifyTicket } from "../route/ticket.ts";
 import { choose } from "../sampling/sampler.ts";
@@ -41,6 +42,7 @@ export interface ShardNodeOptions {
 }
 
 const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((v, i) => v === b[i]);
+const hex8 = (b: Uint8Array) => b.length ? bytesToHex(b.subarray(0, 4)) : "(none)";
 
 export class ShardNode {
   readonly #batcher: Batcher;
@@ -163,8 +165,18 @@ export class ShardNode {
         `session ${session.id} is at epoch ${session.epoch}, frame at ${f.routeEpoch}`,
       );
     }
-    if (f.phase === Phase.PREFILL || f.phase === Phase.DECODE) this.#step(session, f);
-    else await this.#end(session, f);
+    if (f.phase === Phase.PREFILL || f.phase === Phase.DECODE) {
+      if (!sameBytes(f.recipeFingerprint, session.upstreamRecipe)) {
+        // this shard's KV holds what the opening engine computed: another build's states would not continue it
+        throw new SeamError(
+          "wrong_recipe",
+          `session ${session.id} opened behind engine recipe ${hex8(session.upstreamRecipe)}, frame from ${
+            hex8(f.recipeFingerprint)
+          }`,
+        );
+      }
+      this.#step(session, f);
+    } else await this.#end(session, f);
     return session;
   }
 
@@ -198,8 +210,8 @@ export class ShardNode {
       existing.reply(sessionFailure(existing.identity, "wrong_epoch", `re-opened at epoch ${f.routeEpoch}`));
       await this.#drop(existing, "superseded");
     }
-    this.#batcher.open(f.sessionId, open.maxTokens);
-    const s = new NodeSession(f.sessionId, f.routeEpoch, f.workId, open, reply);
+    this.#batcher.open(f.sessionId, open.kvCells);
+    const s = new NodeSession(f.sessionId, f.routeEpoch, f.workId, open, reply, f.recipeFingerprint);
     this.#sessions.set(s.id, s);
     this.#counters.served++;
     if (!next) {
@@ -340,7 +352,13 @@ export class ShardNode {
       s.answer(replyTo(f, { cacheResult: 0 }));
       return;
     }
-    s.downstream.send(create(SeamFrameSchema, { ...f, range: s.open.nextHops[0].range }));
+    s.downstream.send(
+      create(SeamFrameSchema, {
+        ...f,
+        range: s.open.nextHops[0].range,
+        recipeFingerprint: this.options.recipe,
+      }),
+    );
   }
 
   /** Passes the next shard's replies back up, adding this node's telemetry to each. */

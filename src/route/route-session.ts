@@ -38,7 +38,7 @@ export interface SessionOptions {
   readonly artifactSha256: Uint8Array;
   readonly sampling?: SamplingPolicy;
   /** KV cells the session claims on every shard: prompt plus generated tokens */
-  readonly maxTokens: number;
+  readonly kvCells: number;
   readonly compression?: Compression;
   /** no reply within this long fails the step and cancels the route */
   readonly stepTimeoutMs?: number;
@@ -101,7 +101,7 @@ export class RouteSession {
         nextHops: hops.slice(1).map((h) =>
           create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })
         ),
-        maxTokens: o.maxTokens,
+        kvCells: o.kvCells,
         seamCompression: o.compression ?? Compression.NONE,
       }),
     }));

@@ -8,6 +8,7 @@ export type SeamErrorCode =
   | "bad_tensor" // shape, element type, byte order or compression that do not fit
   | "wrong_epoch" // a route epoch other than the session's
   | "wrong_shard" // a frame addressed to another layer range or model artifact
+  | "wrong_recipe" // hidden states from another engine build than the one the session opened with
   | "bad_position" // positions that do not continue the session's cache
   | "unavailable" // the next shard cannot be reached or went away
   | "deadline" // no reply within the step deadline

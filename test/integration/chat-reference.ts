@@ -27,7 +27,7 @@ export interface ChatReference {
 export async function chatReference(
   model: string,
   questions: string[],
-  maxTokens: number,
+  newTokens: number,
 ): Promise<ChatReference> {
   const tok = await NativeTokenizer.load(model);
   const whole = await EngineProcess.spawn({
@@ -52,7 +52,7 @@ export async function chatReference(
     const steps: Array<{ token: number; gapSigma: number }> = [];
     let input = ids;
     let at = 0;
-    for (let i = 0; i < maxTokens; i++) {
+    for (let i = 0; i < newTokens; i++) {
       const n = input.length;
       const r = await whole.decode(
         input,

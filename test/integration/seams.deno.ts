@@ -57,7 +57,7 @@ async function route(transport: Transport, tapDir?: string): Promise<LocalRoute>
 
 /** One greedy session with a fixed id, epoch and ticket time: its frames are reproducible. */
 async function fixedSession(local: LocalRoute): Promise<number[]> {
-  const s = await local.route.open("fixed-session", { maxTokens: 64 }, { epoch: 7n, now: fixedNow });
+  const s = await local.route.open("fixed-session", { kvCells: 64 }, { epoch: 7n, now: fixedNow });
   const out: number[] = [];
   for await (const r of s.generate(prompt, STEPS, () => false)) out.push(r.token);
   await s.release();
@@ -106,7 +106,7 @@ const client = createClient(
 
 // a well-behaved session runs through all of it
 const bystander = (async () => {
-  const s = await local.route.open("bystander", { maxTokens: 128 });
+  const s = await local.route.open("bystander", { kvCells: 128 });
   const out: number[] = [];
   for await (const r of s.generate(prompt, 40, () => false)) out.push(r.token);
   await s.release();
@@ -128,13 +128,13 @@ const frame = (sessionId: string, phase: Phase, f: Record<string, unknown> = {})
 const ticket = async (sessionId: string, range = { start: 0, end: 12 }, ttl = 60_000, epoch = 1n) =>
   await signTicket(key, { sessionId, routeEpoch: epoch, artifactSha256: artifact, range }, ttl, "test");
 
-async function openFrame(sessionId: string, ticketBytes?: Uint8Array, maxTokens = 64): Promise<SeamFrame> {
+async function openFrame(sessionId: string, ticketBytes?: Uint8Array, kvCells = 64): Promise<SeamFrame> {
   const next = local.route.hops[1];
   return frame(sessionId, Phase.OPEN, {
     stepId: 1n,
     open: create(OpenSchema, {
       routeTicket: ticketBytes ?? await ticket(sessionId),
-      maxTokens,
+      kvCells,
       nextHops: [{ url: next.url, range: next.range, routeTicket: await ticket(sessionId, next.range) }],
     }),
   });
@@ -296,7 +296,7 @@ await attempt("hidden_width", async () => {
   link.send(frame("t13", Phase.OPEN, {
     range,
     stepId: 1n,
-    open: create(OpenSchema, { routeTicket: await ticket("t13", range), maxTokens: 16 }),
+    open: create(OpenSchema, { routeTicket: await ticket("t13", range), kvCells: 16 }),
   }));
   link.send(frame("t13", Phase.DECODE, {
     range,

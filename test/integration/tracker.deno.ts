@@ -65,7 +65,7 @@ async function routeName() {
     const session = await RouteSession.open(
       dialer.dial,
       route.hops.map((h) => ({ url: h.url, range: h.range!, ticket: h.routeTicket })),
-      { sessionId, epoch: route.epoch, artifactSha256: artifact, maxTokens: 16 },
+      { sessionId, epoch: route.epoch, artifactSha256: artifact, kvCells: 16 },
     );
     const tokens: number[] = [];
     for await (const s of session.generate(Int32Array.of(1, 504, 3575), 2, () => false)) tokens.push(s.token);
