@@ -8,21 +8,15 @@ import {
   type SeamFrame,
   SeamFrameSchema,
 } from "../../src/gen/strata/seam/v1/seam_pb.ts";
-import { signTicket } from "../../src/route/ticket.ts";
+import { signRoute } from "../../src/route/plan.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import { SCHEMA_VERSION } from "../../src/seam/limits.ts";
 import type { SeamDialer } from "../../src/seam/link.ts";
 import { packTensor, unpackTensor } from "../../src/seam/tensor.ts";
+import type { ProbeTarget } from "../../src/tracker/admission.ts";
 import { judgeProbe, PROBE_TOLERANCE, type ProbeVerdict } from "../../src/tracker/probe.ts";
+import { TRACKER_ISSUER } from "../../src/tracker/tracker-core.ts";
 import type { ProbeReference } from "./reference.ts";
-
-export interface ProbeTarget {
-  readonly node: string;
-  readonly url: string;
-  readonly range: { start: number; end: number };
-  readonly engine: string;
-  readonly artifact: Uint8Array;
-}
 
 export async function probeNode(
   dial: SeamDialer,
@@ -43,11 +37,12 @@ export async function probeNode(
     artifactSha256: t.artifact,
     range: t.range,
   };
-  const ticket = await signTicket(
+  const [{ ticket }] = await signRoute(
     key,
-    { sessionId, routeEpoch: epoch, artifactSha256: t.artifact, range: t.range },
+    [{ url: t.url, range: t.range }],
+    { sessionId, routeEpoch: epoch, artifactSha256: t.artifact },
     timeoutMs,
-    "tracker",
+    TRACKER_ISSUER,
   );
   const input = t.range.start === 0
     ? packTensor("token_ids", ref.tokens, [n])
@@ -59,7 +54,7 @@ export async function probeNode(
       ...base,
       phase: Phase.OPEN,
       stepId: 1n,
-      open: create(OpenSchema, { routeTicket: ticket, maxTokens: n, probe: true }),
+      open: create(OpenSchema, { routeTicket: ticket, kvCells: n, probe: true }),
     }));
     link.send(create(SeamFrameSchema, {
       ...base,

@@ -6,6 +6,7 @@ import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ShardAdvertSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { ShardNode } from "../../src/node/shard-node.ts";
+import { importPublicRouteKey } from "../../src/route/keys.ts";
 import { log } from "../log/log.ts";
 
 export interface Membership {
@@ -34,13 +35,7 @@ export async function joinTracker(
   const register = async () =>
     await client.register({ token, node: name, urls, shard }, { timeoutMs: 30_000 });
   const reg = await register();
-  const routeKey = await crypto.subtle.importKey(
-    "raw",
-    reg.routePublicKey.slice(),
-    { name: "Ed25519" },
-    true,
-    ["verify"],
-  );
+  const routeKey = await importPublicRouteKey(reg.routePublicKey);
   const every = Math.max(200, Math.round(Number(reg.leaseMs) / 3));
   let stopped = false;
   // one beat at a time: a late beat arriving after a newer one would report stale sessions

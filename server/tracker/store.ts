@@ -1,27 +1,10 @@
-// What the tracker keeps across restarts, in SQLite (node:sqlite): the route key (tickets
-// stay verifiable), and every registration with its admission verdict. Leases are not
-// kept: they are re-learned from heartbeats.
+// The tracker's storage port in SQLite (node:sqlite): the route key (tickets stay
+// verifiable) and every registration with its admission verdict.
 import { DatabaseSync } from "node:sqlite";
+import { parseAdmission } from "../../src/tracker/admission.ts";
+import type { NodeRecord, TrackerStorage } from "../../src/tracker/storage.ts";
 
-export interface NodeRecord {
-  readonly node: string;
-  readonly urls: string[];
-  readonly artifact: string;
-  readonly start: number;
-  readonly end: number;
-  readonly engine: string;
-  readonly kvCells: number;
-  /** the most cells one session may hold there */
-  readonly sessionCells: number;
-  readonly maxSessions: number;
-  readonly tokensPerS: number;
-  /** where it serves its range's bytes of the artifact ("" = it does not) */
-  readonly artifactUrl: string;
-  /** "pending", "admitted" or "refused: …" */
-  readonly admission: string;
-}
-
-export class TrackerStore {
+export class TrackerStore implements TrackerStorage {
   readonly #db: DatabaseSync;
 
   constructor(path: string) {
@@ -98,7 +81,7 @@ export class TrackerStore {
       maxSessions: Number(r.max_sessions),
       tokensPerS: Number(r.tokens_per_s),
       artifactUrl: String(r.artifact_url ?? ""),
-      admission: String(r.admission),
+      admission: parseAdmission(String(r.admission)),
     }));
   }
 

@@ -45,7 +45,10 @@ export class RelayPeer {
     this.#dialed.set(channel, { to, replies });
     this.socket.send(encodeEnvelope({ to, channel, kind: Kind.OPEN }));
     let open = true;
+    // closed by us: no more frames go out, the peer's replies still come in
+    let sending = true;
     const end = (kind: Kind, error = "") => {
+      sending = false;
       if (!open) return;
       open = false;
       this.#dialed.delete(channel);
@@ -53,7 +56,7 @@ export class RelayPeer {
     };
     return {
       send: (frame) => {
-        if (!open || this.#closed) return false;
+        if (!sending || this.#closed) return false;
         const bytes = encodeFrame(frame);
         this.tap?.(bytes, frame);
         this.socket.send(encodeEnvelope({ to, channel, kind: Kind.DATA }, bytes));
@@ -62,6 +65,8 @@ export class RelayPeer {
       replies,
       // the peer's replies may still come after our side is done sending
       close: () => {
+        if (!sending) return;
+        sending = false;
         if (open && !this.#closed) this.socket.send(encodeEnvelope({ to, channel, kind: Kind.CLOSE }));
       },
       abort: (reason) => {
@@ -113,7 +118,11 @@ export class RelayPeer {
         return;
       case Kind.CLOSE:
         served?.end();
-        if (dialed && dialed.to === h.from) dialed.replies.end();
+        if (dialed && dialed.to === h.from) {
+          dialed.replies.end();
+          // the peer is done too: the channel is over both ways
+          this.#dialed.delete(h.channel);
+        }
         return;
       case Kind.ERROR:
         served?.fail(new SeamError("unavailable", h.error));

@@ -23,3 +23,6 @@ export function parseHopUrl(url: string): HopAddress {
 }
 
 export const relayHopUrl = (relay: string, peer: string) => `relay+${relay.replace(/\/$/, "")}/${peer}`;
+
+/** Whether the hop is reached through a relay (a node that cannot accept connections). */
+export const isRelayHopUrl = (url: string): boolean => url.startsWith("relay+");

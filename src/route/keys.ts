@@ -20,9 +20,19 @@ export async function newRouteKeyText(): Promise<RouteKeyText> {
   };
 }
 
-export async function importPublicRouteKey(text: RouteKeyText | string): Promise<CryptoKey> {
-  const pub = typeof text === "string" ? text : text.public;
-  return await crypto.subtle.importKey("raw", unb64(pub), { name: "Ed25519" }, true, ["verify"]);
+/**
+ * The public half as a verifying key, from a key file, its base64 text, or the raw 32 bytes
+ * (as the tracker hands them out at registration).
+ */
+export async function importPublicRouteKey(key: RouteKeyText | string | Uint8Array): Promise<CryptoKey> {
+  // a copy: WebCrypto wants bytes on a plain ArrayBuffer
+  const raw = key instanceof Uint8Array ? key.slice() : unb64(typeof key === "string" ? key : key.public);
+  return await crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, true, ["verify"]);
+}
+
+/** The public half as the tracker hands it over: raw 32 bytes. */
+export async function importRawPublicRouteKey(raw: Uint8Array): Promise<CryptoKey> {
+  return await crypto.subtle.importKey("raw", raw.slice(), { name: "Ed25519" }, true, ["verify"]);
 }
 
 export async function importPrivateRouteKey(text: RouteKeyText): Promise<CryptoKey> {

@@ -196,7 +196,10 @@ export class RouteSession {
 
   /** Abandons work in flight and frees the session on every shard. */
   async cancel(): Promise<void> {
-    for (const [, w] of this.#pending) w.reject(new SeamError("cancelled", "the session was cancelled"));
+    for (const [, w] of this.#pending) {
+      clearTimeout(w.timer);
+      w.reject(new SeamError("cancelled", "the session was cancelled"));
+    }
     this.#pending.clear();
     await this.#finish(Phase.CANCEL).catch(() => {});
   }

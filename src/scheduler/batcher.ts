@@ -39,12 +39,6 @@ export interface BatcherLimits {
    * of kvCells / maxSessions cells; a shared pool lets one session grow to kvCells (default).
    */
   readonly kvCellsPerSession?: number;
-  /**
-   * The engine computes on this thread (a browser tab's WASM engine): frames that arrived
-   * during a batch wait as tasks behind it, so give the event loop a turn before picking the
-   * next batch, or every session would run alone.
-   */
-  readonly yieldBeforeBatch?: boolean;
 }
 
 interface Pending {
@@ -64,7 +58,14 @@ interface SessionSlot {
   readonly opened: number;
   readonly queue: Pending[];
   lastUsed: number;
+  /** steps of it in the engine now: a session computing is not idle */
+  inEngine: number;
+  /** released: steps of it picked before that are dropped, not run */
+  closed: boolean;
 }
+
+/** Preempted sessions remembered, so their next step hears why (context_full), not unknown_session. */
+const PREEMPTED_KEPT = 1024;
 
 export interface BatcherStats {
   readonly sessions: number;
@@ -86,6 +87,7 @@ export class Batcher {
   #held = 0;
   #opened = 0;
   #preempted = 0;
+  readonly #gaveWay = new Set<string>();
   #running = false;
   #stats = {
     batches: 0,
@@ -130,7 +132,10 @@ export class Batcher {
       opened: ++this.#opened,
       queue: [],
       lastUsed: now,
+      inEngine: 0,
+      closed: false,
     });
+    this.#gaveWay.delete(sessionId);
   }
 
   /** Queues a step; resolves with its outputs once the batch that carried it ran. */
@@ -156,6 +161,9 @@ export class Batcher {
 
   #admit(sessionId: string, step: Step): { s: SessionSlot; n: number } {
     const s = this.#sessions.get(sessionId);
+    if (!s && this.#gaveWay.has(sessionId)) {
+      throw new SeamError("context_full", `session ${sessionId} gave way: the KV pool ran short`);
+    }
     if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
     if (s.queue.length >= this.limits.maxQueuedPerSession) {
       throw new SeamError("overloaded", `session ${sessionId} has ${s.queue.length} steps queued`);
@@ -179,10 +187,12 @@ export class Batcher {
    * sessions, which hold the most work, run to their end.
    */
   #claim(sessionId: string, s: SessionSlot, n: number): void {
-    while (this.#held + n > this.limits.kvCells) {
-      let youngest: [string, SessionSlot] | undefined;
-      for (const e of this.#sessions) if (!youngest || e[1].opened > youngest[1].opened) youngest = e;
-      if (!youngest || youngest[0] === sessionId) {
+    if (this.#held + n > this.limits.kvCells) {
+      // only sessions younger than the asker give way, and only when that makes room
+      const younger = [...this.#sessions].filter(([, x]) => x.opened > s.opened)
+        .sort((a, b) => b[1].opened - a[1].opened);
+      const freeable = younger.reduce((k, [, x]) => k + x.cells, 0);
+      if (this.#held - freeable + n > this.limits.kvCells) {
         throw new SeamError(
           "context_full",
           `the KV pool is full: ${
@@ -190,8 +200,13 @@ export class Batcher {
           } of ${this.limits.kvCells} cells free, ${n} asked`,
         );
       }
-      this.#preempted++;
-      void this.release(youngest[0], "preempted: the KV pool ran short", "context_full").catch(() => {});
+      for (const [id] of younger) {
+        if (this.#held + n <= this.limits.kvCells) break;
+        this.#preempted++;
+        this.#gaveWay.add(id);
+        if (this.#gaveWay.size > PREEMPTED_KEPT) this.#gaveWay.delete(this.#gaveWay.values().next().value!);
+        void this.release(id, "preempted: the KV pool ran short", "context_full").catch(() => {});
+      }
     }
     s.cells += n;
     this.#held += n;
@@ -206,6 +221,7 @@ export class Batcher {
     const s = this.#sessions.get(sessionId);
     if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
     this.#sessions.delete(sessionId);
+    s.closed = true;
     this.#held -= s.cells;
     for (const p of s.queue.splice(0)) p.reject(new SeamError(code, `session ${sessionId} ${why}`));
     await this.engine.releaseSequence(s.seq);
@@ -213,7 +229,9 @@ export class Batcher {
 
   /** Releases sessions idle for longer than leaseMs; returns their ids. */
   async expireIdle(leaseMs: number, now = Date.now()): Promise<string[]> {
-    const idle = [...this.#sessions].filter(([, s]) => s.queue.length === 0 && now - s.lastUsed > leaseMs);
+    const idle = [...this.#sessions].filter(([, s]) =>
+      s.queue.length === 0 && s.inEngine === 0 && now - s.lastUsed > leaseMs
+    );
     for (const [id] of idle) await this.release(id, "expired");
     return idle.map(([id]) => id);
   }
@@ -240,10 +258,17 @@ export class Batcher {
   async #loop(): Promise<void> {
     try {
       for (;;) {
-        if (this.limits.yieldBeforeBatch) await new Promise((r) => setTimeout(r, 0));
         const picked = this.#pick();
         if (picked.length === 0) return;
-        await this.#run(picked);
+        for (const x of picked) x.slot.inEngine++;
+        try {
+          await this.#run(picked);
+        } catch (err) {
+          // never strand a step: whatever went wrong ends the steps of this batch, not the loop
+          for (const x of picked) x.p.reject(err);
+        } finally {
+          for (const x of picked) x.slot.inEngine--;
+        }
       }
     } finally {
       this.#running = false;
@@ -265,7 +290,13 @@ export class Batcher {
     return out;
   }
 
-  async #run(picked: Array<{ slot: SessionSlot; p: Pending }>): Promise<void> {
+  async #run(all: Array<{ slot: SessionSlot; p: Pending }>): Promise<void> {
+    // a session released since its step was picked (e.g. while a failed batch is retried)
+    const picked = all.filter(({ slot, p }) => {
+      if (slot.closed) p.reject(new SeamError("cancelled", "the session was released"));
+      return !slot.closed;
+    });
+    if (picked.length === 0) return;
     const e = this.engine;
     const n = picked.reduce((k, x) => k + x.p.n, 0);
     const seq = new Int32Array(n);

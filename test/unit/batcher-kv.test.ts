@@ -11,6 +11,7 @@ function fakeEngine(): RangeEngine & { released: number[] } {
   return {
     kind: "native",
     backend: "fake",
+    recipe: new Uint8Array(32),
     input: "tokens",
     output: "logits",
     facts: {
@@ -91,7 +92,8 @@ describe("KV cells claimed as sessions grow", () => {
     // old needs 10 more: young (the youngest) is ended and its 11 cells freed
     await b.submit("old", tokens(10));
     expect(b.stats()).toMatchObject({ sessions: 2, reservedCells: 35, preempted: 1 });
-    await expect(b.submit("young", tokens(1))).rejects.toMatchObject({ code: "unknown_session" });
+    // its next step hears why it ended
+    await expect(b.submit("young", tokens(1))).rejects.toMatchObject({ code: "context_full" });
     // the asker is the youngest left and nothing younger can give way: its own step is refused
     await expect(b.submit("mid", tokens(10))).rejects.toMatchObject({ code: "context_full" });
     await b.release("old");

@@ -70,6 +70,7 @@ describe("no route: busy or absent", () => {
     load,
     tokensPerS: 100,
     kvCells: 1024,
+    sessionCells: 1024,
   });
 
   it("says busy when a complete route exists but a node of every one is full", () => {

@@ -1,0 +1,19 @@
+// The tracker's Connect service: each call handed to the core as it came; the interceptors
+// check node tokens and turn the core's errors into Connect statuses.
+import type { ConnectRouter } from "@connectrpc/connect";
+import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
+import type { TrackerCore } from "../../src/tracker/tracker-core.ts";
+import { nodeTokenAuth } from "./auth.ts";
+import { trackerErrors } from "./errors.ts";
+
+export function trackerRoutes(core: TrackerCore, nodeToken: string) {
+  return (router: ConnectRouter) =>
+    router.service(TrackerService, {
+      register: (req) => core.register(req),
+      heartbeat: (req) => core.heartbeat(req),
+      leave: (req) => core.leave(req),
+      done: (req) => core.done(req),
+      route: (req) => core.route(req),
+      nodes: () => core.nodes(),
+    }, { interceptors: [trackerErrors, nodeTokenAuth(nodeToken)] });
+}

@@ -1,0 +1,89 @@
+// The nodes the tracker knows: their registrations (saved through the storage port, so
+// they survive a restart) and their leases (kept in memory only: a restarted tracker
+// re-learns who is live from heartbeats).
+import type { Admission } from "./admission.ts";
+import type { NodeRecord, TrackerStorage } from "./storage.ts";
+
+export interface Lease {
+  /** when the node last registered or beat */
+  readonly lastBeat: number;
+  /** sessions the node reported open in its last heartbeat */
+  readonly sessions: number;
+  /** routes handed out through it since the tracker started */
+  readonly assigned: number;
+}
+
+export class Registry {
+  readonly #records: Map<string, NodeRecord>;
+  readonly #leases = new Map<string, Lease>();
+
+  constructor(private readonly storage: TrackerStorage, readonly leaseMs: number) {
+    this.#records = new Map(storage.nodes().map((r) => [r.node, r]));
+  }
+
+  get size(): number {
+    return this.#records.size;
+  }
+
+  get(node: string): NodeRecord | undefined {
+    return this.#records.get(node);
+  }
+
+  records(): IterableIterator<NodeRecord> {
+    return this.#records.values();
+  }
+
+  /** A registration, new or again: it replaces the old record and starts a lease. */
+  add(rec: NodeRecord, now: number): void {
+    this.#records.set(rec.node, rec);
+    this.storage.saveNode(rec);
+    this.#leases.set(rec.node, {
+      lastBeat: now,
+      sessions: 0,
+      assigned: this.#leases.get(rec.node)?.assigned ?? 0,
+    });
+  }
+
+  /** A heartbeat renews the lease; undefined for a node the tracker does not know. */
+  beat(node: string, sessions: number, now: number): NodeRecord | undefined {
+    const rec = this.#records.get(node);
+    if (!rec) return undefined;
+    this.#leases.set(node, { lastBeat: now, sessions, assigned: this.#leases.get(node)?.assigned ?? 0 });
+    return rec;
+  }
+
+  /** The node left; false when it was not known. */
+  remove(node: string): boolean {
+    const known = this.#records.delete(node);
+    this.#leases.delete(node);
+    this.storage.deleteNode(node);
+    return known;
+  }
+
+  /**
+   * A probe's verdict on `rec`; dropped (undefined) when the node registered again meanwhile,
+   * since the verdict is about a registration that no longer stands.
+   */
+  settle(rec: NodeRecord, admission: Admission): NodeRecord | undefined {
+    if (this.#records.get(rec.node) !== rec) return undefined;
+    const settled = { ...rec, admission };
+    this.#records.set(rec.node, settled);
+    this.storage.saveNode(settled);
+    return settled;
+  }
+
+  lease(node: string): Lease | undefined {
+    return this.#leases.get(node);
+  }
+
+  isLive(node: string, now: number): boolean {
+    const l = this.#leases.get(node);
+    return !!l && now - l.lastBeat <= this.leaseMs;
+  }
+
+  /** A route through the node was handed out. */
+  assigned(node: string): void {
+    const l = this.#leases.get(node);
+    if (l) this.#leases.set(node, { ...l, assigned: l.assigned + 1 });
+  }
+}

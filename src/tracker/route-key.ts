@@ -1,0 +1,23 @@
+// The tracker's route key: made once and kept in storage, so a restarted tracker signs
+// with the same key and tickets already out stay verifiable.
+import { fromBase64 } from "../bytes/base64.ts";
+import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../route/keys.ts";
+import type { TrackerStorage } from "./storage.ts";
+
+const META_KEY = "route_key";
+
+export interface TrackerRouteKey {
+  readonly privateKey: CryptoKey;
+  /** raw Ed25519 public key, handed to every registering node */
+  readonly publicRaw: Uint8Array;
+}
+
+export async function loadRouteKey(storage: TrackerStorage): Promise<TrackerRouteKey> {
+  let text = storage.meta(META_KEY);
+  if (!text) {
+    text = JSON.stringify(await newRouteKeyText());
+    storage.setMeta(META_KEY, text);
+  }
+  const k = JSON.parse(text) as RouteKeyText;
+  return { privateKey: await importPrivateRouteKey(k), publicRaw: fromBase64(k.public) };
+}

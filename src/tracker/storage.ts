@@ -1,0 +1,52 @@
+// What the tracker keeps across restarts, behind a port: the route key (so tickets already
+// out stay valid) and every registration with its admission verdict. Leases are not kept:
+// they are re-learned from heartbeats.
+import type { Admission } from "./admission.ts";
+
+export interface NodeRecord {
+  readonly node: string;
+  readonly urls: readonly string[];
+  /** the artifact's sha256, hex */
+  readonly artifact: string;
+  readonly start: number;
+  readonly end: number;
+  readonly engine: string;
+  readonly kvCells: number;
+  /** the most cells one session may hold there */
+  readonly sessionCells: number;
+  readonly maxSessions: number;
+  readonly tokensPerS: number;
+  /** where it serves its range's bytes of the artifact ("" = it does not) */
+  readonly artifactUrl: string;
+  readonly admission: Admission;
+}
+
+export interface TrackerStorage {
+  meta(key: string): string | undefined;
+  setMeta(key: string, value: string): void;
+  saveNode(rec: NodeRecord): void;
+  deleteNode(node: string): void;
+  /** every saved registration, by node name */
+  nodes(): NodeRecord[];
+}
+
+/** Storage that forgets on exit: tests, and a tracker that need not survive restarts. */
+export class MemoryStorage implements TrackerStorage {
+  readonly #meta = new Map<string, string>();
+  readonly #nodes = new Map<string, NodeRecord>();
+  meta(key: string): string | undefined {
+    return this.#meta.get(key);
+  }
+  setMeta(key: string, value: string): void {
+    this.#meta.set(key, value);
+  }
+  saveNode(rec: NodeRecord): void {
+    this.#nodes.set(rec.node, rec);
+  }
+  deleteNode(node: string): void {
+    this.#nodes.delete(node);
+  }
+  nodes(): NodeRecord[] {
+    return [...this.#nodes.values()].sort((a, b) => a.node < b.node ? -1 : a.node > b.node ? 1 : 0);
+  }
+}

@@ -1,0 +1,260 @@
+// The tracker's decisions, runtime-free: registrations and leases, admission bookkeeping,
+// exact load, route choice and signed routes. The process around it (Connect server,
+// SQLite, the probe's seam dialer and reference engine) plugs in through the options.
+import { create } from "@bufbuild/protobuf";
+import { bytesToHex, hexToBytes } from "../bytes/hex.ts";
+import { HopSchema } from "../gen/strata/seam/v1/seam_pb.ts";
+import {
+  type DoneRequest,
+  type DoneResponse,
+  DoneResponseSchema,
+  type HeartbeatRequest,
+  type HeartbeatResponse,
+  HeartbeatResponseSchema,
+  type LeaveRequest,
+  type LeaveResponse,
+  LeaveResponseSchema,
+  type NodesResponse,
+  NodesResponseSchema,
+  NodeStateSchema,
+  type RegisterRequest,
+  type RegisterResponse,
+  RegisterResponseSchema,
+  type RouteRequest,
+  type RouteResponse,
+  RouteResponseSchema,
+  RouteSchema,
+} from "../gen/strata/tracker/v1/tracker_pb.ts";
+import { signRoute } from "../route/plan.ts";
+import { type Admission, admissionOf, type Probe } from "./admission.ts";
+import { TrackerError } from "./errors.ts";
+import { hopUrls } from "./hop-urls.ts";
+import { SessionLoad } from "./load.ts";
+import { checkRegistration, type TrackedModel } from "./registration.ts";
+import { Registry } from "./registry.ts";
+import { routeCompression, type SeamCompressionPolicy } from "./route-compression.ts";
+import { chooseRoutes } from "./route-choice.ts";
+import { loadRouteKey, type TrackerRouteKey } from "./route-key.ts";
+import type { Candidate } from "./select.ts";
+import type { NodeRecord, TrackerStorage } from "./storage.ts";
+
+/** Milliseconds since the epoch; injected so tests can move time. */
+export type Clock = () => number;
+
+/** A claim its node never reports is dropped after this long (or a lease, if longer). */
+export const CLAIM_TTL_MS = 15_000;
+/** How long a route's tickets stay valid. */
+export const ROUTE_TICKET_TTL_MS = 3_600_000;
+/** Who signs the tickets, as the claims name it. */
+export const TRACKER_ISSUER = "tracker";
+
+/** What happened, for the process to log. */
+export type TrackerEvent =
+  | { readonly kind: "registered"; readonly rec: NodeRecord }
+  | { readonly kind: "admission"; readonly node: string; readonly admission: Admission }
+  | { readonly kind: "left"; readonly node: string };
+
+export interface TrackerCoreOptions {
+  readonly storage: TrackerStorage;
+  readonly model: TrackedModel;
+  /** a node without a heartbeat this long is dropped from routes */
+  readonly leaseMs: number;
+  /** runs the admission probe on a node that registered */
+  readonly probe: Probe;
+  /** default none (f32) */
+  readonly seamCompression?: SeamCompressionPolicy;
+  /** default Date.now */
+  readonly clock?: Clock;
+  readonly onEvent?: (e: TrackerEvent) => void;
+}
+
+export class TrackerCore {
+  readonly #o: TrackerCoreOptions;
+  readonly #key: TrackerRouteKey;
+  readonly #now: Clock;
+  readonly #registry: Registry;
+  // a claim per node for each route handed out, plus what heartbeats report: exact load
+  readonly #loads: SessionLoad;
+  readonly #probes = new Set<Promise<void>>();
+  // epochs only grow, across restarts too
+  #epoch: bigint;
+
+  private constructor(o: TrackerCoreOptions, key: TrackerRouteKey) {
+    this.#o = o;
+    this.#key = key;
+    this.#now = o.clock ?? Date.now;
+    this.#registry = new Registry(o.storage, o.leaseMs);
+    this.#loads = new SessionLoad({
+      claimTtlMs: Math.max(CLAIM_TTL_MS, o.leaseMs),
+      // a heartbeat older than a lease says nothing any more
+      doneQuietMs: o.leaseMs,
+    });
+    this.#epoch = BigInt(this.#now()) * 1000n;
+  }
+
+  /** A tracker over what the storage kept: its route key (made on first use) and registrations. */
+  static async open(o: TrackerCoreOptions): Promise<TrackerCore> {
+    return new TrackerCore(o, await loadRouteKey(o.storage));
+  }
+
+  /** The raw public half of the route key: nodes verify tickets with it. */
+  get routePublicKey(): Uint8Array {
+    return this.#key.publicRaw;
+  }
+
+  /** How many nodes the tracker knows, live or not. */
+  get knownNodes(): number {
+    return this.#registry.size;
+  }
+
+  register(req: RegisterRequest): RegisterResponse {
+    const rec = checkRegistration(req, this.#o.model);
+    this.#registry.add(rec, this.#now());
+    // a node registering again lost whatever it held
+    this.#loads.forget(rec.node);
+    this.#o.onEvent?.({ kind: "registered", rec });
+    this.#admit(rec);
+    return create(RegisterResponseSchema, {
+      leaseMs: BigInt(this.#o.leaseMs),
+      routePublicKey: this.#key.publicRaw,
+    });
+  }
+
+  heartbeat(req: HeartbeatRequest): HeartbeatResponse {
+    const now = this.#now();
+    const rec = this.#registry.beat(req.node, req.sessions, now);
+    if (!rec) return create(HeartbeatResponseSchema, { known: false, admission: "" });
+    this.#loads.report(req.node, { sessions: req.sessions, sessionIds: req.sessionIds }, now);
+    return create(HeartbeatResponseSchema, { known: true, admission: rec.admission });
+  }
+
+  leave(req: LeaveRequest): LeaveResponse {
+    const known = this.#registry.remove(req.node);
+    this.#loads.forget(req.node);
+    if (known) this.#o.onEvent?.({ kind: "left", node: req.node });
+    return create(LeaveResponseSchema, { known });
+  }
+
+  /** The gateway's word that a session ended: its claims go at once. */
+  done(req: DoneRequest): DoneResponse {
+    if (!req.sessionId) throw new TrackerError("invalid_argument", "done names a session");
+    return create(DoneResponseSchema, { released: this.#loads.done(req.sessionId, this.#now()) });
+  }
+
+  /** Routes for one session, with a signed ticket per hop. */
+  async route(req: RouteRequest): Promise<RouteResponse> {
+    // selection and load accounting happen before the first await: concurrent requests
+    // must see each other's claims
+    if (bytesToHex(req.artifactSha256) !== this.#o.model.artifact) {
+      throw new TrackerError("not_found", "unknown model artifact");
+    }
+    if (!req.sessionId) throw new TrackerError("invalid_argument", "a route is asked for one session");
+    const now = this.#now();
+    const chosen = chooseRoutes(this.#candidates(req.avoidNodes, now), this.#o.model.nLayer, req.count);
+    const picked = chosen.map((rt) => {
+      for (const c of rt) {
+        this.#registry.assigned(c.node);
+        this.#loads.claim(c.node, req.sessionId, now);
+      }
+      return { rt, urls: hopUrls(rt.map((c) => this.#registry.get(c.node)!.urls)), epoch: ++this.#epoch };
+    });
+    const routes = await Promise.all(picked.map(async ({ rt, urls, epoch }) => {
+      const hops = await signRoute(
+        this.#key.privateKey,
+        rt.map((c, i) => ({ url: urls[i], range: c.range })),
+        { sessionId: req.sessionId, routeEpoch: epoch, artifactSha256: req.artifactSha256 },
+        ROUTE_TICKET_TTL_MS,
+        TRACKER_ISSUER,
+        now,
+      );
+      return create(RouteSchema, {
+        epoch,
+        seamCompression: routeCompression(this.#o.seamCompression ?? "none", urls),
+        hops: hops.map((h) => create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })),
+        // a session may take at most what the tightest node lets one session hold
+        maxSessionCells: Math.min(...rt.map((c) => c.sessionCells)),
+        name: rt.map((c) => c.node).join("+"),
+      });
+    }));
+    return create(RouteResponseSchema, { routes });
+  }
+
+  /** Every known node: its advert, admission, lease and load. */
+  nodes(): NodesResponse {
+    const now = this.#now();
+    return create(NodesResponseSchema, {
+      nodes: [...this.#registry.records()].map((r) => {
+        const lease = this.#registry.lease(r.node);
+        return create(NodeStateSchema, {
+          node: r.node,
+          urls: [...r.urls],
+          shard: {
+            artifactSha256: hexToBytes(r.artifact),
+            range: { start: r.start, end: r.end },
+            engine: r.engine,
+            kvCells: r.kvCells,
+            sessionCells: r.sessionCells,
+            maxSessions: r.maxSessions,
+            decodeTokensPerS: r.tokensPerS,
+            artifactUrl: r.artifactUrl,
+          },
+          admission: r.admission,
+          live: this.#registry.isLive(r.node, now),
+          sessions: lease?.sessions ?? 0,
+          routesAssigned: BigInt(lease?.assigned ?? 0),
+          load: this.#loads.load(r.node, now),
+        });
+      }),
+    });
+  }
+
+  /** Resolves when every probe started so far has its verdict booked. */
+  async admissionsSettled(): Promise<void> {
+    while (this.#probes.size > 0) await Promise.all(this.#probes);
+  }
+
+  /** Admitted, live nodes not to avoid, with their load as a share of what they take. */
+  #candidates(avoid: readonly string[], now: number): Candidate[] {
+    const cands: Candidate[] = [];
+    for (const r of this.#registry.records()) {
+      if (r.admission !== "admitted" || !this.#registry.isLive(r.node, now) || avoid.includes(r.node)) {
+        continue;
+      }
+      cands.push({
+        node: r.node,
+        url: r.urls[0],
+        range: { start: r.start, end: r.end },
+        load: this.#loads.load(r.node, now) / Math.max(1, r.maxSessions),
+        tokensPerS: r.tokensPerS,
+        kvCells: r.kvCells,
+        sessionCells: r.sessionCells,
+      });
+    }
+    return cands;
+  }
+
+  /** Probes the node in the background; the verdict counts only if the record still stands. */
+  #admit(rec: NodeRecord): void {
+    const p = (async () => {
+      let admission: Admission;
+      try {
+        admission = admissionOf(
+          await this.#o.probe({
+            node: rec.node,
+            url: rec.urls[0],
+            range: { start: rec.start, end: rec.end },
+            engine: rec.engine,
+            artifact: hexToBytes(rec.artifact),
+          }, this.#key.privateKey),
+        );
+      } catch (e) {
+        admission = `refused: probe failed: ${e instanceof Error ? e.message : e}`;
+      }
+      if (this.#registry.settle(rec, admission)) {
+        this.#o.onEvent?.({ kind: "admission", node: rec.node, admission });
+      }
+    })();
+    this.#probes.add(p);
+    void p.finally(() => this.#probes.delete(p));
+  }
+}

@@ -1,0 +1,102 @@
+// What a browser tab volunteering a shard is offered: the range the fewest live nodes
+// serve among those its memory holds, what it takes to host it, the engine settings a tab
+// runs with, and where to download the range's bytes (the gateway, and live peers that
+// serve theirs).
+import { bytesToHex } from "../bytes/hex.ts";
+import { type LayerRange, layerRange } from "../engine/layer-range.ts";
+import type { RangeMemory } from "../engine/memory-fit.ts";
+import type { NodeState } from "../gen/strata/tracker/v1/tracker_pb.ts";
+import { shardBytes } from "../gguf/manifest.ts";
+import { assignRange } from "./assign.ts";
+import { TrackerError } from "./errors.ts";
+import { rangeMemoryOf, type RangeModel } from "./range-memory.ts";
+
+/** A tab's engine settings: small enough for any laptop, enough for a handful of sessions. */
+// batch-invariant: each of the 8 sessions has a KV stream of 1024 cells
+export const TAB_ENGINE = { kvCells: 8192, maxSessions: 8, batchTokens: 256 } as const;
+
+export interface VolunteerModel extends RangeModel {
+  /** the name clients ask for */
+  readonly name: string;
+}
+
+export interface VolunteerAsk {
+  /** the ranges on offer (offeredRanges) */
+  readonly candidates: readonly LayerRange[];
+  /** what the tab's engine may hold */
+  readonly capBytes: number;
+  /** the tracker's nodes now */
+  readonly nodes: readonly NodeState[];
+  /** where the gateway serves this artifact's manifest and pieces */
+  readonly artifactUrl: string;
+}
+
+export interface VolunteerAssignment {
+  readonly model: string;
+  readonly artifact: string;
+  readonly nLayer: number;
+  readonly range: { readonly start: number; readonly end: number };
+  readonly hostsAlready: number;
+  readonly fileBytes: number;
+  readonly downloadBytes: number;
+  readonly memory: RangeMemory;
+  readonly memoryCapBytes: number;
+  readonly kvCells: number;
+  readonly maxSessions: number;
+  readonly batchTokens: number;
+  readonly manifestUrl: string;
+  /** the gateway first, then peers that serve pieces of their own range */
+  readonly sources: ReadonlyArray<{ readonly url: string; readonly layers?: { start: number; end: number } }>;
+}
+
+/**
+ * The ranges a volunteer may be given: the split, or the one it asked for ("a:b"); a
+ * TrackerError "invalid_argument" when that is no range of the model.
+ */
+export function offeredRanges(
+  split: readonly LayerRange[],
+  layers: string | undefined,
+  nLayer: number,
+): readonly LayerRange[] {
+  if (!layers) return split;
+  try {
+    const [a, b] = layers.split(":").map(Number);
+    return [layerRange(a, b, nLayer)];
+  } catch (e) {
+    throw new TrackerError("invalid_argument", `layers=${layers}: ${(e as Error).message}`);
+  }
+}
+
+/** The assignment; a TrackerError "resource_exhausted" when no candidate fits the engine. */
+export function volunteerAssignment(model: VolunteerModel, ask: VolunteerAsk): VolunteerAssignment {
+  const m = model.manifest;
+  const mine = ask.nodes.filter((n) => n.shard?.range && bytesToHex(n.shard.artifactSha256) === m.artifact);
+  const hosted = mine.map((n) => ({ range: n.shard!.range!, live: n.live }));
+  const a = assignRange(
+    ask.candidates,
+    hosted,
+    (r) => rangeMemoryOf(model, r, TAB_ENGINE.kvCells),
+    ask.capBytes,
+  );
+  if (!a.ok) throw new TrackerError("resource_exhausted", a.why);
+  const peers = mine
+    .filter((n) => n.live && n.shard!.artifactUrl)
+    .map((n) => ({
+      url: n.shard!.artifactUrl,
+      layers: { start: n.shard!.range!.start, end: n.shard!.range!.end },
+    }));
+  return {
+    model: model.name,
+    artifact: m.artifact,
+    nLayer: m.nLayer,
+    range: { start: a.range.start, end: a.range.end },
+    hostsAlready: a.hosts,
+    fileBytes: m.fileSize,
+    downloadBytes: shardBytes(m, a.range.start, a.range.end).bytes,
+    memory: a.memory,
+    memoryCapBytes: ask.capBytes,
+    ...TAB_ENGINE,
+    manifestUrl: `${ask.artifactUrl}/manifest`,
+    sources: [{ url: ask.artifactUrl }, ...peers],
+  };
+}

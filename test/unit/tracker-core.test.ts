@@ -1,0 +1,397 @@
+// The tracker's core without a process: registrations, admissions, leases, load, routes,
+// hop URLs, seam compression and volunteer assignments, over memory storage, a fake probe
+// and a clock the test moves.
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { hexToBytes } from "../../src/bytes/hex.ts";
+import { layerRange } from "../../src/engine/layer-range.ts";
+import { Compression } from "../../src/gen/strata/seam/v1/seam_pb.ts";
+import {
+  DoneRequestSchema,
+  HeartbeatRequestSchema,
+  LeaveRequestSchema,
+  type NodeState,
+  RegisterRequestSchema,
+  RouteRequestSchema,
+} from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
+import { kvShape } from "../../src/gguf/kv-shape.ts";
+import { buildManifest } from "../../src/gguf/manifest.ts";
+import { parseGgufHeader } from "../../src/gguf/reader.ts";
+import { synthModel } from "../../src/model/synth.ts";
+import { importPublicRouteKey } from "../../src/route/keys.ts";
+import { verifyTicket } from "../../src/route/ticket.ts";
+import type { ProbeTarget } from "../../src/tracker/admission.ts";
+import { TrackerError } from "../../src/tracker/errors.ts";
+import { hopUrls } from "../../src/tracker/hop-urls.ts";
+import { checkNodeToken } from "../../src/tracker/node-token.ts";
+import type { ProbeVerdict } from "../../src/tracker/probe.ts";
+import { routeCompression } from "../../src/tracker/route-compression.ts";
+import { MemoryStorage } from "../../src/tracker/storage.ts";
+import { TrackerCore, type TrackerCoreOptions } from "../../src/tracker/tracker-core.ts";
+import { offeredRanges, TAB_ENGINE, volunteerAssignment } from "../../src/tracker/volunteer-assignment.ts";
+
+const ARTIFACT = "ab".repeat(32);
+const file = synthModel({ arch: "qwen3", nLayer: 6 });
+const header = parseGgufHeader(file);
+const shape = kvShape(header);
+const manifest = buildManifest(header, file.length, ARTIFACT);
+const model = { artifact: ARTIFACT, nLayer: shape.nLayer, manifest, nEmbdKv: shape.nEmbdKv };
+const LEASE_MS = 2_000;
+
+const pass: ProbeVerdict = { ok: true, maxAbsDiff: 0, allowed: 1, detail: "max |Δ| 0" };
+
+/** A core on memory storage whose clock the test moves; probes pass unless `probe` says. */
+async function tracker(o: Partial<TrackerCoreOptions> = {}) {
+  const clock = { now: 1_000_000 };
+  const probed: ProbeTarget[] = [];
+  const core = await TrackerCore.open({
+    storage: new MemoryStorage(),
+    model,
+    leaseMs: LEASE_MS,
+    probe: (t) => {
+      probed.push(t);
+      return Promise.resolve(pass);
+    },
+    clock: () => clock.now,
+    ...o,
+  });
+  return { core, clock, probed };
+}
+
+const registration = (
+  node: string,
+  start: number,
+  end: number,
+  o: {
+    urls?: string[];
+    maxSessions?: number;
+    kvCells?: number;
+    memoryCapBytes?: bigint;
+    artifactUrl?: string;
+  } = {},
+) =>
+  create(RegisterRequestSchema, {
+    token: "ignored by the core",
+    node,
+    urls: o.urls ?? [`http://${node}:1`],
+    shard: {
+      artifactSha256: hexToBytes(ARTIFACT),
+      range: { start, end },
+      engine: "native-cpu",
+      kvCells: o.kvCells ?? 1024,
+      maxSessions: o.maxSessions ?? 4,
+      decodeTokensPerS: 20,
+      memoryCapBytes: o.memoryCapBytes ?? 0n,
+      artifactUrl: o.artifactUrl ?? "",
+    },
+  });
+
+const ask = (sessionId: string, count = 1, avoidNodes: string[] = []) =>
+  create(RouteRequestSchema, { artifactSha256: hexToBytes(ARTIFACT), sessionId, count, avoidNodes });
+
+const beat = (node: string, sessionIds: string[] = []) =>
+  create(HeartbeatRequestSchema, { node, sessions: sessionIds.length, sessionIds });
+
+/** The TrackerError a call raises, as "code: message". */
+async function refusal(f: () => unknown): Promise<string> {
+  try {
+    await f();
+  } catch (e) {
+    if (e instanceof TrackerError) return `${e.code}: ${e.message}`;
+    throw e;
+  }
+  return "accepted";
+}
+
+/** Registers nodes (name, start, end) and lets their probes finish. */
+async function admitted(core: TrackerCore, nodes: Array<[string, number, number, number?]>) {
+  for (const [name, start, end, maxSessions] of nodes) {
+    core.register(registration(name, start, end, { maxSessions }));
+  }
+  await core.admissionsSettled();
+}
+
+describe("tracker core: registration", () => {
+  it("refuses a registration missing its parts, for another artifact, past the model, or too big", async () => {
+    const { core } = await tracker();
+    expect(await refusal(() => core.register(create(RegisterRequestSchema, { node: "a" })))).toBe(
+      "invalid_argument: a registration names the node, its URLs and its shard",
+    );
+    const other = registration("a", 0, 3);
+    other.shard!.artifactSha256 = hexToBytes("cd".repeat(32));
+    expect(await refusal(() => core.register(other))).toBe(
+      "failed_precondition: this tracker routes artifact abababababab… only",
+    );
+    expect(await refusal(() => core.register(registration("a", 4, 9)))).toBe(
+      "invalid_argument: layers 4:9 of 6",
+    );
+    expect(await refusal(() => core.register(registration("a", 3, 3)))).toBe(
+      "invalid_argument: layers 3:3 of 6",
+    );
+    // a KV pool the engine's cap cannot hold
+    expect(
+      await refusal(() =>
+        core.register(registration("a", 0, 6, { kvCells: 1 << 20, memoryCapBytes: 1n << 20n }))
+      ),
+    )
+      .toMatch(
+        /^resource_exhausted: layers 0:6 with 1048576 KV cells needs .* more than the engine's 0\.00 GiB$/,
+      );
+    expect(core.nodes().nodes).toEqual([]);
+  });
+
+  it("hands out the lease and route key; the probe's verdict is booked and kept", async () => {
+    const storage = new MemoryStorage();
+    const refuse: ProbeVerdict = { ok: false, maxAbsDiff: 9, allowed: 1, detail: "max |Δ| 9 > 1" };
+    const { core, probed } = await tracker({
+      storage,
+      probe: (t) => {
+        probed.push(t);
+        return Promise.resolve(t.node === "bad" ? refuse : pass);
+      },
+    });
+    const r = core.register(registration("good", 0, 3));
+    core.register(registration("bad", 3, 6));
+    expect(r.leaseMs).toBe(BigInt(LEASE_MS));
+    expect(r.routePublicKey).toEqual(core.routePublicKey);
+    expect(core.nodes().nodes.map((n) => n.admission)).toEqual(["pending", "pending"]);
+    await core.admissionsSettled();
+    expect(probed.map((t) => [t.node, t.url, `${t.range.start}:${t.range.end}`])).toEqual([
+      ["good", "http://good:1", "0:3"],
+      ["bad", "http://bad:1", "3:6"],
+    ]);
+    expect(core.heartbeat(beat("good"))).toMatchObject({ known: true, admission: "admitted" });
+    expect(core.heartbeat(beat("bad"))).toMatchObject({ known: true, admission: "refused: max |Δ| 9 > 1" });
+    // a restarted tracker reads both back, with the same key, and no lease yet
+    const again = await TrackerCore.open({
+      storage,
+      model,
+      leaseMs: LEASE_MS,
+      probe: () => Promise.resolve(pass),
+    });
+    expect(again.routePublicKey).toEqual(core.routePublicKey);
+    expect(again.nodes().nodes.map((n) => [n.node, n.admission, n.live])).toEqual([
+      ["bad", "refused: max |Δ| 9 > 1", false],
+      ["good", "admitted", false],
+    ]);
+  });
+
+  it("drops a verdict on a registration that was replaced meanwhile; a thrown probe refuses", async () => {
+    const verdicts: Array<(v: ProbeVerdict) => void> = [];
+    const { core } = await tracker({ probe: () => new Promise((r) => verdicts.push(r)) });
+    core.register(registration("a", 0, 6));
+    core.register(registration("a", 0, 6, { urls: ["http://a:2"] }));
+    verdicts[0]({ ...pass, ok: false, detail: "stale" });
+    await Promise.resolve();
+    expect(core.nodes().nodes[0].admission).toBe("pending");
+    verdicts[1](pass);
+    await core.admissionsSettled();
+    expect(core.nodes().nodes[0].admission).toBe("admitted");
+
+    const { core: c2 } = await tracker({ probe: () => Promise.reject(new Error("dial refused")) });
+    c2.register(registration("a", 0, 6));
+    await c2.admissionsSettled();
+    expect(c2.nodes().nodes[0].admission).toBe("refused: probe failed: dial refused");
+  });
+
+  it("forgets a node that leaves, and says whether it knew it", async () => {
+    const { core } = await tracker();
+    await admitted(core, [["a", 0, 6]]);
+    expect(core.leave(create(LeaveRequestSchema, { node: "a" })).known).toBe(true);
+    expect(core.leave(create(LeaveRequestSchema, { node: "a" })).known).toBe(false);
+    expect(core.heartbeat(beat("a"))).toMatchObject({ known: false, admission: "" });
+    expect(core.nodes().nodes).toEqual([]);
+  });
+
+  it("refuses a wrong node token, in constant time", () => {
+    expect(() => checkNodeToken("secret", "secret")).not.toThrow();
+    for (const wrong of ["", "secreT", "secret!"]) {
+      expect(() => checkNodeToken(wrong, "secret")).toThrow(
+        new TrackerError("unauthenticated", "node token refused"),
+      );
+    }
+  });
+});
+
+describe("tracker core: leases and routes", () => {
+  it("routes only over admitted nodes whose lease is current", async () => {
+    const { core, clock } = await tracker();
+    await admitted(core, [["a", 0, 3], ["b", 3, 6]]);
+    const r = await core.route(ask("s1"));
+    expect(r.routes.map((x) => x.name)).toEqual(["a+b"]);
+    // b stops beating: past its lease it is not live and no route remains
+    clock.now += LEASE_MS / 2;
+    core.heartbeat(beat("a"));
+    clock.now += LEASE_MS / 2 + 1;
+    expect(core.nodes().nodes.map((n) => [n.node, n.live])).toEqual([["a", true], ["b", false]]);
+    expect(await refusal(() => core.route(ask("s2")))).toBe(
+      "unavailable: no complete route of admitted, live nodes",
+    );
+    // a heartbeat brings it back
+    core.heartbeat(beat("b"));
+    expect((await core.route(ask("s3"))).routes[0].name).toBe("a+b");
+    // avoided nodes are left out
+    expect(await refusal(() => core.route(ask("s4", 1, ["b"])))).toMatch(/^unavailable/);
+  });
+
+  it("refuses an unknown artifact and a route without a session", async () => {
+    const { core } = await tracker();
+    const other = ask("s");
+    other.artifactSha256 = hexToBytes("cd".repeat(32));
+    expect(await refusal(() => core.route(other))).toBe("not_found: unknown model artifact");
+    expect(await refusal(() => core.route(ask("")))).toBe(
+      "invalid_argument: a route is asked for one session",
+    );
+    expect(await refusal(() => core.done(create(DoneRequestSchema)))).toBe(
+      "invalid_argument: done names a session",
+    );
+  });
+
+  it("gives the least loaded disjoint route first, then busy, then free again when done", async () => {
+    const { core } = await tracker();
+    await admitted(core, [["a0", 0, 3, 2], ["a1", 3, 6, 2], ["b0", 0, 3, 2], ["b1", 3, 6, 2]]);
+    const first = (await core.route(ask("s1"))).routes.map((r) => r.name);
+    expect(first).toHaveLength(1);
+    // the other route now carries less: it comes first, both when asked for two
+    const both = (await core.route(ask("s2", 2))).routes.map((r) => r.name);
+    expect(both).toHaveLength(2);
+    expect(both[0]).not.toBe(first[0]);
+    expect(new Set(both)).toEqual(new Set(["a0+a1", "b0+b1"]));
+    // s1 holds one slot on its route, s2 one on each: the next takes the last slot
+    const third = (await core.route(ask("s3"))).routes[0].name;
+    expect(third).toBe(first[0] === "a0+a1" ? "b0+b1" : "a0+a1");
+    expect(await refusal(() => core.route(ask("s4")))).toBe("resource_exhausted: all routes are busy");
+    // the gateway's word frees a session's claims on every node of its routes
+    expect(core.done(create(DoneRequestSchema, { sessionId: "s2" })).released).toBe(4);
+    expect((await core.route(ask("s4"))).routes).toHaveLength(1);
+  });
+
+  it("counts sessions from claims and heartbeats once each, and routes assigned", async () => {
+    const { core } = await tracker();
+    await admitted(core, [["a", 0, 6]]);
+    await core.route(ask("s1"));
+    core.heartbeat(beat("a", ["s1", "s2"]));
+    const [a] = core.nodes().nodes;
+    expect([a.sessions, a.load, a.routesAssigned]).toEqual([2, 2, 1n]);
+  });
+
+  it("signs a ticket per hop that the route key verifies, with growing epochs", async () => {
+    const { core, clock } = await tracker();
+    await admitted(core, [["a", 0, 2], ["b", 2, 6]]);
+    const key = await importPublicRouteKey(core.routePublicKey);
+    const [r1] = (await core.route(ask("s1"))).routes;
+    const [r2] = (await core.route(ask("s2"))).routes;
+    expect(r2.epoch).toBeGreaterThan(r1.epoch);
+    expect(r1.maxSessionCells).toBe(1024);
+    for (const h of r1.hops) {
+      const claims = await verifyTicket(key, h.routeTicket, {
+        sessionId: "s1",
+        routeEpoch: r1.epoch,
+        artifactSha256: hexToBytes(ARTIFACT),
+        range: h.range!,
+      }, clock.now);
+      expect(claims.issuer).toBe("tracker");
+    }
+  });
+});
+
+describe("tracker core: hop URLs and seam compression", () => {
+  const tab = "relay+ws://relay:9/tab";
+
+  it("gives the hop after a relay-only node its relay URL", () => {
+    expect(hopUrls([["http://a:1"], [tab], ["http://c:1", "relay+ws://relay:9/c"], ["http://d:1"]])).toEqual([
+      "http://a:1",
+      tab,
+      "relay+ws://relay:9/c",
+      "http://d:1",
+    ]);
+    // a node without a relay URL keeps its own
+    expect(hopUrls([[tab], ["http://b:1"]])).toEqual([tab, "http://b:1"]);
+  });
+
+  it("compresses seams by policy: auto only where a hop goes through the relay", () => {
+    expect(routeCompression("none", [tab])).toBe(Compression.NONE);
+    expect(routeCompression("q8", ["http://a:1"])).toBe(Compression.Q8_BLOCK32);
+    expect(routeCompression("auto", ["http://a:1", tab])).toBe(Compression.Q8_BLOCK32);
+    expect(routeCompression("auto", ["http://a:1", "http://b:1"])).toBe(Compression.NONE);
+  });
+
+  it("routes through a tab with relay URLs and q8 seams under auto", async () => {
+    const { core } = await tracker({ seamCompression: "auto" });
+    core.register(registration("a", 0, 2));
+    core.register(registration("tab", 2, 4, { urls: [tab] }));
+    core.register(registration("c", 4, 6, { urls: ["http://c:1", "relay+ws://relay:9/c"] }));
+    await core.admissionsSettled();
+    const [r] = (await core.route(ask("s"))).routes;
+    expect(r.hops.map((h) => h.url)).toEqual(["http://a:1", tab, "relay+ws://relay:9/c"]);
+    expect(r.seamCompression).toBe(Compression.Q8_BLOCK32);
+  });
+});
+
+describe("tracker core: a volunteer's assignment", () => {
+  const split = [layerRange(0, 2), layerRange(2, 4), layerRange(4, 6)];
+  const vmodel = { manifest, nEmbdKv: shape.nEmbdKv, name: "tiny" };
+  const base = "http://gw:1/artifacts/" + ARTIFACT;
+  const state = (node: string, start: number, end: number, live: boolean, artifactUrl = "") =>
+    ({
+      node,
+      live,
+      shard: { artifactSha256: hexToBytes(ARTIFACT), range: { start, end }, artifactUrl },
+    }) as NodeState;
+
+  it("offers the range the fewest live nodes host, and live peers as sources", () => {
+    const nodes = [
+      state("a", 0, 2, true, "http://a:1/artifacts"),
+      state("b", 2, 4, false, "http://b:1/artifacts"),
+      state("c", 4, 6, true),
+    ];
+    const a = volunteerAssignment(vmodel, {
+      candidates: split,
+      capBytes: 4 * 2 ** 30,
+      nodes,
+      artifactUrl: base,
+    });
+    expect(a).toMatchObject({
+      model: "tiny",
+      artifact: ARTIFACT,
+      nLayer: 6,
+      range: { start: 2, end: 4 },
+      hostsAlready: 0,
+      fileBytes: file.length,
+      memoryCapBytes: 4 * 2 ** 30,
+      ...TAB_ENGINE,
+      manifestUrl: `${base}/manifest`,
+      sources: [{ url: base }, { url: "http://a:1/artifacts", layers: { start: 0, end: 2 } }],
+    });
+    // K and V in f16 for every layer and cell of a tab's pool
+    expect(a.memory.kvBytes).toBe(2 * 2 * TAB_ENGINE.kvCells * shape.nEmbdKv * 2);
+    expect(a.downloadBytes).toBeGreaterThan(0);
+    expect(a.downloadBytes).toBeLessThan(file.length);
+  });
+
+  it("takes the range asked for, refuses a malformed one, and one no engine of that cap holds", () => {
+    expect(offeredRanges(split, undefined, 6)).toBe(split);
+    expect(offeredRanges(split, "1:5", 6)).toEqual([{ start: 1, end: 5 }]);
+    expect(() => offeredRanges(split, "5:9", 6)).toThrow(
+      new TrackerError("invalid_argument", "layers=5:9: layer range 5:9 ends past the model's 6 layers"),
+    );
+    let err: unknown;
+    try {
+      volunteerAssignment(vmodel, { candidates: split, capBytes: 1024, nodes: [], artifactUrl: base });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(TrackerError);
+    expect((err as TrackerError).code).toBe("resource_exhausted");
+    expect((err as TrackerError).message).toMatch(
+      /^no range fits this engine: 0:2 needs .* more than the engine's/,
+    );
+  });
+});
+
+describe("kv shape", () => {
+  it("narrows K and V rows by head_count_kv / head_count", () => {
+    // the synthetic model: n_embd 64, 4 heads, 2 KV heads
+    expect(shape).toEqual({ nEmbd: 64, nEmbdKv: 32, nLayer: 6 });
+  });
+});

@@ -1,0 +1,74 @@
+// The tracker's Connect binding in memory: which calls need the node token, and the core's
+// errors as Connect statuses with their messages unchanged.
+import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { hexToBytes } from "../../src/bytes/hex.ts";
+import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
+import { buildManifest } from "../../src/gguf/manifest.ts";
+import { parseGgufHeader } from "../../src/gguf/reader.ts";
+import { synthModel } from "../../src/model/synth.ts";
+import { MemoryStorage } from "../../src/tracker/storage.ts";
+import { TrackerCore } from "../../src/tracker/tracker-core.ts";
+import { trackerRoutes } from "../../server/tracker/service.ts";
+
+const ARTIFACT = "ab".repeat(32);
+const TOKEN = "node-secret";
+
+async function client() {
+  const file = synthModel({ arch: "qwen3", nLayer: 4 });
+  const core = await TrackerCore.open({
+    storage: new MemoryStorage(),
+    model: {
+      artifact: ARTIFACT,
+      nLayer: 4,
+      manifest: buildManifest(parseGgufHeader(file), file.length, ARTIFACT),
+      nEmbdKv: 32,
+    },
+    leaseMs: 2_000,
+    probe: () => Promise.resolve({ ok: true, maxAbsDiff: 0, allowed: 1, detail: "" }),
+  });
+  return createClient(TrackerService, createRouterTransport(trackerRoutes(core, TOKEN)));
+}
+
+const message = (p: Promise<unknown>) => p.then(() => "accepted", (e: Error) => e.message);
+
+describe("tracker service", () => {
+  it("asks the node token of register, heartbeat and leave only", async () => {
+    const c = await client();
+    const shard = { artifactSha256: hexToBytes(ARTIFACT), range: { start: 0, end: 4 }, kvCells: 64 };
+    const register = { node: "a", urls: ["http://a:1"], shard };
+    expect(await message(c.register({ ...register, token: "wrong" }))).toBe(
+      "[unauthenticated] node token refused",
+    );
+    expect(await message(c.heartbeat({ token: "", node: "a" }))).toBe("[unauthenticated] node token refused");
+    expect(await message(c.leave({ token: "wrong", node: "a" }))).toBe(
+      "[unauthenticated] node token refused",
+    );
+    expect(await message(c.register({ ...register, token: TOKEN }))).toBe("accepted");
+    expect((await c.heartbeat({ token: TOKEN, node: "a" })).known).toBe(true);
+    // the gateway's calls carry no token
+    expect((await c.nodes({})).nodes.map((n) => n.node)).toEqual(["a"]);
+    expect((await c.done({ sessionId: "s" })).released).toBe(0);
+    expect(await message(c.route({ artifactSha256: hexToBytes(ARTIFACT), sessionId: "s" }))).not.toMatch(
+      /unauthenticated/,
+    );
+    expect((await c.leave({ token: TOKEN, node: "a" })).known).toBe(true);
+  });
+
+  it("maps the core's errors to Connect codes with the core's words", async () => {
+    const c = await client();
+    const artifactSha256 = hexToBytes(ARTIFACT);
+    expect(await message(c.route({ artifactSha256: hexToBytes("cd".repeat(32)), sessionId: "s" }))).toBe(
+      "[not_found] unknown model artifact",
+    );
+    expect(await message(c.route({ artifactSha256, sessionId: "" }))).toBe(
+      "[invalid_argument] a route is asked for one session",
+    );
+    expect(await message(c.route({ artifactSha256, sessionId: "s" }))).toBe(
+      "[unavailable] no complete route of admitted, live nodes",
+    );
+    expect(await message(c.register({ token: TOKEN, node: "a" }))).toBe(
+      "[invalid_argument] a registration names the node, its URLs and its shard",
+    );
+  });
+});
