@@ -1,5 +1,6 @@
 // The WASM engine (CPU) beside the native CPU engine on the same machine: load time, prefill
-// rate, decode time per token and per layer, for the whole model in one process each.
+// rate, decode time per token and per layer, for the whole model in one process each (WASM
+// in its worker, as nodes run it).
 // Prints figures; asserts nothing.
 import { statSync } from "node:fs";
 import { join } from "node:path";
@@ -8,7 +9,7 @@ import { top2 } from "../../src/parity/compare.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { ensureWasmEngine } from "../../server/engine/wasm/build.ts";
 import { loadWasmEngine } from "../../server/engine/wasm/load.ts";
-import { WasmEngine } from "../../src/engine/wasm/wasm-engine.ts";
+import { WorkerEngine } from "../../src/engine/wasm/worker-engine.ts";
 
 export interface WasmBenchOptions {
   readonly modelPath: string;
@@ -32,7 +33,7 @@ async function measure(load: () => Promise<RangeEngine>, o: WasmBenchOptions) {
       outputs: last(o.prompt),
     });
     const prefillS = (performance.now() - p0) / 1000;
-    const gpuWaits = () => (e instanceof WasmEngine ? e.gpuWaits() : undefined);
+    const gpuWaits = () => (e instanceof WorkerEngine ? e.gpuWaits() : undefined);
     const waits0 = gpuWaits();
     const d0 = performance.now();
     for (let i = 0; i < o.tokens; i++) {

@@ -11,7 +11,7 @@ import { fileFacts } from "../model/facts.ts";
 import { artifactManifest } from "../artifacts/manifest.ts";
 import { artifactRoutes } from "../artifacts/routes.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
-import { metaNumber } from "../../src/gguf/reader.ts";
+import { kvShape } from "../../src/gguf/kv-shape.ts";
 import { chatPageRoutes } from "./chat-page.ts";
 import { type VolunteerOptions, volunteerRoutes } from "./volunteer.ts";
 import { trackerClient } from "../tracker/client.ts";
@@ -71,11 +71,8 @@ export async function startGateway(o: GatewayOptions) {
   app.route("/", artifactRoutes([{ path: o.modelPath, manifest }]));
   await chatPageRoutes(app);
   if (o.volunteer) {
-    const [h, arch] = [facts.header, facts.arch];
-    const nEmbd = metaNumber(h, `${arch}.embedding_length`) ?? 0;
-    const nHead = metaNumber(h, `${arch}.attention.head_count`) ?? 1;
-    const nEmbdKv = nEmbd * (metaNumber(h, `${arch}.attention.head_count_kv`) ?? nHead) / nHead;
-    await volunteerRoutes(app, o.volunteer, { manifest, nEmbdKv, modelName: o.modelName }, tracker.client);
+    const model = { manifest, nEmbdKv: kvShape(facts.header).nEmbdKv, name: o.modelName };
+    await volunteerRoutes(app, o.volunteer, model, tracker.client);
   }
   app.get(
     "/metrics",

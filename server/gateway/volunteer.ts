@@ -6,15 +6,18 @@ import type { Hono } from "hono";
 import { join } from "node:path";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { formatRange, type LayerRange, layerRange } from "../../src/engine/layer-range.ts";
-import { rangeMemory } from "../../src/engine/memory-fit.ts";
 import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
-import { shardBytes } from "../../src/gguf/manifest.ts";
 import { peerToken, verifyPeerToken } from "../../src/relay/token.ts";
 import { relayHopUrl } from "../../src/route/hop-url.ts";
-import { assignRange } from "../../src/tracker/assign.ts";
+import { TrackerError } from "../../src/tracker/errors.ts";
+import {
+  offeredRanges,
+  volunteerAssignment,
+  type VolunteerModel,
+} from "../../src/tracker/volunteer-assignment.ts";
 import { toBase64 } from "../../src/bytes/base64.ts";
 import { ApiError } from "../../src/gateway/openai.ts";
-import { bytesToHex, hexToBytes } from "../../src/bytes/hex.ts";
+import { hexToBytes } from "../../src/bytes/hex.ts";
 import { bundleWebEntry } from "../web/bundle.ts";
 import { engineFileRoutes, ISOLATION_HEADERS } from "../web/engine-files.ts";
 import type { trackerClient } from "../tracker/client.ts";
@@ -32,14 +35,10 @@ export interface VolunteerOptions {
   readonly split: readonly LayerRange[];
 }
 
-/** A tab's engine settings: small enough for any laptop, enough for a handful of sessions. */
-// batch-invariant: each of the 8 sessions has a KV stream of 1024 cells
-const TAB = { kvCells: 8192, maxSessions: 8, batchTokens: 256 } as const;
-
 export async function volunteerRoutes(
   app: Hono,
   o: VolunteerOptions,
-  m: { manifest: ArtifactManifest; nEmbdKv: number; modelName: string },
+  m: VolunteerModel & { readonly manifest: ArtifactManifest },
   tracker: ReturnType<typeof trackerClient>["client"],
 ): Promise<void> {
   const [page, bundle] = await Promise.all([
@@ -56,13 +55,6 @@ export async function volunteerRoutes(
   app.get("/volunteer/main.js", (c) => c.body(bundle, 200, { "Content-Type": "text/javascript" }));
   engineFileRoutes(app, "/volunteer/engine");
 
-  const memoryOf = (r: LayerRange) =>
-    rangeMemory({
-      weightBytes: shardBytes(m.manifest, r.start, r.end).bytes,
-      layers: r.end - r.start,
-      kvCells: TAB.kvCells,
-      nEmbdKv: m.nEmbdKv,
-    });
   const json = async <T>(req: Request): Promise<T> => {
     try {
       return await req.json() as T;
@@ -75,44 +67,23 @@ export async function volunteerRoutes(
     if (!name) throw new ApiError(401, "unknown volunteer token");
     return name;
   };
+  // the core's errors as HTTP: a malformed ask is the tab's mistake (400); no range that
+  // fits its engine is a conflict (409)
+  const apiError = (e: unknown) =>
+    e instanceof TrackerError ? new ApiError(e.code === "invalid_argument" ? 400 : 409, e.message) : e;
   app.get("/volunteer/api/assignment", async (c) => {
-    const cap = Number(c.req.query("memoryCap") ?? WASM32_MEMORY_CAP);
-    const asked = c.req.query("layers");
-    let candidates = o.split;
-    if (asked) {
-      try {
-        const [a, b] = asked.split(":").map(Number);
-        candidates = [layerRange(a, b, m.manifest.nLayer)];
-      } catch (e) {
-        throw new ApiError(400, `layers=${asked}: ${(e as Error).message}`);
-      }
-    }
-    const { nodes } = await tracker.nodes({}, { timeoutMs: 5000 });
-    const mine = nodes.filter((n) => n.shard && bytesToHex(n.shard.artifactSha256) === m.manifest.artifact);
-    const hosted = mine.map((n) => ({ range: n.shard!.range!, live: n.live }));
-    const a = assignRange(candidates, hosted, memoryOf, cap);
-    if (!a.ok) throw new ApiError(409, a.why);
-    const origin = `${new URL(c.req.url).origin}/artifacts/${m.manifest.artifact}`;
-    const peers = mine
-      .filter((n) => n.live && n.shard!.artifactUrl)
-      .map((n) => ({
-        url: n.shard!.artifactUrl,
-        layers: { start: n.shard!.range!.start, end: n.shard!.range!.end },
+    try {
+      const candidates = offeredRanges(o.split, c.req.query("layers"), m.manifest.nLayer);
+      const { nodes } = await tracker.nodes({}, { timeoutMs: 5000 });
+      return c.json(volunteerAssignment(m, {
+        candidates,
+        capBytes: Number(c.req.query("memoryCap") ?? WASM32_MEMORY_CAP),
+        nodes,
+        artifactUrl: `${new URL(c.req.url).origin}/artifacts/${m.manifest.artifact}`,
       }));
-    return c.json({
-      model: m.modelName,
-      artifact: m.manifest.artifact,
-      nLayer: m.manifest.nLayer,
-      range: { start: a.range.start, end: a.range.end },
-      hostsAlready: a.hosts,
-      fileBytes: m.manifest.fileSize,
-      downloadBytes: shardBytes(m.manifest, a.range.start, a.range.end).bytes,
-      memory: a.memory,
-      memoryCapBytes: cap,
-      ...TAB,
-      manifestUrl: `${origin}/manifest`,
-      sources: [{ url: origin }, ...peers],
-    });
+    } catch (e) {
+      throw apiError(e);
+    }
   });
 
   app.post("/volunteer/api/token", async (c) => {

@@ -1,13 +1,14 @@
-// A shard node process: one layer range on the native engine, seams served over HTTP/2,
-// through a relay, or both.
-import { createHash } from "node:crypto";
+// A shard node process (Deno): the one node runtime (src/node/runtime.ts) with this host's
+// adapters: the native or WASM-in-a-worker engine, gRPC seams and/or a relay channel, the
+// tracker over Connect, and an artifact server for peers' downloads.
 import type { LayerRange } from "../../src/engine/layer-range.ts";
-import { ShardNode } from "../../src/node/shard-node.ts";
-import { relayHopUrl } from "../../src/route/hop-url.ts";
+import type { ShardNode } from "../../src/node/shard-node.ts";
+import { type SeamListener, startShardNode } from "../../src/node/runtime.ts";
+import { relayListener } from "../../src/relay/relay-seams.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
-import { ensureNativeLibrary, type NativeBackend } from "../engine/native/build.ts";
+import type { NativeBackend } from "../engine/native/build.ts";
 import { NativeEngine } from "../engine/native/native-engine.ts";
-import { ensureWasmEngine, WASM64_MEMORY_CAP } from "../engine/wasm/build.ts";
+import { WASM64_MEMORY_CAP } from "../engine/wasm/build.ts";
 import { loadWasmEngine } from "../engine/wasm/load.ts";
 import { artifactSha256 } from "../model/hash.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
@@ -16,19 +17,18 @@ import { artifactManifest } from "../artifacts/manifest.ts";
 import { artifactRoutes } from "../artifacts/routes.ts";
 import { type HttpServer, serveHttp } from "../http/serve-http.ts";
 import { Dialer } from "../seam/dialer.ts";
-import { type SeamServer, serveSeams } from "../seam/grpc.ts";
+import { grpcListener } from "../seam/grpc.ts";
 import { log } from "../log/log.ts";
 import { scaledOutputs } from "./fault.ts";
 import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
-import { joinTracker, type Membership } from "../tracker/client.ts";
-import { measureDecode } from "../../src/node/measure.ts";
+import { trackerPort } from "../tracker/client.ts";
 
 export interface NodeConfig {
   readonly name: string;
   readonly modelPath: string;
   readonly range: LayerRange;
   readonly backend: NativeBackend;
-  /** native (FFI) or wasm (the WebAssembly build under Deno: CPU, one thread, on the event loop for now) */
+  /** native (FFI) or wasm (the WebAssembly build under Deno, in a worker of its own) */
   readonly engine?: "native" | "wasm";
   /** with the wasm engine: WebGPU when the adapter can run it */
   readonly webgpu?: boolean;
@@ -71,7 +71,6 @@ export interface RunningNode {
 }
 
 export async function startNode(c: NodeConfig): Promise<RunningNode> {
-  if (!c.routeKey && !c.tracker) throw new Error("a node needs a route key or a tracker that hands one over");
   const spec = {
     modelPath: c.modelPath,
     range: c.range,
@@ -88,47 +87,11 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       ? loadWasmEngine(spec, { webgpu: c.webgpu, memory64: c.memory64 })
       : NativeEngine.load(spec, c.backend),
   ]);
-  // the build (its cache key is in the path) and backend decide the numerics
-  const build = wasm
-    ? await ensureWasmEngine(loaded.backend === "wasm-webgpu" ? "webgpu" : "cpu", { memory64: c.memory64 })
-    : await ensureNativeLibrary(c.backend);
-  const label = wasm ? loaded.backend : `native-${c.backend}`;
-  const tokensPerS = await measureDecode(loaded);
-  const memory = await loaded.memory();
   const engine = c.fault === "scale" ? scaledOutputs(loaded) : loaded;
-  const recipe = createHash("sha256").update(`${build}|${label}`).digest();
   const dialer = await Dialer.connect(c.relay, c.tap);
-  const relayPeer = dialer.relay?.peer;
-  let keyFromTracker!: (k: CryptoKey) => void;
-  const trackerKey = new Promise<CryptoKey>((r) => (keyFromTracker = r));
-  const node = new ShardNode(engine, {
-    nodeId: c.name,
-    artifactSha256: artifact,
-    recipe: new Uint8Array(recipe),
-    engineLabel: label,
-    routeKey: c.routeKey ?? trackerKey,
-    dial: dialer.dial,
-    // the WASM engine computes on this event loop (not an FFI worker): see yieldBeforeBatch
-    limits: {
-      maxBatchTokens: c.batchTokens,
-      maxQueuedPerSession: 64,
-      // what the engine holds (llama.cpp pads each session's stream), and each session's share
-      kvCells: memory.kvCells,
-      kvCellsPerSession: memory.kvCellsPerSequence,
-      yieldBeforeBatch: wasm,
-    },
-    leaseMs: c.leaseMs,
-  });
-  const urls: string[] = [];
-  let server: SeamServer | undefined;
-  if (c.listen) {
-    server = await serveSeams(node.serve, () => node.info(), c.listen.host, c.listen.port);
-    urls.push(c.publicUrl ?? server.url);
-  }
-  if (relayPeer) {
-    relayPeer.listen(node.serve);
-    urls.push(relayHopUrl(c.relay!.url, relayPeer.name));
-  }
+  const listeners: SeamListener[] = [];
+  if (c.listen) listeners.push(grpcListener(c.listen, c.publicUrl));
+  if (dialer.relay) listeners.push(relayListener(dialer.relay.peer, dialer.relay.url));
   let artifactServer: HttpServer | undefined;
   if (c.serveArtifact) {
     const manifest = c.manifest ?? await artifactManifest(c.modelPath);
@@ -136,21 +99,29 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     artifactServer = serveHttp(artifactRoutes([served]).fetch, c.serveArtifact.host, c.serveArtifact.port);
   }
   const artifactUrl = artifactServer ? `${artifactServer.url}/artifacts/${bytesToHex(artifact)}` : "";
-  let membership: Membership | undefined;
-  if (c.tracker) {
-    membership = await joinTracker(c.tracker.url, c.tracker.token, c.name, urls, {
-      artifactSha256: node.options.artifactSha256,
-      range: { start: c.range.start, end: c.range.end },
-      engine: label,
-      kvCells: c.kvCells,
-      sessionCells: memory.kvCellsPerSequence,
-      maxSessions: c.maxSessions,
-      decodeTokensPerS: tokensPerS,
-      memoryCapBytes: BigInt(wasm ? (c.memory64 ? WASM64_MEMORY_CAP : WASM32_MEMORY_CAP) : 0),
-      artifactUrl,
-    }, () => node);
-    keyFromTracker(membership.routeKey);
-  }
+  const running = await startShardNode({
+    name: c.name,
+    artifactSha256: artifact,
+    kvCells: c.kvCells,
+    maxSessions: c.maxSessions,
+    batchTokens: c.batchTokens,
+    leaseMs: c.leaseMs,
+    routeKey: c.routeKey,
+    artifactUrl,
+  }, {
+    engine,
+    dial: dialer.dial,
+    listeners,
+    tracker: c.tracker && trackerPort(c.tracker.url, c.tracker.token, c.name),
+    memoryCapBytes: wasm ? (c.memory64 ? WASM64_MEMORY_CAP : WASM32_MEMORY_CAP) : 0,
+  }, {
+    onBeatFailed: (e) =>
+      log.warn("heartbeat failed", {
+        tracker: c.tracker?.url,
+        error: e instanceof Error ? e.message : String(e),
+      }),
+  });
+  const { node, urls, tokensPerS } = running;
   log.info("node ready", { name: c.name, range: `${c.range.start}:${c.range.end}`, urls, tokensPerS });
   return {
     node,
@@ -158,10 +129,8 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     artifactUrl,
     tokensPerS,
     close: async () => {
-      membership?.stop();
-      await node.close();
+      await running.close();
       dialer.close();
-      await server?.close();
       await artifactServer?.close();
       await engine.close();
     },

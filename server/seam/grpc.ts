@@ -12,6 +12,7 @@ import {
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
 import { AsyncQueue } from "../../src/seam/async-queue.ts";
+import type { SeamListener } from "../../src/node/runtime.ts";
 import { type Http2Server, listenConnect } from "../http/http2.ts";
 
 export type SeamServer = Http2Server;
@@ -37,6 +38,18 @@ export function serveSeams(
     host,
     port,
   );
+}
+
+/** A node runtime's listener for direct seams: reachable at publicUrl, or the address it got. */
+export function grpcListener(at: { host: string; port: number }, publicUrl?: string): SeamListener {
+  let server: SeamServer | undefined;
+  return {
+    listen: async (serve, info) => {
+      server = await serveSeams(serve, info, at.host, at.port);
+      return [publicUrl ?? server.url];
+    },
+    close: async () => await server?.close(),
+  };
 }
 
 /** gRPC clients share one HTTP/2 connection per node. */

@@ -4,17 +4,24 @@ import * as esbuild from "esbuild";
 import { join } from "node:path";
 import { repoRoot } from "../paths.ts";
 
+/** one build at a time: each stops esbuild's service when it is done */
+let last: Promise<unknown> = Promise.resolve();
+
 /** entry: a path from the repository root, e.g. web/chat/main.ts */
-export async function bundleWebEntry(entry: string): Promise<string> {
-  const r = await esbuild.build({
-    entryPoints: [join(repoRoot, entry)],
-    bundle: true,
-    format: "esm",
-    platform: "browser",
-    target: "es2022",
-    write: false,
-    logLevel: "silent",
+export function bundleWebEntry(entry: string): Promise<string> {
+  const built = last.catch(() => {}).then(async () => {
+    const r = await esbuild.build({
+      entryPoints: [join(repoRoot, entry)],
+      bundle: true,
+      format: "esm",
+      platform: "browser",
+      target: "es2022",
+      write: false,
+      logLevel: "silent",
+    });
+    await esbuild.stop();
+    return r.outputFiles[0].text;
   });
-  await esbuild.stop();
-  return r.outputFiles[0].text;
+  last = built;
+  return built;
 }

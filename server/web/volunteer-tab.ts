@@ -19,6 +19,8 @@ export interface VolunteerState {
     bySource: Record<string, number>;
   };
   info: Record<string, number>;
+  /** web/volunteer/main-thread-probe.ts: the page's thread since the tab began to serve */
+  mainThread: { longestTaskMs: number; longTasks: number; longestTimerLateMs: number; sinceMs: number };
 }
 
 export interface VolunteerTab {

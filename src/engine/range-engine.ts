@@ -81,6 +81,11 @@ export interface RangeEngine {
   readonly kind: "native" | "wasm";
   /** e.g. "cpu", "vulkan", "cuda", "webgpu". */
   readonly backend: string;
+  /**
+   * The recipe fingerprint (32 bytes, src/engine/recipe.ts): the engine binary and backend,
+   * which decide the numerics. A session's seam frames must all come from one recipe.
+   */
+  readonly recipe: Uint8Array;
   readonly facts: ModelFacts;
   /** What decode() takes and returns on this shard. */
   readonly input: "tokens" | "hidden";

@@ -16,6 +16,7 @@ import {
 } from "../gen/strata/seam/v1/seam_pb.ts";
 import { bytesToHex } from "../bytes/hex.ts";
 import type { RangeEngine } from "../engine/range-engine.ts";
+import { engineLabel } from "../engine/recipe.ts";
 import { verifyTicket } from "../route/ticket.ts";
 import { choose } from "../sampling/sampler.ts";
 import { Batcher, type BatcherLimits, type Step, type StepResult } from "../scheduler/batcher.ts";
@@ -29,10 +30,6 @@ import { errorCode, errorText, refusal, replyTo, sessionFailure, tensorBytes } f
 export interface ShardNodeOptions {
   readonly nodeId: string;
   readonly artifactSha256: Uint8Array;
-  /** fingerprint of this node's engine build, backend and numerics settings */
-  readonly recipe: Uint8Array;
-  /** e.g. "native-cpu" */
-  readonly engineLabel: string;
   /** the public key route tickets must be signed with (a promise while a tracker hands it over) */
   readonly routeKey: CryptoKey | Promise<CryptoKey>;
   readonly dial: SeamDialer;
@@ -108,12 +105,12 @@ export class ShardNode {
     return create(NodeInfoSchema, {
       node: this.options.nodeId,
       artifactSha256: this.options.artifactSha256,
-      recipeFingerprint: this.options.recipe,
+      recipeFingerprint: this.engine.recipe,
       range: { start: f.range.start, end: f.range.end },
       nLayer: f.nLayer,
       nEmbd: f.nEmbd,
       nVocab: f.nVocab,
-      engine: this.options.engineLabel,
+      engine: engineLabel(this.engine),
       kvCells: this.options.limits.kvCells,
       kvCellsUsed: m.kvCellsUsed,
       kvCellsReserved: b.reservedCells,
@@ -227,7 +224,7 @@ export class ShardNode {
     s.downstream.send(create(SeamFrameSchema, {
       ...f,
       range: next.range,
-      recipeFingerprint: this.options.recipe,
+      recipeFingerprint: this.engine.recipe,
       open: create(OpenSchema, { ...open, routeTicket: next.routeTicket, nextHops: open.nextHops.slice(1) }),
     }));
     void this.#pump(s, next.url);
@@ -316,7 +313,7 @@ export class ShardNode {
       const out = create(SeamFrameSchema, {
         ...f,
         range: hop.range,
-        recipeFingerprint: this.options.recipe,
+        recipeFingerprint: this.engine.recipe,
         tensors: [packTensor("hidden_states", r.data, [r.rows, r.dim], s.open.seamCompression || undefined)],
       });
       telemetry.bytesOut = tensorBytes(out);
@@ -356,7 +353,7 @@ export class ShardNode {
       create(SeamFrameSchema, {
         ...f,
         range: s.open.nextHops[0].range,
-        recipeFingerprint: this.options.recipe,
+        recipeFingerprint: this.engine.recipe,
       }),
     );
   }

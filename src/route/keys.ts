@@ -30,11 +30,6 @@ export async function importPublicRouteKey(key: RouteKeyText | string | Uint8Arr
   return await crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, true, ["verify"]);
 }
 
-/** The public half as the tracker hands it over: raw 32 bytes. */
-export async function importRawPublicRouteKey(raw: Uint8Array): Promise<CryptoKey> {
-  return await crypto.subtle.importKey("raw", raw.slice(), { name: "Ed25519" }, true, ["verify"]);
-}
-
 export async function importPrivateRouteKey(text: RouteKeyText): Promise<CryptoKey> {
   if (!text.private) throw new Error("this route key file holds the public key only");
   return await crypto.subtle.importKey("pkcs8", unb64(text.private), { name: "Ed25519" }, false, ["sign"]);

@@ -143,7 +143,7 @@ export class Batcher {
     let s: SessionSlot, n: number;
     try {
       ({ s, n } = this.#admit(sessionId, step));
-      this.#claim(sessionId, s, n);
+      this.#claim(s, n);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -186,7 +186,7 @@ export class Batcher {
    * way (ended with context_full, their cells freed), down to the one asking: the oldest
    * sessions, which hold the most work, run to their end.
    */
-  #claim(sessionId: string, s: SessionSlot, n: number): void {
+  #claim(s: SessionSlot, n: number): void {
     if (this.#held + n > this.limits.kvCells) {
       // only sessions younger than the asker give way, and only when that makes room
       const younger = [...this.#sessions].filter(([, x]) => x.opened > s.opened)

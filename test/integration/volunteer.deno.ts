@@ -86,6 +86,8 @@ try {
     tabMaxBatchSessions: after.info.maxBatchSessions,
     tabSessionsServed: after.info.sessionsServed,
   };
+  // a figure, not a check: how long the page's thread (its seams, its drawing) was blocked
+  report.tabMainThread = after.mainThread;
   await tab.page.screenshot({ path: `${shots}/volunteer-page.png`, fullPage: true });
 
   // 3. the chat page, in a second tab of the same browser

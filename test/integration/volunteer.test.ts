@@ -49,6 +49,10 @@ describe.skipIf(!built || !chromium)("a volunteer tab in a route: native → bro
       expect(ok(c), JSON.stringify(c)).toBe(true);
     }
     expect(out.concurrent.tabMaxBatchSessions).toBeGreaterThanOrEqual(2);
+    const t = out.tabMainThread;
+    console.log(
+      `volunteer tab's main thread while serving (${out.concurrent.tabBatches} batches): longest task ${t.longestTaskMs} ms (${t.longTasks} of 50 ms or more), a 10 ms timer up to ${t.longestTimerLateMs} ms late`,
+    );
 
     // the chat page streamed the same text and shows the three nodes
     expect(ok(out.chatPage), JSON.stringify(out.chatPage)).toBe(true);

@@ -1,27 +1,35 @@
 // The WASM engine in Node: the very module Deno and the browser load (strata.mjs + .wasm
-// + worker, pthreads as worker_threads) driving WasmEngine from src/, bundled for Node by
-// the test. A 2-shard split (0:12, 12:30) with 2 threads, fed a native greedy run's
-// tokens; writes each step's logits and prints one JSON object.
+// + worker, pthreads as worker_threads) through the core's one loader and WasmEngine from
+// src/ (directly, on this thread), bundled for Node by the test. A 2-shard split (0:12,
+// 12:30) with 2 threads, fed a native greedy run's tokens; writes each step's logits and
+// prints one JSON object.
 // Arguments: wasm dir, model path, JSON {prompt, tokens}, logits file.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { layerRange } from "../../src/engine/layer-range.ts";
+import { type LayerRange, layerRange } from "../../src/engine/layer-range.ts";
 import type { RangeEngine, SeqId } from "../../src/engine/range-engine.ts";
 import { top2 } from "../../src/parity/compare.ts";
-import { type StrataModule, WasmEngine } from "../../src/engine/wasm/wasm-engine.ts";
+import { loadWasmEngineFrom } from "../../src/engine/wasm/load-engine.ts";
+import type { WasmFiles } from "../../src/engine/wasm/wasm-files.ts";
 
 const [dir, modelPath, plan, logitsFile] = process.argv.slice(2);
 const { prompt, tokens: forced } = JSON.parse(plan) as { prompt: number[]; tokens: number[] };
-const { default: createStrata } = await import(pathToFileURL(join(dir, "strata.mjs")).href);
-const wasmBinary = readFileSync(join(dir, "strata.wasm"));
-const instance = (): Promise<StrataModule> =>
-  createStrata({ wasmBinary, print: () => {}, printErr: () => {} });
+// Node's host adapter: the build's folder
+const files: WasmFiles = {
+  files: () =>
+    Promise.resolve({
+      moduleUrl: pathToFileURL(join(dir, "strata.mjs")).href,
+      wasm: new Uint8Array(readFileSync(join(dir, "strata.wasm"))),
+    }),
+};
 
 const bytes = new Uint8Array(readFileSync(modelPath));
 const spec = { modelPath, kvCells: 256, maxSequences: 1, batchTokens: 64, threads: 2 };
-const head = await WasmEngine.load(await instance(), bytes, { ...spec, range: layerRange(0, 12, 30) });
-const tail = await WasmEngine.load(await instance(), bytes, { ...spec, range: layerRange(12, 30, 30) });
+const load = async (range: LayerRange) =>
+  (await loadWasmEngineFrom(files, { spec: { ...spec, range }, model: bytes })).engine;
+const head = await load(layerRange(0, 12, 30));
+const tail = await load(layerRange(12, 30, 30));
 
 async function step(e: RangeEngine, seq: SeqId, input: Int32Array | Float32Array, pos: number, n: number) {
   return await e.decode({

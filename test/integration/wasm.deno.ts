@@ -1,5 +1,6 @@
 // The WASM engine (CPU, under Deno) on a 2-shard split of SmolLM2 against whole-model
-// native llama.cpp: greedy tokens, the hidden state at the seam, and two sessions batched.
+// native llama.cpp: greedy tokens, the hidden state at the seam, and two sessions batched;
+// each engine in its worker, as nodes run it.
 // Prints one JSON object; wasm.test.ts asserts on it.
 import { layerRange } from "../../src/engine/layer-range.ts";
 import type { RangeEngine, SeqId } from "../../src/engine/range-engine.ts";
@@ -122,6 +123,13 @@ const batched: number[][] = [[], []];
 }
 const memory = [await head.memory(), await tail.memory()];
 await Promise.all([head.close(), tail.close(), whole.close(), wasmWhole.close(), wasmWhole2.close()]);
+
+// refusals raised inside an engine's worker reach the caller with their codes
+const codeOf = (p: Promise<unknown>) => p.then(() => "loaded", (e) => e.code);
+const workerErrors = {
+  pastTheModel: await codeOf(loadWasmEngine({ ...spec, range: layerRange(20, 40) })),
+  tooManyThreads: await codeOf(loadWasmEngine({ ...spec, range: "whole", threads: 9 })),
+};
 console.log(JSON.stringify({
   loadMs,
   sessions,
@@ -132,5 +140,6 @@ console.log(JSON.stringify({
   maxAbsDiffLogitsVsWasmWhole: wasmLogitDiff,
   threadsLogitDiff,
   memory,
+  workerErrors,
 }));
 Deno.exit(0); // the engines' pthread workers would keep the process alive

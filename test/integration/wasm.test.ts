@@ -27,6 +27,8 @@ describe.skipIf(!built)("the WASM engine (CPU, under Deno)", () => {
     expect(out.batched[1]).toEqual(out.sessions[1].wasmTokens);
     // threads 1 and 2 (pthreads) give the same logits
     expect(out.threadsLogitDiff).toBe(0);
+    // an engine's worker refuses with the engine's own codes
+    expect(out.workerErrors).toEqual({ pastTheModel: "bad_range", tooManyThreads: "bad_input" });
   });
 
   it("strata parity --backend wasm: greedy tokens of whole-model native, seams within tolerance, batched", async () => {

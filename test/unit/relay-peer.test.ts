@@ -72,8 +72,6 @@ describe("relay peer: streams", () => {
     const node = new ShardNode(engine, {
       nodeId: "tail",
       artifactSha256: ARTIFACT,
-      recipe: engine.recipe,
-      engineLabel: "fake",
       routeKey: (await routeKey()).publicKey,
       dial: () => {
         throw new Error("a single-node route dials nobody");
@@ -318,8 +316,6 @@ describe("relay peer and a shard node", () => {
     const node = new ShardNode(engine, {
       nodeId: "tail",
       artifactSha256: ARTIFACT,
-      recipe: engine.recipe,
-      engineLabel: "fake",
       routeKey: (await routeKey()).publicKey,
       dial: () => {
         throw new Error("unused");

@@ -372,8 +372,6 @@ describe("route session over shard nodes", () => {
       new ShardNode(e, {
         nodeId: `n${i}`,
         artifactSha256: ARTIFACT,
-        recipe: e.recipe,
-        engineLabel: "fake",
         routeKey: publicKey,
         dial: seams.dial,
         limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells },

@@ -46,8 +46,6 @@ async function route(
     const n = new ShardNode(e, {
       nodeId: `n${i}`,
       artifactSha256: ARTIFACT,
-      recipe: e.recipe,
-      engineLabel: "fake",
       routeKey: publicKey,
       dial: seams.dial,
       limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256, ...o.limits },

@@ -7,23 +7,16 @@ import { type DownloadReport, downloadShard } from "../../src/artifact/download.
 import { checkManifest } from "../../src/artifact/pieces.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import type { RangeMemory } from "../../src/engine/memory-fit.ts";
-import {
-  type StrataModule,
-  WASM32_MEMORY_CAP,
-  WASM_MAX_THREADS,
-  WasmEngine,
-} from "../../src/engine/wasm/wasm-engine.ts";
-import { runtimeGpu, wasmFlavorFor } from "../../src/engine/wasm/webgpu-support.ts";
-import { sha256Hex } from "../../src/gguf/manifest.ts";
-import { measureDecode } from "../../src/node/measure.ts";
-import { ShardNode } from "../../src/node/shard-node.ts";
+import { WASM32_MEMORY_CAP, WASM_MAX_THREADS } from "../../src/engine/wasm/wasm-engine.ts";
+import { startServedEngine } from "../../src/engine/wasm/served-engine.ts";
+import { startShardNode } from "../../src/node/runtime.ts";
 import { RelayPeer } from "../../src/relay/peer.ts";
-import { parseHopUrl } from "../../src/route/hop-url.ts";
-import { SeamError } from "../../src/seam/errors.ts";
-import { fromBase64 } from "../../src/bytes/base64.ts";
+import { relayListener, relayOnlyDialer } from "../../src/relay/relay-seams.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
-import { OpfsPieceStore } from "./opfs-store.ts";
-import { connectBrowserRelay } from "./relay-socket.ts";
+import { gatewayTracker, postJson } from "../node/gateway-tracker.ts";
+import { probeMainThread } from "./main-thread-probe.ts";
+import { OpfsPieceStore } from "../node/opfs-store.ts";
+import { connectBrowserRelay } from "../node/relay-socket.ts";
 
 interface Assignment {
   model: string;
@@ -45,6 +38,7 @@ interface Assignment {
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
 const params = new URLSearchParams(location.search);
+const mainThread = probeMainThread();
 
 /** What the page shows, also read by tests through globalThis.strataVolunteer. */
 const state = {
@@ -58,6 +52,8 @@ const state = {
   name: "",
   admission: "",
   info: {} as Record<string, number | string>,
+  /** how long this page's thread was blocked since the tab began to serve */
+  mainThread: mainThread.figures,
 };
 
 function show(dl: HTMLElement, rows: [string, string][]): void {
@@ -74,17 +70,6 @@ function phase(p: string, note = ""): void {
   state.phase = p;
   $("phase").textContent = p;
   if (note) $("note").textContent = note;
-}
-
-async function post<T>(path: string, body: unknown): Promise<T> {
-  const r = await fetch(path, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  const j = await r.json();
-  if (!r.ok) throw new Error(j?.error?.message ?? `${path}: HTTP ${r.status}`);
-  return j as T;
 }
 
 async function ask(): Promise<void> {
@@ -113,14 +98,6 @@ async function ask(): Promise<void> {
   $<HTMLButtonElement>("contribute").disabled = false;
 }
 
-async function instantiate(flavor: "cpu" | "webgpu"): Promise<{ m: StrataModule; wasmSha: string }> {
-  const base = `/volunteer/engine/${flavor}`;
-  const wasm = new Uint8Array(await (await fetch(`${base}/strata.wasm`)).arrayBuffer());
-  const { default: createStrata } = await import(/* @vite-ignore */ `${base}/strata.mjs`);
-  const m = await createStrata({ wasmBinary: wasm, print: () => {}, printErr: () => {} }) as StrataModule;
-  return { m, wasmSha: await sha256Hex(wasm) };
-}
-
 async function contribute(): Promise<void> {
   const a = state.assignment!;
   $<HTMLButtonElement>("contribute").disabled = true;
@@ -145,114 +122,58 @@ async function contribute(): Promise<void> {
   } from this browser's cache, of a ${mib(a.fileBytes)} file`;
 
   phase("loading the engine");
-  let flavor: "cpu" | "webgpu" = "cpu";
-  if (params.get("backend") !== "cpu") {
-    const choice = await wasmFlavorFor(runtimeGpu());
-    flavor = choice.flavor;
-    if (choice.flavor === "cpu") state.fallback = choice.fallback;
-  }
   const threads = Number(params.get("threads")) ||
     Math.max(1, Math.min(WASM_MAX_THREADS, Math.floor((navigator.hardwareConcurrency ?? 2) / 2)));
-  const { m, wasmSha } = await instantiate(flavor);
-  const engine = await WasmEngine.load(m, model, {
-    modelPath: "shard.gguf",
-    range: layerRange(a.range.start, a.range.end, a.nLayer),
-    kvCells: a.kvCells,
-    maxSequences: a.maxSessions,
-    batchTokens: a.batchTokens,
-    threads,
-    gpuLayers: flavor === "webgpu" ? 999 : 0,
-  }, { suspends: flavor === "webgpu" });
+  // in a worker of its own: this page's thread carries the seams
+  const { engine, fallback } = await startServedEngine(new URL("/volunteer/engine", location.href), {
+    spec: {
+      modelPath: "shard.gguf",
+      range: layerRange(a.range.start, a.range.end, a.nLayer),
+      kvCells: a.kvCells,
+      maxSequences: a.maxSessions,
+      batchTokens: a.batchTokens,
+      threads,
+    },
+    model,
+    webgpu: params.get("backend") !== "cpu",
+  });
+  state.fallback = fallback ?? "";
   state.engine = engine.backend;
-  state.tokensPerS = await measureDecode(engine);
 
   phase("connecting");
-  const id = await post<{ name: string; token: string; relayUrl: string }>("/volunteer/api/token", {});
+  const id = await postJson<{ name: string; token: string; relayUrl: string }>("/volunteer/api/token", {});
   state.name = id.name;
   const peer = new RelayPeer(await connectBrowserRelay(id.relayUrl, id.token), id.name);
-  const relay = id.relayUrl.replace(/\/$/, "");
-  let keyFromTracker!: (k: CryptoKey) => void;
-  // batch-invariant: each session has a KV stream of its own (llama.cpp pads each stream)
-  const { kvCells, kvCellsPerSequence: sessionCells } = await engine.memory();
-  const node = new ShardNode(engine, {
-    nodeId: id.name,
-    artifactSha256: hexToBytes(a.artifact),
-    recipe: hexToBytes(await sha256Hex(new TextEncoder().encode(`${wasmSha}|${engine.backend}`))),
-    engineLabel: engine.backend,
-    routeKey: new Promise<CryptoKey>((r) => (keyFromTracker = r)),
-    dial: (url) => {
-      const hop = parseHopUrl(url);
-      if (hop.kind !== "relay" || hop.relay !== relay) {
-        throw new SeamError("unavailable", `a tab reaches other nodes only through its relay, not ${url}`);
-      }
-      return peer.dial(hop.peer);
-    },
-    // the engine computes on the page's thread: see BatcherLimits.yieldBeforeBatch
-    limits: {
-      maxBatchTokens: a.batchTokens,
-      maxQueuedPerSession: 64,
-      kvCells,
-      kvCellsPerSession: sessionCells,
-      yieldBeforeBatch: true,
-    },
-    leaseMs: 300_000,
-  });
-  peer.listen(node.serve);
-
-  phase("joining");
-  const join = () =>
-    post<{ leaseMs: number; routePublicKey: string }>("/volunteer/api/join", {
-      token: id.token,
-      range: a.range,
-      engine: engine.backend,
-      decodeTokensPerS: state.tokensPerS,
-      kvCells: a.kvCells,
-      sessionCells: sessionCells,
-      maxSessions: a.maxSessions,
-      memoryCapBytes: WASM32_MEMORY_CAP,
-    });
-  const joined = await join();
-  keyFromTracker(
-    await crypto.subtle.importKey(
-      "raw",
-      fromBase64(joined.routePublicKey).slice(),
-      { name: "Ed25519" },
-      true,
-      [
-        "verify",
-      ],
-    ),
-  );
+  const tracker = gatewayTracker("/volunteer/api", id.token);
   addEventListener("pagehide", () => {
-    navigator.sendBeacon("/volunteer/api/leave", id.token);
+    void tracker.leave();
     peer.close();
   });
 
-  // one beat at a time: a late beat arriving after a newer one would report stale sessions
-  let beating = false;
-  const beat = async () => {
-    if (beating) return;
-    beating = true;
-    try {
-      const info = await node.info();
-      const r = await post<{ known: boolean; admission: string }>("/volunteer/api/heartbeat", {
-        token: id.token,
-        sessions: info.sessions,
-        sessionIds: node.sessionIds(),
-        kvCellsUsed: info.kvCellsUsed,
-        queued: info.queued,
-      });
-      if (!r.known) await join();
-      state.admission = r.admission || "pending";
-      phase(state.admission === "admitted" ? "serving" : `admission: ${state.admission}`);
-    } catch (e) {
-      $("note").textContent = `heartbeat failed: ${e instanceof Error ? e.message : e}`;
-    } finally {
-      beating = false;
-    }
-  };
-  setInterval(() => void beat(), Math.max(200, joined.leaseMs / 3));
-  void beat();
+  phase("joining");
+  // the one node runtime, with a tab's adapters: everything goes through its relay
+  const { node, tokensPerS } = await startShardNode({
+    name: id.name,
+    artifactSha256: hexToBytes(a.artifact),
+    kvCells: a.kvCells,
+    maxSessions: a.maxSessions,
+    batchTokens: a.batchTokens,
+    leaseMs: 300_000,
+  }, {
+    engine,
+    dial: relayOnlyDialer(peer, id.relayUrl),
+    listeners: [relayListener(peer, id.relayUrl)],
+    tracker,
+    memoryCapBytes: WASM32_MEMORY_CAP,
+  }, {
+    onAdmission: (admission) => {
+      state.admission = admission;
+      phase(admission === "admitted" ? "serving" : `admission: ${admission}`);
+    },
+    onBeatFailed: (e) => $("note").textContent = `heartbeat failed: ${e instanceof Error ? e.message : e}`,
+  });
+  state.tokensPerS = tokensPerS;
+  mainThread.reset();
 
   setInterval(async () => {
     const i = await node.info();

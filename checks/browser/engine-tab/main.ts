@@ -1,11 +1,11 @@
 // A browser tab holding one WASM engine, driven from outside (headless Chromium in parity
 // runs and benchmarks): `globalThis.strataEngineTab` loads a layer range and decodes batches,
-// tensors crossing as base64. The engine and its fallback choice are the shared core's.
+// tensors crossing as base64. The engine (in its worker, as a volunteer tab runs it) and its
+// fallback choice are the shared core's.
 import { EngineError } from "../../../src/engine/errors.ts";
 import { layerRange } from "../../../src/engine/layer-range.ts";
-import type { SeqId } from "../../../src/engine/range-engine.ts";
-import { type StrataModule, WasmEngine } from "../../../src/engine/wasm/wasm-engine.ts";
-import { runtimeGpu, wasmFlavorFor } from "../../../src/engine/wasm/webgpu-support.ts";
+import type { RangeEngine, SeqId } from "../../../src/engine/range-engine.ts";
+import { startServedEngine } from "../../../src/engine/wasm/served-engine.ts";
 import { f32FromBase64, fromBase64, i32FromBase64, toBase64 } from "../../../src/bytes/base64.ts";
 
 export interface HostLoad {
@@ -19,18 +19,12 @@ export interface HostLoad {
   backend: "wasm" | "webgpu";
 }
 
-let engine: WasmEngine | undefined;
+let engine: RangeEngine | undefined;
 const logs: string[] = [];
 
-function need(): WasmEngine {
+function need(): RangeEngine {
   if (!engine) throw new EngineError("engine_failed", "no shard loaded in this tab");
   return engine;
-}
-
-async function instantiate(flavor: "cpu" | "webgpu"): Promise<StrataModule> {
-  const url = `/engine/${flavor}/strata.mjs`;
-  const { default: createStrata } = await import(/* @vite-ignore */ url);
-  return await createStrata({ print: () => {}, printErr: () => {} }) as StrataModule;
 }
 
 /** Errors cross page.evaluate as values: a thrown error would lose its code. */
@@ -49,32 +43,26 @@ const api = {
   logs: () => guard(() => logs),
   load: (o: HostLoad) =>
     guard(async () => {
-      let flavor: "cpu" | "webgpu" = "cpu";
-      if (o.backend === "webgpu") {
-        const choice = await wasmFlavorFor(runtimeGpu());
-        flavor = choice.flavor;
-        if (choice.flavor === "cpu") {
-          logs.push(choice.fallback);
-          console.warn(choice.fallback);
-        }
-      }
-      const [m, bytes] = await Promise.all([
-        instantiate(flavor),
-        fetch("/model").then(async (r) => {
-          if (!r.ok) throw new EngineError("load_failed", `model download: HTTP ${r.status}`);
-          return new Uint8Array(await r.arrayBuffer());
-        }),
-      ]);
+      const r = await fetch("/model");
+      if (!r.ok) throw new EngineError("load_failed", `model download: HTTP ${r.status}`);
       const range = o.start === undefined ? "whole" as const : layerRange(o.start, o.end!);
-      engine = await WasmEngine.load(m, bytes, {
-        modelPath: "model.gguf",
-        range,
-        kvCells: o.kvCells,
-        maxSequences: o.maxSequences,
-        batchTokens: o.batchTokens,
-        threads: o.threads,
-        gpuLayers: flavor === "webgpu" ? 999 : 0,
-      }, { suspends: flavor === "webgpu" });
+      const loaded = await startServedEngine(new URL("/engine", location.href), {
+        spec: {
+          modelPath: "model.gguf",
+          range,
+          kvCells: o.kvCells,
+          maxSequences: o.maxSequences,
+          batchTokens: o.batchTokens,
+          threads: o.threads,
+        },
+        model: new Uint8Array(await r.arrayBuffer()),
+        webgpu: o.backend === "webgpu",
+      });
+      engine = loaded.engine;
+      if (loaded.fallback) {
+        logs.push(loaded.fallback);
+        console.warn(loaded.fallback);
+      }
       return {
         facts: engine.facts,
         engineBackend: engine.backend,

@@ -3,7 +3,9 @@ import { EngineError } from "../../../src/engine/errors.ts";
 import type { ChatMessage, SpecialTokens, Tokenizer } from "../../../src/engine/tokenizer.ts";
 import { ensureNativeLibrary } from "./build.ts";
 import { cstr, ErrorBuffer, handleError, openStrata, readString, type StrataLib } from "./ffi.ts";
-import { loadModel, modelFacts } from "./native-engine.ts";
+import { modelFacts } from "../../../src/engine/strata-engine.ts";
+import { FfiCalls } from "./ffi-calls.ts";
+import { loadModel } from "./native-engine.ts";
 
 export class NativeTokenizer implements Tokenizer {
   readonly nVocab: number;
@@ -11,7 +13,7 @@ export class NativeTokenizer implements Tokenizer {
   readonly chatTemplate: string | undefined;
 
   private constructor(private readonly lib: StrataLib, private readonly model: Deno.PointerObject) {
-    this.nVocab = modelFacts(lib, model).nVocab;
+    this.nVocab = modelFacts(new FfiCalls(lib), model).nVocab;
     const s = new Int32Array(3);
     lib.strata_special_tokens(model, s, 3);
     this.special = { bos: s[0], eos: s[1], eot: s[2] };
@@ -21,7 +23,7 @@ export class NativeTokenizer implements Tokenizer {
 
   static async load(path: string): Promise<NativeTokenizer> {
     const lib = openStrata(await ensureNativeLibrary("cpu"));
-    return new NativeTokenizer(lib, await loadModel(lib, path, "whole", 0, true));
+    return new NativeTokenizer(lib, await loadModel(new FfiCalls(lib), path, "whole", 0, true));
   }
 
   tokenize(text: string, opts: { addSpecial?: boolean; parseSpecial?: boolean } = {}): Int32Array {

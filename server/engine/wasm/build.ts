@@ -10,9 +10,9 @@ import { log } from "../../log/log.ts";
 import { forkBuildKey, forkDir, hasCommand } from "../native/build.ts";
 import { adaptGlue } from "./glue.ts";
 import { smokeCheck } from "../smoke/smoke-check.ts";
+import type { WasmFlavor } from "../../../src/engine/wasm/wasm-files.ts";
 
-/** cpu: WASM SIMD + pthreads; webgpu: the same plus ggml's WebGPU backend (ASYNCIFY). */
-export type WasmFlavor = "cpu" | "webgpu";
+export type { WasmFlavor };
 export const WASM_FLAVORS: readonly WasmFlavor[] = ["cpu", "webgpu"];
 
 /**

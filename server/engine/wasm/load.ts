@@ -1,45 +1,26 @@
-// The WASM engine under Deno: one module instance per engine (each has its own memory
-// and its own pthread workers), the model's bytes read from disk and handed over.
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+// The WASM engine under Deno: each engine in a worker of its own (one module instance,
+// its own memory and pthread workers), so a node's event loop never computes; the model's
+// bytes read from disk and moved there.
 import type { ShardSpec } from "../../../src/engine/range-engine.ts";
-import { type StrataModule, WasmEngine } from "../../../src/engine/wasm/wasm-engine.ts";
-import { runtimeGpu, wasmFlavorFor } from "../../../src/engine/wasm/webgpu-support.ts";
+import { instantiateStrata as instantiateWith } from "../../../src/engine/wasm/load-engine.ts";
+import type { StrataModule } from "../../../src/engine/wasm/strata-module.ts";
+import type { WasmFlavor } from "../../../src/engine/wasm/wasm-files.ts";
+import { WorkerEngine } from "../../../src/engine/wasm/worker-engine.ts";
 import { log } from "../../log/log.ts";
 import { cacheDir } from "../../paths.ts";
-import { ensureWasmEngine, WASM64_MEMORY_CAP, type WasmBuildOptions, type WasmFlavor } from "./build.ts";
+import { WASM64_MEMORY_CAP, type WasmBuildOptions } from "./build.ts";
+import { cachedWasmFiles } from "./cache-files.ts";
+import { moduleWorkersOnly } from "./module-workers.ts";
 
-/**
- * Emscripten starts its pthread workers as classic scripts; Deno only runs module
- * workers, and the generated worker loads the main module with import(), so forcing
- * the type is all it takes.
- */
-function moduleWorkersOnly(): void {
-  const g = globalThis as { Worker: typeof Worker; strataModuleWorkers?: true };
-  if (g.strataModuleWorkers) return;
-  const Base = g.Worker;
-  g.Worker = class extends Base {
-    constructor(url: string | URL, options?: WorkerOptions) {
-      super(url, { ...options, type: "module" });
-    }
-  };
-  g.strataModuleWorkers = true;
-}
+const engineLog = () => Boolean(Deno.env.get("STRATA_ENGINE_LOG"));
 
-export async function instantiateStrata(
+/** A module instance on this thread, for what drives one directly (the smoke check, tests). */
+export function instantiateStrata(
   flavor: WasmFlavor = "cpu",
   build: WasmBuildOptions = {},
 ): Promise<StrataModule> {
-  // STRATA_WASM_DIR: a module not (yet) in the cache, as the build's smoke check loads it
-  const dir = Deno.env.get("STRATA_WASM_DIR") ?? await ensureWasmEngine(flavor, build);
   moduleWorkersOnly();
-  const { default: createStrata } = await import(pathToFileURL(join(dir, "strata.mjs")).href);
-  return await createStrata({
-    wasmBinary: await Deno.readFile(join(dir, "strata.wasm")),
-    // llama.cpp's own log goes to stderr; quiet unless asked
-    print: () => {},
-    printErr: Deno.env.get("STRATA_ENGINE_LOG") ? (s: string) => console.error(s) : () => {},
-  }) as StrataModule;
+  return instantiateWith(cachedWasmFiles(build), flavor, { engineLog: engineLog() });
 }
 
 /**
@@ -54,33 +35,23 @@ function quietVulkan(): void {
 }
 
 /**
- * Loads a range on WASM CPU, or on WebGPU when asked and Deno's adapter can run ggml's
- * WebGPU backend; when it cannot, one warning says why and the engine runs on CPU.
+ * Loads a range on WASM CPU, or on WebGPU when asked and Deno's adapter (which workers
+ * see too) can run ggml's WebGPU backend; when it cannot, one warning says why and the
+ * engine runs on CPU.
  */
 export async function loadWasmEngine(
   spec: ShardSpec,
   o: { webgpu?: boolean } & WasmBuildOptions = {},
-): Promise<WasmEngine> {
-  const build = { memory64: o.memory64 };
-  const abi = o.memory64 ? { memory64: true, memoryCap: WASM64_MEMORY_CAP } : {};
-  const bytes = await Deno.readFile(spec.modelPath);
+): Promise<WorkerEngine> {
   if (o.webgpu) quietVulkan();
-  const choice = o.webgpu ? await wasmFlavorFor(runtimeGpu()) : undefined;
-  if (choice?.flavor === "cpu") log.warn("engine.fallback", { line: choice.fallback });
-  if (choice?.flavor === "webgpu") {
-    try {
-      return await WasmEngine.load(await instantiateStrata("webgpu", build), bytes, {
-        ...spec,
-        gpuLayers: 999,
-      }, {
-        ...abi,
-        suspends: true,
-      });
-    } catch (err) {
-      // the adapter passed the feature check but the backend still refused the device
-      const reason = err instanceof Error ? err.message : String(err);
-      log.warn("engine.fallback", { line: `engine: WebGPU load failed, running on WASM CPU: ${reason}` });
-    }
-  }
-  return await WasmEngine.load(await instantiateStrata("cpu", build), bytes, { ...spec, gpuLayers: 0 }, abi);
+  const worker = new Worker(new URL("./engine-worker.ts", import.meta.url), { type: "module" });
+  const { engine, fallback } = await WorkerEngine.start(worker, cachedWasmFiles({ memory64: o.memory64 }), {
+    spec,
+    model: await Deno.readFile(spec.modelPath),
+    webgpu: o.webgpu,
+    ...(o.memory64 ? { memory64: true, memoryCap: WASM64_MEMORY_CAP } : {}),
+    engineLog: engineLog(),
+  });
+  if (fallback) log.warn("engine.fallback", { line: fallback });
+  return engine;
 }

@@ -1,0 +1,91 @@
+// What every RangeEngine shares, whatever computes: sequence slots and positions (checked
+// here, so bad input never reaches the engine) and one call at a time on its context.
+// Subclasses say how a batch is computed and how KV cells are read and freed.
+import { EngineQueue } from "./engine-queue.ts";
+import type {
+  DecodeBatch,
+  DecodeOutputs,
+  EngineMemory,
+  ModelFacts,
+  RangeEngine,
+  SeqId,
+  ShardSpec,
+} from "./range-engine.ts";
+import { SequenceTable } from "./sequences.ts";
+
+/** The KV figures of EngineMemory the engine itself reports. */
+export type KvCells = Pick<EngineMemory, "kvCells" | "kvCellsUsed" | "kvBytes" | "kvCellsPerSequence">;
+
+export abstract class QueuedEngine implements RangeEngine {
+  abstract readonly kind: "native" | "wasm";
+  readonly input: "tokens" | "hidden";
+  readonly output: "logits" | "hidden";
+  readonly #seqs: SequenceTable;
+  protected readonly queue = new EngineQueue();
+
+  protected constructor(
+    readonly backend: string,
+    readonly facts: ModelFacts,
+    readonly recipe: Uint8Array,
+    protected readonly spec: Pick<ShardSpec, "maxSequences" | "batchTokens">,
+  ) {
+    this.input = facts.range.start === 0 ? "tokens" : "hidden";
+    this.output = facts.range.end === facts.nLayer ? "logits" : "hidden";
+    this.#seqs = new SequenceTable(spec.maxSequences);
+  }
+
+  openSequence(): SeqId {
+    const seq = this.#seqs.open();
+    this.opened(seq);
+    return seq;
+  }
+
+  nextPosition(seq: SeqId): number {
+    return this.#seqs.nextPosition(seq);
+  }
+
+  releaseSequence(seq: SeqId): Promise<void> {
+    return this.queue.run(async () => {
+      this.#seqs.release(seq);
+      await this.freeCells(seq);
+    });
+  }
+
+  decode(batch: DecodeBatch): Promise<DecodeOutputs> {
+    return this.queue.run(() => {
+      this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
+      return this.compute(batch, () => this.#seqs.commit(batch));
+    });
+  }
+
+  /** Read in the engine's queue: never while a decode changes the KV cache. */
+  memory(): Promise<EngineMemory> {
+    return this.queue.run(async () => {
+      const kv = await this.kvCells();
+      return {
+        weightBytes: this.facts.weightBytes,
+        kvCells: kv.kvCells,
+        kvCellsUsed: kv.kvCellsUsed,
+        kvBytes: kv.kvBytes,
+        sequencesOpen: this.#seqs.openCount,
+        maxSequences: this.spec.maxSequences,
+        kvCellsPerSequence: kv.kvCellsPerSequence,
+      };
+    });
+  }
+
+  close(): Promise<void> {
+    return this.queue.close(() => this.free());
+  }
+
+  /** A slot was claimed (an engine elsewhere mirrors it); nothing by default. */
+  protected opened(_seq: SeqId): void {}
+  /**
+   * Computes a checked batch; `accepted` advances the sequences' positions, called as soon
+   * as the engine has taken the batch into its KV cache (before its outputs are read).
+   */
+  protected abstract compute(batch: DecodeBatch, accepted: () => void): Promise<DecodeOutputs>;
+  protected abstract freeCells(seq: SeqId): void | Promise<void>;
+  protected abstract kvCells(): KvCells | Promise<KvCells>;
+  protected abstract free(): void | Promise<void>;
+}

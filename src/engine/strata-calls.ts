@@ -1,0 +1,45 @@
+// The flat C API (vendor/llama.cpp/api/strata.h) as one runtime reaches it: Deno FFI
+// (server/engine/native/) or a WebAssembly module's exports (src/engine/wasm/). Each call
+// only marshals: it returns what the C side returns (a handle or null, a count or a
+// negative code), and StrataEngine reads every result the same way for both.
+import type { DecodeBatch } from "./range-engine.ts";
+
+/** A handle from a call that reports its error into the caller's buffer (loads, context new). */
+export interface Made<H> {
+  readonly handle: H | null;
+  /** the message the call wrote ("" when it wrote none) */
+  readonly error: string;
+}
+
+export interface StrataCalls<H> {
+  modelLoad(
+    path: string,
+    start: number,
+    end: number,
+    gpuLayers: number,
+    vocabOnly: boolean,
+  ): Promise<Made<H>>;
+  /** strata_model_facts into `out` (10 int64s) */
+  modelFacts(model: H, out: BigInt64Array): number;
+  modelArch(model: H): string;
+  modelFree(model: H): void | Promise<void>;
+  ctxNew(
+    model: H,
+    kvCells: number,
+    maxSequences: number,
+    batchTokens: number,
+    threads: number,
+    flags: number,
+  ): Promise<Made<H>>;
+  ctxFree(ctx: H): void | Promise<void>;
+  /** the context's last error ("" when none) */
+  ctxError(ctx: H): string;
+  /** strata_ctx_stats into `out` (5 int64s) */
+  ctxStats(ctx: H, out: BigInt64Array): number;
+  /** strata_decode with each array and its element count: output rows or a code */
+  decode(ctx: H, batch: DecodeBatch): Promise<number>;
+  outputDim(ctx: H): number;
+  /** strata_outputs into `out` */
+  outputs(ctx: H, out: Float32Array): number | Promise<number>;
+  seqRelease(ctx: H, seq: number): number;
+}

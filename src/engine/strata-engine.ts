@@ -1,0 +1,134 @@
+// The engine on the flat C API, for every runtime that reaches it (StrataCalls: Deno FFI
+// for the native library, exports for the WASM build): how a model and its context are
+// opened, how codes and messages become EngineErrors, how facts and stats are decoded.
+import { EngineError, type EngineErrorCode } from "./errors.ts";
+import { layerRange } from "./layer-range.ts";
+import { type KvCells, QueuedEngine } from "./queued-engine.ts";
+import type { DecodeBatch, DecodeOutputs, ModelFacts, SeqId, ShardSpec } from "./range-engine.ts";
+import type { StrataCalls } from "./strata-calls.ts";
+
+/** strata.h's negative codes */
+const CODE: Record<number, EngineErrorCode> = { [-1]: "bad_input", [-2]: "kv_full", [-3]: "engine_failed" };
+
+function loadError(message: string): EngineError {
+  if (message.startsWith("unsupported architecture")) return new EngineError("unsupported_arch", message);
+  if (message.startsWith("invalid layer range")) return new EngineError("bad_range", message);
+  return new EngineError("load_failed", message);
+}
+
+const orUnknown = (message: string) => message || "unknown engine error";
+
+/** Loads a model (a range, the whole, or vocab only) and returns its handle. */
+export async function loadModel<H>(
+  calls: StrataCalls<H>,
+  path: string,
+  range: ShardSpec["range"],
+  gpuLayers: number,
+  vocabOnly: boolean,
+): Promise<H> {
+  const [start, end] = range === "whole" ? [0, 0] : [range.start, range.end];
+  const made = await calls.modelLoad(path, start, end, gpuLayers, vocabOnly);
+  if (made.handle === null) throw loadError(orUnknown(made.error));
+  return made.handle;
+}
+
+export function modelFacts<H>(calls: StrataCalls<H>, model: H): ModelFacts {
+  const f = new BigInt64Array(10);
+  calls.modelFacts(model, f);
+  const n = (i: number) => Number(f[i]);
+  return {
+    arch: calls.modelArch(model),
+    nLayer: n(0),
+    nEmbd: n(1),
+    nVocab: n(2),
+    nCtxTrain: n(3),
+    range: layerRange(n(4), n(5), n(0)),
+    nHead: n(6),
+    nHeadKv: n(7),
+    weightBytes: n(8),
+    nExpert: n(9),
+  };
+}
+
+/** A loaded model with its context. */
+export interface Opened<H> {
+  readonly model: H;
+  readonly ctx: H;
+  readonly facts: ModelFacts;
+}
+
+/** Makes the model's context (flags: contextFlags); when that fails the model is freed. */
+export async function openContext<H>(
+  calls: StrataCalls<H>,
+  model: H,
+  spec: ShardSpec,
+  flags: number,
+): Promise<Opened<H>> {
+  const facts = modelFacts(calls, model);
+  const made = await calls.ctxNew(
+    model,
+    spec.kvCells,
+    spec.maxSequences,
+    spec.batchTokens,
+    spec.threads,
+    flags,
+  );
+  if (made.handle === null) {
+    const message = orUnknown(made.error);
+    await calls.modelFree(model);
+    throw new EngineError(message.startsWith("context:") ? "bad_input" : "engine_failed", message);
+  }
+  return { model, ctx: made.handle, facts };
+}
+
+export abstract class StrataEngine<H> extends QueuedEngine {
+  protected readonly ctx: H;
+  readonly #model: H;
+
+  protected constructor(
+    protected readonly calls: StrataCalls<H>,
+    opened: Opened<H>,
+    backend: string,
+    recipe: Uint8Array,
+    spec: ShardSpec,
+  ) {
+    super(backend, opened.facts, recipe, spec);
+    this.ctx = opened.ctx;
+    this.#model = opened.model;
+  }
+
+  protected async compute(batch: DecodeBatch, accepted: () => void): Promise<DecodeOutputs> {
+    const rows = this.check(await this.calls.decode(this.ctx, batch));
+    accepted();
+    const dim = this.calls.outputDim(this.ctx);
+    const data = new Float32Array(rows * dim);
+    if (rows > 0) this.check(await this.calls.outputs(this.ctx, data));
+    return { rows, dim, data };
+  }
+
+  protected freeCells(seq: SeqId): void {
+    this.check(this.calls.seqRelease(this.ctx, seq));
+  }
+
+  protected kvCells(): KvCells {
+    const s = new BigInt64Array(5);
+    this.check(this.calls.ctxStats(this.ctx, s));
+    return {
+      kvCells: Number(s[0]),
+      kvCellsUsed: Number(s[1]),
+      kvBytes: Number(s[2]),
+      kvCellsPerSequence: Number(s[4]),
+    };
+  }
+
+  protected async free(): Promise<void> {
+    await this.calls.ctxFree(this.ctx);
+    await this.calls.modelFree(this.#model);
+  }
+
+  /** A count, or the context's error with the code's meaning. */
+  protected check(code: number): number {
+    if (code >= 0) return code;
+    throw new EngineError(CODE[code] ?? "engine_failed", orUnknown(this.calls.ctxError(this.ctx)));
+  }
+}

@@ -1,0 +1,141 @@
+// The flat C API through a WebAssembly module's exports: arguments are copied into the
+// module's heap (malloc/free around each call) and results copied out. Exports that may
+// reach a GPU wait go through WasmAbi.call (ASYNCIFY in the WebGPU flavor).
+import type { DecodeBatch } from "../range-engine.ts";
+import type { Made, StrataCalls } from "../strata-calls.ts";
+import type { WasmAbi } from "./abi.ts";
+import { heap, type StrataModule } from "./strata-module.ts";
+
+const ERROR_CAP = 2048;
+const STRING_CAP = 4096;
+
+export class WasmCalls implements StrataCalls<number> {
+  constructor(private readonly m: StrataModule, private readonly abi: WasmAbi) {}
+
+  async modelLoad(path: string, start: number, end: number, gpuLayers: number, vocabOnly: boolean) {
+    const bytes = new TextEncoder().encode(path + "\0");
+    return await this.#scratch(bytes.length, (p) => {
+      heap(this.m).set(bytes, p);
+      return this.#made((err, cap) =>
+        this.abi.call("strata_model_load", p, start, end, gpuLayers, vocabOnly ? 1 : 0, err, cap)
+      );
+    });
+  }
+
+  modelFacts(model: number, out: BigInt64Array): number {
+    return this.#int64s(out, (p) => this.abi.now("strata_model_facts", model, p, out.length));
+  }
+
+  modelArch(model: number): string {
+    return this.#string((b, c) => this.abi.now("strata_model_arch", model, b, c));
+  }
+
+  async modelFree(model: number): Promise<void> {
+    await this.abi.call("strata_model_free", model);
+  }
+
+  ctxNew(
+    model: number,
+    kvCells: number,
+    maxSeq: number,
+    batchTokens: number,
+    threads: number,
+    flags: number,
+  ) {
+    return this.#made((err, cap) =>
+      this.abi.call("strata_ctx_new", model, kvCells, maxSeq, batchTokens, threads, flags, err, cap)
+    );
+  }
+
+  async ctxFree(ctx: number): Promise<void> {
+    await this.abi.call("strata_ctx_free", ctx);
+  }
+
+  ctxError(ctx: number): string {
+    return this.#string((b, c) => this.abi.now("strata_ctx_error", ctx, b, c));
+  }
+
+  ctxStats(ctx: number, out: BigInt64Array): number {
+    return this.#int64s(out, (p) => this.abi.now("strata_ctx_stats", ctx, p, out.length));
+  }
+
+  async decode(ctx: number, batch: DecodeBatch): Promise<number> {
+    const put = (a: Int32Array | Float32Array | Uint8Array | undefined) => {
+      if (!a) return 0;
+      const p = this.abi.now("malloc", Math.max(1, a.byteLength));
+      heap(this.m).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), p);
+      return p;
+    };
+    const arrays = [batch.tokens, batch.hidden, batch.pos, batch.seq, batch.outputs];
+    const ptrs = arrays.map(put);
+    try {
+      // each array with its element count
+      const args = arrays.flatMap((a, i) => [ptrs[i], a?.length ?? 0]);
+      return await this.abi.call("strata_decode", ctx, batch.seq.length, ...args);
+    } finally {
+      for (const p of ptrs) if (p) this.abi.now("free", p);
+    }
+  }
+
+  outputDim(ctx: number): number {
+    return this.abi.now("strata_output_dim", ctx);
+  }
+
+  outputs(ctx: number, out: Float32Array): Promise<number> {
+    return this.#scratch(out.byteLength, async (p) => {
+      const n = await this.abi.call("strata_outputs", ctx, p, out.length);
+      if (n >= 0) new Uint8Array(out.buffer).set(heap(this.m).subarray(p, p + out.byteLength));
+      return n;
+    });
+  }
+
+  seqRelease(ctx: number, seq: number): number {
+    return this.abi.now("strata_seq_release", ctx, seq);
+  }
+
+  /** fn with `bytes` of heap, freed after (after the Promise, when fn returns one) */
+  #scratch<T>(bytes: number, fn: (p: number) => T): T {
+    const p = this.abi.now("malloc", bytes);
+    let r: T;
+    try {
+      r = fn(p);
+    } catch (err) {
+      this.abi.now("free", p);
+      throw err;
+    }
+    if (!(r instanceof Promise)) {
+      this.abi.now("free", p);
+      return r;
+    }
+    return r.finally(() => this.abi.now("free", p)) as T;
+  }
+
+  /** A call that writes int64s: copied out of the heap into `out`. */
+  #int64s(out: BigInt64Array, fill: (p: number) => number): number {
+    return this.#scratch(out.byteLength, (p) => {
+      const code = fill(p);
+      out.set(new BigInt64Array(heap(this.m).slice(p, p + out.byteLength).buffer));
+      return code;
+    });
+  }
+
+  /** A string the C side writes into a buffer ("" when it wrote none). */
+  #string(fill: (buf: number, cap: number) => number): string {
+    return this.#scratch(STRING_CAP, (p) => {
+      const n = fill(p, STRING_CAP);
+      return n > 0 ? new TextDecoder().decode(heap(this.m).slice(p, p + Math.min(n, STRING_CAP - 1))) : "";
+    });
+  }
+
+  /** A call without a handle: it reports its error into a heap buffer. */
+  #made(call: (err: number, cap: number) => Promise<number>): Promise<Made<number>> {
+    return this.#scratch(ERROR_CAP, async (p) => {
+      heap(this.m)[p] = 0;
+      const handle = await call(p, ERROR_CAP);
+      const h = heap(this.m);
+      const end = h.indexOf(0, p);
+      const error = new TextDecoder().decode(h.slice(p, end < 0 ? p + ERROR_CAP : end));
+      return { handle: handle || null, error };
+    });
+  }
+}

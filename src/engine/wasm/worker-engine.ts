@@ -1,0 +1,74 @@
+// The WASM engine in a worker of its own, so that it never computes on the thread that
+// carries seams (a tab's page, a Deno node's event loop): a RangeEngine that checks
+// batches here and posts them to the worker (engine-worker.ts), which owns the module and
+// a WasmEngine. Runtime-agnostic: it takes a started Worker and the host's engine files.
+import type { SparseModel } from "../../artifact/sparse.ts";
+import { type KvCells, QueuedEngine } from "../queued-engine.ts";
+import type { DecodeBatch, DecodeOutputs, EngineMemory, SeqId, ShardSpec } from "../range-engine.ts";
+import type { LoadedWasm, WasmEngineRequest } from "./load-engine.ts";
+import type { WasmFiles } from "./wasm-files.ts";
+import { WorkerLink } from "./worker-link.ts";
+import { buffersOf, type EngineWorker, type WorkerLoaded } from "./worker-protocol.ts";
+
+const modelBuffers = (m: Uint8Array | SparseModel) =>
+  buffersOf(m instanceof Uint8Array ? [m] : m.spans.map((s) => s.bytes));
+
+export class WorkerEngine extends QueuedEngine {
+  readonly kind = "wasm" as const;
+
+  /**
+   * Loads the request's range in the worker (the one loader, engine-worker.ts). The model's
+   * buffers move to the worker: the caller's views of them are left empty.
+   */
+  static async start(
+    worker: EngineWorker,
+    files: WasmFiles,
+    r: WasmEngineRequest,
+  ): Promise<LoadedWasm<WorkerEngine>> {
+    const link = new WorkerLink(worker, files);
+    try {
+      const loaded = await link.request({ op: "load", request: r }, modelBuffers(r.model)) as WorkerLoaded;
+      return { engine: new WorkerEngine(link, loaded, r.spec), fallback: loaded.fallback };
+    } catch (err) {
+      link.terminate();
+      throw err;
+    }
+  }
+
+  private constructor(private readonly link: WorkerLink, loaded: WorkerLoaded, spec: ShardSpec) {
+    super(loaded.backend, loaded.facts, loaded.recipe, spec);
+  }
+
+  /** Awaited GPU waits so far (WebGPU flavor), as of the last answer. */
+  gpuWaits(): number | undefined {
+    return this.link.gpuWaits;
+  }
+
+  // the worker's engine claims the same slot: both tables see the same opens and releases in order
+  protected override opened(seq: SeqId): void {
+    this.link.send({ op: "open", seq });
+  }
+
+  protected async compute(batch: DecodeBatch, accepted: () => void): Promise<DecodeOutputs> {
+    // copied, not moved: the caller may still read its arrays
+    const out = await this.link.request({ op: "decode", batch }) as DecodeOutputs;
+    accepted();
+    return out;
+  }
+
+  protected async freeCells(seq: SeqId): Promise<void> {
+    await this.link.request({ op: "release", seq });
+  }
+
+  protected async kvCells(): Promise<KvCells> {
+    return await this.link.request({ op: "memory" }) as EngineMemory;
+  }
+
+  protected async free(): Promise<void> {
+    try {
+      await this.link.request({ op: "close" });
+    } finally {
+      this.link.terminate();
+    }
+  }
+}

@@ -1,0 +1,119 @@
+// One node runtime for every host: a loaded engine becomes a serving ShardNode, reachable
+// wherever the host listens, and (with a tracker) a member of the network. A Deno process,
+// a browser tab or Node supply the same small set of adapters: the engine, a dialer, seam
+// listeners and a way to reach the tracker.
+import type { NodeInfo } from "../gen/strata/seam/v1/seam_pb.ts";
+import type { RangeEngine } from "../engine/range-engine.ts";
+import { engineLabel } from "../engine/recipe.ts";
+import type { SeamDialer, SeamServe } from "../seam/link.ts";
+import { measureDecode } from "./measure.ts";
+import { joinTracker, type Membership, type MembershipEvents, type TrackerPort } from "./membership.ts";
+import { ShardNode } from "./shard-node.ts";
+
+/** Somewhere seams arrive: a gRPC server, a relay channel. */
+export interface SeamListener {
+  /** Starts serving; resolves with the hop URLs this listener is reachable at. */
+  listen(serve: SeamServe, info: () => Promise<NodeInfo>): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+/** What a host hands the runtime. */
+export interface NodeHost {
+  readonly engine: RangeEngine;
+  readonly dial: SeamDialer;
+  readonly listeners: readonly SeamListener[];
+  /** membership in a tracker (its route key verifies tickets); without one, `routeKey` must be set */
+  readonly tracker?: TrackerPort;
+  /** the most memory this engine can address, advertised so the tracker never overfills it (0: no cap) */
+  readonly memoryCapBytes?: number;
+}
+
+export interface NodeSetup {
+  readonly name: string;
+  readonly artifactSha256: Uint8Array;
+  /** KV cells as configured (advertised: the tracker fits ranges to memory with it) */
+  readonly kvCells: number;
+  readonly maxSessions: number;
+  readonly batchTokens: number;
+  /** a session with no step for this long is released */
+  readonly leaseMs: number;
+  /** steps queued per session before its sender is pushed back */
+  readonly maxQueuedPerSession?: number;
+  /** verifies route tickets when there is no tracker to hand its key over */
+  readonly routeKey?: CryptoKey;
+  /** where this node serves its range's bytes of the artifact ("" = it does not) */
+  readonly artifactUrl?: string;
+}
+
+export interface RunningShard {
+  readonly node: ShardNode;
+  /** hop URLs the node is reachable at, preferred first */
+  readonly urls: string[];
+  /** measured decode rate for its range, one session */
+  readonly tokensPerS: number;
+  readonly membership?: Membership;
+  /** stops serving and leaves the tracker; the engine stays the host's to close */
+  close(o?: { leave?: boolean }): Promise<void>;
+}
+
+export async function startShardNode(
+  s: NodeSetup,
+  host: NodeHost,
+  events: MembershipEvents = {},
+): Promise<RunningShard> {
+  if (!s.routeKey && !host.tracker) {
+    throw new Error("a node needs a route key or a tracker that hands one over");
+  }
+  const { engine } = host;
+  const tokensPerS = await measureDecode(engine);
+  // what the engine holds (llama.cpp pads each session's stream), and each session's share
+  const memory = await engine.memory();
+  const { promise: trackerKey, resolve: keyFromTracker } = Promise.withResolvers<CryptoKey>();
+  const node = new ShardNode(engine, {
+    nodeId: s.name,
+    artifactSha256: s.artifactSha256,
+    routeKey: s.routeKey ?? trackerKey,
+    dial: host.dial,
+    limits: {
+      maxBatchTokens: s.batchTokens,
+      maxQueuedPerSession: s.maxQueuedPerSession ?? 64,
+      kvCells: memory.kvCells,
+      kvCellsPerSession: memory.kvCellsPerSequence,
+    },
+    leaseMs: s.leaseMs,
+  });
+  const urls: string[] = [];
+  for (const l of host.listeners) urls.push(...await l.listen(node.serve, () => node.info()));
+  let membership: Membership | undefined;
+  if (host.tracker) {
+    membership = await joinTracker(
+      host.tracker,
+      urls,
+      {
+        artifactSha256: s.artifactSha256,
+        range: { start: engine.facts.range.start, end: engine.facts.range.end },
+        engine: engineLabel(engine),
+        kvCells: memory.kvCells,
+        sessionCells: memory.kvCellsPerSequence,
+        maxSessions: s.maxSessions,
+        decodeTokensPerS: tokensPerS,
+        memoryCapBytes: BigInt(host.memoryCapBytes ?? 0),
+        artifactUrl: s.artifactUrl ?? "",
+      },
+      () => node,
+      events,
+    );
+    keyFromTracker(membership.routeKey);
+  }
+  return {
+    node,
+    urls,
+    tokensPerS,
+    membership,
+    close: async ({ leave = false } = {}) => {
+      await membership?.stop({ leave });
+      await node.close();
+      for (const l of host.listeners) await l.close();
+    },
+  };
+}
