@@ -64,23 +64,29 @@ function peers(tap?: (bytes: Uint8Array, f: SeamFrame) => void) {
   return { relay, head, tail };
 }
 
+/** A one-node route's node (layers 0:4) serving the seams other peers open to `tail`. */
+async function servedTail(tail: RelayPeer) {
+  const engine = new FakeEngine({ range: { start: 0, end: 4 } });
+  const node = new ShardNode(engine, {
+    nodeId: "tail",
+    artifactSha256: ARTIFACT,
+    routeKey: (await routeKey()).publicKey,
+    dial: () => {
+      throw new Error("a single-node route dials nobody");
+    },
+    limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256 },
+    leaseMs: 60_000,
+  });
+  created.push(node);
+  tail.listen(node.serve);
+  return { engine, node };
+}
+
 describe("relay peer: streams", () => {
   it("drives a route session to a node behind the relay: same tokens, the frame bytes untouched", async () => {
     const taps: Uint8Array[] = [];
     const { relay, head, tail } = peers((bytes) => taps.push(bytes));
-    const engine = new FakeEngine({ range: { start: 0, end: 4 } });
-    const node = new ShardNode(engine, {
-      nodeId: "tail",
-      artifactSha256: ARTIFACT,
-      routeKey: (await routeKey()).publicKey,
-      dial: () => {
-        throw new Error("a single-node route dials nobody");
-      },
-      limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256 },
-      leaseMs: 60_000,
-    });
-    created.push(node);
-    tail.listen(node.serve);
+    const { engine } = await servedTail(tail);
     const url = relayHopUrl("ws://relay", "tail");
     const dial = (u: string) => {
       const hop = parseHopUrl(u);
@@ -312,19 +318,7 @@ describe("relay peer: peers that go away", () => {
 describe("relay peer and a shard node", () => {
   it("a stream that fails under a node frees the session it carried", async () => {
     const { head, tail } = peers();
-    const engine = new FakeEngine({ range: { start: 0, end: 4 } });
-    const node = new ShardNode(engine, {
-      nodeId: "tail",
-      artifactSha256: ARTIFACT,
-      routeKey: (await routeKey()).publicKey,
-      dial: () => {
-        throw new Error("unused");
-      },
-      limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256 },
-      leaseMs: 60_000,
-    });
-    created.push(node);
-    tail.listen(node.serve);
+    const { engine, node } = await servedTail(tail);
     const [hop] = await signedHops([{ url: "relay+ws://r/tail", range: { start: 0, end: 4 } }], "x");
     const s = await RouteSession.open(() => head.dial("tail"), [hop], {
       sessionId: "x",
