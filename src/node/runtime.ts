@@ -68,7 +68,9 @@ export async function startShardNode(
   const tokensPerS = await measureDecode(engine);
   // what the engine holds (llama.cpp pads each session's stream), and each session's share
   const memory = await engine.memory();
-  const { promise: trackerKey, resolve: keyFromTracker } = Promise.withResolvers<CryptoKey>();
+  // (not Promise.withResolvers: Node 20 lacks it)
+  let keyFromTracker!: (k: CryptoKey) => void;
+  const trackerKey = new Promise<CryptoKey>((r) => (keyFromTracker = r));
   const node = new ShardNode(engine, {
     nodeId: s.name,
     artifactSha256: s.artifactSha256,

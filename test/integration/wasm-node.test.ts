@@ -18,7 +18,7 @@ if (!built) {
 const STEPS = 16;
 
 describe.skipIf(!built)("the WASM engine in Node", () => {
-  it("runs a 2-shard split with pthreads: native's greedy tokens by the near-tie rule, Deno's logits bit for bit", async () => {
+  it("runs a 2-shard split with pthreads (native's greedy tokens by the near-tie rule, Deno's logits bit for bit) and a route of two nodes of the one runtime", async () => {
     const tmp = mkdtempSync(join(tmpdir(), "strata-node-"));
     try {
       const nativeLogits = join(tmp, "native.f32");
@@ -39,6 +39,10 @@ describe.skipIf(!built)("the WASM engine in Node", () => {
         target: "node18",
         outfile: entry,
         logLevel: "silent",
+        // the gRPC and WebSocket packages are CommonJS and require Node's built-ins
+        banner: {
+          js: 'import { createRequire } from "node:module"; const require = createRequire(import.meta.url);',
+        },
       });
       const wasmLogits = join(tmp, "wasm.f32");
       const r = await nodeRun(entry, [
@@ -73,6 +77,21 @@ describe.skipIf(!built)("the WASM engine in Node", () => {
         }; vs the same split under Deno ${vsDeno}`,
       );
       expect(vsNative.kind, JSON.stringify(vsNative)).not.toBe("mismatch");
+      // the one node runtime under Node: two nodes, gRPC seams, generating on their own. Native's
+      // greedy tokens until the first step the teacher-forced split found a near-tie, free after it
+      expect(out.route.engines).toEqual(["wasm-cpu", "wasm-cpu"]);
+      const firstTie = vsNative.divergences.length
+        ? Math.min(...vsNative.divergences.map((v) => v.step))
+        : STEPS;
+      expect(out.route.tokens).toHaveLength(STEPS);
+      expect(out.route.tokens.slice(0, firstTie)).toEqual(native.tokens.slice(0, firstTie));
+      console.log(
+        `Node route of 2 nodes (${out.route.urls.join(" → ")}): ${
+          firstTie === STEPS
+            ? "native's greedy tokens"
+            : `native's tokens up to the near-tie at step ${firstTie}`
+        }`,
+      );
       // the same module and kernels in another runtime: identical, not merely close
       expect(vsDeno).toBe(0);
     } finally {
