@@ -8,7 +8,7 @@ import { loadWasmEngineFrom } from "../src/engine/wasm/load-engine.ts";
 import { WASM32_MEMORY_CAP } from "../src/engine/wasm/wasm-engine.ts";
 import { sha256Hex } from "../src/gguf/manifest.ts";
 import { hexToBytes } from "../src/bytes/hex.ts";
-import { type RunningShard, type SeamListener, startShardNode } from "../src/node/runtime.ts";
+import { nodeEngineSpec, type RunningShard, type SeamListener, startShardNode } from "../src/node/runtime.ts";
 import { relayListener } from "../src/relay/relay-seams.ts";
 import { Dialer } from "../server/seam/dialer.ts";
 import { grpcListener } from "../server/seam/grpc.ts";
@@ -36,14 +36,7 @@ export interface NodeJsNodeConfig {
 export async function startNodeJsNode(c: NodeJsNodeConfig): Promise<RunningShard> {
   const model = new Uint8Array(readFileSync(c.modelPath));
   const { engine } = await loadWasmEngineFrom(folderWasmFiles(c.wasmDir), {
-    spec: {
-      modelPath: c.modelPath,
-      range: c.range,
-      kvCells: c.kvCells,
-      maxSequences: c.maxSessions,
-      batchTokens: c.batchTokens,
-      threads: c.threads,
-    },
+    spec: nodeEngineSpec(c),
     model,
   });
   const dialer = await Dialer.connect(c.relay);

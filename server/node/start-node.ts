@@ -3,7 +3,7 @@
 // tracker over Connect, and an artifact server for peers' downloads.
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import type { ShardNode } from "../../src/node/shard-node.ts";
-import { type SeamListener, startShardNode } from "../../src/node/runtime.ts";
+import { nodeEngineSpec, type SeamListener, startShardNode } from "../../src/node/runtime.ts";
 import { relayListener } from "../../src/relay/relay-seams.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
@@ -71,15 +71,7 @@ export interface RunningNode {
 }
 
 export async function startNode(c: NodeConfig): Promise<RunningNode> {
-  const spec = {
-    modelPath: c.modelPath,
-    range: c.range,
-    kvCells: c.kvCells,
-    maxSequences: c.maxSessions,
-    batchTokens: c.batchTokens,
-    threads: c.threads,
-    batchInvariant: c.batchInvariant ?? true,
-  };
+  const spec = nodeEngineSpec({ ...c, batchInvariant: c.batchInvariant ?? true });
   const wasm = c.engine === "wasm";
   const [artifact, loaded] = await Promise.all([
     c.manifest ? hexToBytes(c.manifest.artifact) : artifactSha256(c.modelPath),

@@ -3,7 +3,8 @@
 // a browser tab or Node supply the same small set of adapters: the engine, a dialer, seam
 // listeners and a way to reach the tracker.
 import type { NodeInfo } from "../gen/strata/seam/v1/seam_pb.ts";
-import type { RangeEngine } from "../engine/range-engine.ts";
+import type { LayerRange } from "../engine/layer-range.ts";
+import type { RangeEngine, ShardSpec } from "../engine/range-engine.ts";
 import { engineLabel } from "../engine/recipe.ts";
 import type { SeamDialer, SeamServe } from "../seam/link.ts";
 import { measureDecode } from "./measure.ts";
@@ -54,6 +55,20 @@ export interface RunningShard {
   readonly membership?: Membership;
   /** stops serving and leaves the tracker; the engine stays the host's to close */
   close(o?: { leave?: boolean }): Promise<void>;
+}
+
+/** A node's settings as its engine's spec: one engine sequence per session. */
+export function nodeEngineSpec(n: {
+  readonly modelPath: string;
+  readonly range: LayerRange;
+  readonly kvCells: number;
+  readonly maxSessions: number;
+  readonly batchTokens: number;
+  readonly threads: number;
+  readonly batchInvariant?: boolean;
+}): ShardSpec {
+  const { modelPath, range, kvCells, maxSessions, batchTokens, threads, batchInvariant } = n;
+  return { modelPath, range, kvCells, maxSequences: maxSessions, batchTokens, threads, batchInvariant };
 }
 
 export async function startShardNode(
