@@ -113,6 +113,7 @@ export async function runRouteParity(o: RouteParityOptions) {
     checked();
     const cancelRuns = await withCancel;
     const kvAfter = await nodeInfos(local);
+    const relayChannels = await openRelayChannels(local);
     const expectedCells = prompts.reduce(
       (n, p, s) => (cancelled.has(s) ? n : n + p.length + o.tokens - 1),
       0,
@@ -160,6 +161,8 @@ export async function runRouteParity(o: RouteParityOptions) {
           used: i.info?.kvCellsUsed ?? null,
         })),
         kv_cells_used_after_release: kvAfter.map((i) => ({ hop: i.hop, used: i.info?.kvCellsUsed ?? null })),
+        // channels the relay still keeps once every session ended (none without a relay)
+        relay_channels_after_release: relayChannels,
       },
       cancel_ok: cancelOk,
       text: o.tokenizer.chatTemplate ? o.tokenizer.detokenize(alone[0]) : undefined,
@@ -168,6 +171,14 @@ export async function runRouteParity(o: RouteParityOptions) {
     return { ...report, ok: tokensMatch && togetherMatch && cancelOk && maxBatchSessions > 1 };
   } finally {
     await local.close();
+  }
+
+  /** The relay's open channels once both sides of every stream closed (they close just after the replies). */
+  async function openRelayChannels(l: LocalRoute): Promise<number | null> {
+    if (!l.relay) return null;
+    const health = `${String(l.relay.ready.url).replace(/^ws/, "http")}/health`;
+    await new Promise((r) => setTimeout(r, 300));
+    return (await (await fetch(health)).json()).channels;
   }
 
   function agree(ref: RefStep[], aloneTokens: number[], run: number[]) {

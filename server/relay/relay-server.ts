@@ -47,14 +47,17 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
   const low = high / 2;
   const peers = new Map<string, Peer>();
   /** open channels, for telling the other side when a peer goes: key opener\0channel */
-  const channels = new Map<string, { opener: string; target: string; channel: string }>();
+  const channels = new Map<
+    string,
+    { opener: string; target: string; channel: string; closed: Set<string> }
+  >();
   const stats = { messages: 0, bytes: 0, dropped: 0, pauses: 0 };
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES + 8192 });
 
   const server = http.createServer((req, res) => {
     if (req.url === "/health") {
       res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ ok: true, peers: peers.size }));
+      res.end(JSON.stringify({ ok: true, peers: peers.size, channels: channels.size }));
     } else res.writeHead(404).end();
   });
 
@@ -121,7 +124,16 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
       return;
     }
     const key = `${from.name}\u0000${h.channel}`;
-    if (h.kind === Kind.OPEN) channels.set(key, { opener: from.name, target: to.name, channel: h.channel });
+    if (h.kind === Kind.OPEN) {
+      channels.set(key, { opener: from.name, target: to.name, channel: h.channel, closed: new Set() });
+    }
+    if (h.kind === Kind.CLOSE) {
+      // a channel is over once both sides closed it: forget it then, not when a peer leaves
+      const k = channels.has(key) ? key : `${to.name}\u0000${h.channel}`;
+      const c = channels.get(k);
+      c?.closed.add(from.name);
+      if (c?.closed.size === 2) channels.delete(k);
+    }
     if (h.kind === Kind.ERROR) {
       channels.delete(key);
       channels.delete(`${to.name}\u0000${h.channel}`);
@@ -162,7 +174,7 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
   const port = (server.address() as { port: number }).port;
   return {
     url: `ws://${o.host}:${port}`,
-    stats: () => ({ peers: [...peers.keys()], ...stats }),
+    stats: () => ({ peers: [...peers.keys()], channels: channels.size, ...stats }),
     close: async () => {
       clearInterval(heartbeat);
       for (const p of peers.values()) p.ws.terminate();

@@ -260,14 +260,11 @@ export class Batcher {
       for (;;) {
         const picked = this.#pick();
         if (picked.length === 0) return;
-        for (const x of picked) x.slot.inEngine++;
         try {
           await this.#run(picked);
         } catch (err) {
           // never strand a step: whatever went wrong ends the steps of this batch, not the loop
           for (const x of picked) x.p.reject(err);
-        } finally {
-          for (const x of picked) x.slot.inEngine--;
         }
       }
     } finally {
@@ -284,7 +281,22 @@ export class Batcher {
       const p = slot.queue[0];
       if (!p || tokens + p.n > this.limits.maxBatchTokens) continue;
       slot.queue.shift();
-      out.push({ slot, p });
+      // in the engine until it settles (not until the loop resumes: its caller may ask first)
+      slot.inEngine++;
+      let settled = false;
+      const settle = () => {
+        if (settled) return;
+        settled = true;
+        slot.inEngine--;
+      };
+      out.push({
+        slot,
+        p: {
+          ...p,
+          resolve: (r) => (settle(), p.resolve(r)),
+          reject: (e) => (settle(), p.reject(e)),
+        },
+      });
       tokens += p.n;
     }
     return out;

@@ -217,6 +217,14 @@ await attempt("wrong_epoch", async () => {
   const r = await exchange([await openFrame("t5"), tokenStep("t5", 2n, 0, [5], { routeEpoch: 9n })], 2);
   return statusOf(reply(r, 2n));
 });
+await attempt("wrong_recipe", async () => {
+  // OPEN came from behind one engine, the step from behind another: its KV would not continue
+  const r = await exchange([
+    await openFrame("t14"),
+    tokenStep("t14", 2n, 0, [5], { recipeFingerprint: new Uint8Array(32).fill(7) }),
+  ], 2);
+  return statusOf(reply(r, 2n));
+});
 await attempt("checksum", async () => {
   const bad = tokenStep("t6", 2n, 0, [5, 6]);
   bad.tensors[0].data[0] ^= 1;

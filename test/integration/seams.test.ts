@@ -17,6 +17,9 @@ describe("seams across node processes (HTTP/2 and the relay)", () => {
     expect(f.wrong_schema).toBe("wrong_schema: schema version 2; this peer speaks 1");
     expect(f.unknown_session).toMatch(/^unknown_session: /);
     expect(f.wrong_epoch).toBe("wrong_epoch: session t5 is at epoch 1, frame at 9");
+    expect(f.wrong_recipe).toBe(
+      "wrong_recipe: session t14 opened behind engine recipe (none), frame from 07070707",
+    );
     expect(f.checksum).toBe('checksum: tensor "token_ids" does not match its CRC-32C');
     expect(f.token_outside_vocab).toBe("bad_tensor: token id 999999 outside the vocabulary (49152)");
     expect(f.wrong_position).toMatch(/^bad_position: session t8 continues at 0/);

@@ -157,9 +157,9 @@ describe("batcher: batching", () => {
     expect((await b.submit("a", tokens(4))).data).toEqual(hiddenRow(4, 1, 2));
   });
 
-  // BUG: after a batch fails, its steps run again one by one; a batch-mate released meanwhile
-  // makes #run throw (engine.nextPosition of a released sequence) out of #loop: the later
-  // batch-mates' steps never settle and the rejection is unhandled (fatal in a Deno process).
+  // after a batch fails its steps run again one by one; a batch-mate released meanwhile used to
+  // make #run throw out of #loop (engine.nextPosition of a released sequence): the later
+  // batch-mates' steps never settled and the rejection was unhandled (fatal in a Deno process)
   it("a session released while a failed batch is retried does not strand the others", async () => {
     const unhandled = catchUnhandled();
     try {
@@ -178,6 +178,7 @@ describe("batcher: batching", () => {
       e.resume();
       await released;
       expect(await state(steps[0])).toBe("resolved");
+      expect(await state(steps[1])).toBe("rejected cancelled");
       expect(await state(steps[2])).toBe("resolved");
       expect(unhandled.errors).toEqual([]);
     } finally {
@@ -309,9 +310,8 @@ describe("batcher: KV cells", () => {
     expect(e.cellsUsed).toBe(2);
   });
 
-  // BUG: preemption ends younger sessions one by one before knowing whether that makes room;
-  // when older sessions hold the rest, the younger ones are ended for nothing and the asker is
-  // refused anyway.
+  // preemption once ended younger sessions one by one before knowing whether that made room:
+  // with older sessions holding the rest, they were ended for nothing and the asker refused anyway
   it("ends no session when preempting the younger ones cannot make room", async () => {
     const b = new Batcher(firstShard(), limits({ kvCells: 10 }));
     b.open("old", 10);
@@ -376,8 +376,8 @@ describe("batcher: release and expiry", () => {
     await Promise.all(queued);
   });
 
-  // BUG (minor): the lease counts from the last submit and a step in the engine is no longer
-  // queued, so a session whose long step is still computing counts as idle and is expired.
+  // the lease counts from the last submit, and a step in the engine is no longer queued: it must
+  // still count as activity (a session whose long step was computing once expired as idle)
   it("does not expire a session whose step is still in the engine", async () => {
     const e = firstShard();
     const b = new Batcher(e, limits());

@@ -299,10 +299,8 @@ describe("relay peer: peers that go away", () => {
     expect(relay.peers).toEqual(["tail"]);
   });
 
-  // BUG (minor): after close() a relay link still takes frames (send() returns true) and sends
-  // DATA behind its own CLOSE; SeamLink says send() is false once the link has ended, and the
-  // gRPC link refuses them. (close() also never drops the channel from the peer's map of dialed
-  // streams, which therefore grows by one entry per stream for the life of the connection.)
+  // SeamLink says send() is false once the link has ended, and the gRPC link refuses frames after
+  // close(); a relay link once took them and sent DATA behind its own CLOSE
   it("refuses to send after close, as a gRPC link does", async () => {
     const { relay, head, tail } = peers();
     tail.listen(echo().serve);

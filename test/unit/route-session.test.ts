@@ -345,8 +345,8 @@ describe("route session: failures, deadlines, release and cancel", () => {
     await expect(session.decode(1)).rejects.toMatchObject({ code: "unknown_session" });
   });
 
-  // BUG (minor): cancel() rejects the pending steps without clearing their deadline timers; each
-  // stays armed for stepTimeoutMs (120 s by default) and keeps a process that cancelled alive.
+  // cancel() must clear the pending steps' deadline timers: armed, each would keep a process that
+  // cancelled alive for stepTimeoutMs (120 s by default)
   it("cancel leaves no deadline timer behind", async () => {
     vi.useFakeTimers();
     const { shard, session } = await opened({ stepTimeoutMs: 60_000 });

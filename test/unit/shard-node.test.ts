@@ -403,11 +403,9 @@ describe("shard node: steps", () => {
     expect(r.nodes[0].sessionIds()).toEqual(["s"]);
   });
 
-  // BUG: when the shared pool runs short, the batcher ends the youngest session, but the node is
-  // not told: a session preempted between steps (idle here while its step is further down the
-  // route, the usual case) keeps its stream, and its next step is refused unknown_session. The
-  // gateway ends a session with finish_reason "length" on context_full only, so the client gets
-  // an error instead of its text.
+  // a session preempted between steps (idle here while its step is further down the route, the
+  // usual case) must hear context_full at its next step, which the gateway ends with finish_reason
+  // "length"; it once heard unknown_session, an error instead of its text
   it("tells a session preempted between steps that its cells ran out (context_full)", async () => {
     const r = await route([[0, 4]], { limits: { kvCells: 8 } });
     const [a, b] = [new Driver(r), new Driver(r)];
