@@ -9,7 +9,7 @@ import { layerRange } from "../../src/engine/layer-range.ts";
 import type { RangeMemory } from "../../src/engine/memory-fit.ts";
 import { WASM32_MEMORY_CAP, WASM_MAX_THREADS } from "../../src/engine/wasm/wasm-engine.ts";
 import { startServedEngine } from "../../src/engine/wasm/served-engine.ts";
-import { startShardNode } from "../../src/node/runtime.ts";
+import { nodeEngineSpec, startShardNode } from "../../src/node/runtime.ts";
 import { RelayPeer } from "../../src/relay/peer.ts";
 import { relayListener, relayOnlyDialer } from "../../src/relay/relay-seams.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
@@ -126,14 +126,14 @@ async function contribute(): Promise<void> {
     Math.max(1, Math.min(WASM_MAX_THREADS, Math.floor((navigator.hardwareConcurrency ?? 2) / 2)));
   // in a worker of its own: this page's thread carries the seams
   const { engine, fallback } = await startServedEngine(new URL("/volunteer/engine", location.href), {
-    spec: {
+    spec: nodeEngineSpec({
       modelPath: "shard.gguf",
       range: layerRange(a.range.start, a.range.end, a.nLayer),
       kvCells: a.kvCells,
-      maxSequences: a.maxSessions,
+      maxSessions: a.maxSessions,
       batchTokens: a.batchTokens,
       threads,
-    },
+    }),
     model,
     webgpu: params.get("backend") !== "cpu",
   });
