@@ -174,6 +174,15 @@ try {
   const victim = nodes.find((n) => n.name === busiest.node)!;
   const killedAt = performance.now();
   Deno.kill(victim.pid, "SIGKILL");
+  // the dead node leaves the tracker when its lease lapses
+  const leaseLapse = (async () => {
+    while (performance.now() - killedAt < 60_000) {
+      const n = (await tracker.client.nodes({})).nodes.find((x) => x.node === victim.name);
+      if (n && !n.live) return performance.now() - killedAt;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return -1;
+  })();
   const ended = await Promise.all(long.map(async (p) => {
     const r = await p;
     return { route: r.route, error: r.error, done: r.done, endedAfterKillMs: performance.now() - killedAt };
@@ -184,16 +193,8 @@ try {
     route: r.json.strata?.route,
     error: r.json.error,
   }));
-  // the dead node leaves the tracker when its lease lapses
-  let leftAfterMs = -1;
-  while (performance.now() - killedAt < 60_000) {
-    const n = (await tracker.client.nodes({})).nodes.find((x) => x.node === victim.name);
-    if (n && !n.live) {
-      leftAfterMs = performance.now() - killedAt;
-      break;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  // (watched from the kill on, beside the streams that go on: not after the longest of them)
+  const leftAfterMs = await leaseLapse;
   const later = await Promise.all(Array.from({ length: 4 }, (_, i) => streamChat(questions[i % 4])));
   report.kill = {
     victim: victim.name,
