@@ -3,28 +3,27 @@
 // seams over gRPC and/or a relay channel, the tracker over Connect. The HTTP/2, gRPC and
 // WebSocket pieces are the ones Deno nodes use: they speak node: APIs, which both runtimes have.
 import { readFileSync } from "node:fs";
-import type { LayerRange } from "../src/engine/layer-range.ts";
 import { loadWasmEngineFrom } from "../src/engine/wasm/load-engine.ts";
 import { WASM32_MEMORY_CAP } from "../src/engine/wasm/wasm-engine.ts";
 import { sha256Hex } from "../src/gguf/manifest.ts";
 import { hexToBytes } from "../src/bytes/hex.ts";
-import { nodeEngineSpec, type RunningShard, type SeamListener, startShardNode } from "../src/node/runtime.ts";
+import {
+  type NodeEngineSettings,
+  nodeEngineSpec,
+  type RunningShard,
+  type SeamListener,
+  startShardNode,
+} from "../src/node/runtime.ts";
 import { relayListener } from "../src/relay/relay-seams.ts";
 import { Dialer } from "../server/seam/dialer.ts";
 import { grpcListener } from "../server/seam/grpc.ts";
 import { trackerPort } from "../server/tracker/client.ts";
 import { folderWasmFiles } from "./wasm-files.ts";
 
-export interface NodeJsNodeConfig {
+export interface NodeJsNodeConfig extends NodeEngineSettings {
   readonly name: string;
   /** a WASM build folder (cpu flavor) */
   readonly wasmDir: string;
-  readonly modelPath: string;
-  readonly range: LayerRange;
-  readonly kvCells: number;
-  readonly maxSessions: number;
-  readonly batchTokens: number;
-  readonly threads: number;
   readonly leaseMs: number;
   readonly listen?: { host: string; port: number };
   readonly relay?: { url: string; token: string };

@@ -57,8 +57,8 @@ export interface RunningShard {
   close(o?: { leave?: boolean }): Promise<void>;
 }
 
-/** A node's settings as its engine's spec: one engine sequence per session. */
-export function nodeEngineSpec(n: {
+/** What a node asks of its engine. */
+export interface NodeEngineSettings {
   readonly modelPath: string;
   readonly range: LayerRange;
   readonly kvCells: number;
@@ -66,7 +66,10 @@ export function nodeEngineSpec(n: {
   readonly batchTokens: number;
   readonly threads: number;
   readonly batchInvariant?: boolean;
-}): ShardSpec {
+}
+
+/** A node's settings as its engine's spec: one engine sequence per session. */
+export function nodeEngineSpec(n: NodeEngineSettings): ShardSpec {
   const { modelPath, range, kvCells, maxSessions, batchTokens, threads, batchInvariant } = n;
   return { modelPath, range, kvCells, maxSequences: maxSessions, batchTokens, threads, batchInvariant };
 }
