@@ -113,7 +113,7 @@ export async function startShardNode(
         artifactSha256: s.artifactSha256,
         range: { start: engine.facts.range.start, end: engine.facts.range.end },
         engine: engineLabel(engine),
-        kvCells: memory.kvCells,
+        kvCells: s.kvCells,
         sessionCells: memory.kvCellsPerSequence,
         maxSessions: s.maxSessions,
         decodeTokensPerS: tokensPerS,

@@ -50,3 +50,8 @@ export async function signedHops(
     hops.map(async (h) => ({ ...h, ticket: await ticketFor({ sessionId, epoch, range: h.range }) })),
   );
 }
+
+/** The route key's public half as a tracker hands it over at registration: raw bytes. */
+export async function publicKeyBytes(): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.exportKey("raw", (await routeKey()).publicKey));
+}
