@@ -1,7 +1,7 @@
 // Seams over HTTP/2: the SeamService served with connect-node (gRPC, gRPC-web and Connect
 // on one port) and a gRPC client link per Route Session.
 import { toBinary } from "@bufbuild/protobuf";
-import { type Client, createClient } from "@connectrpc/connect";
+import { type Client, Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import {
   type NodeInfo,
@@ -56,6 +56,8 @@ export function grpcListener(at: { host: string; port: number }, publicUrl?: str
 export class GrpcSeams {
   readonly #clients = new Map<string, Client<typeof SeamService>>();
   readonly #sessions: Http2SessionManager[] = [];
+  /** the streams open to each node, by their abort controllers */
+  readonly #open = new Map<string, Set<AbortController>>();
 
   constructor(private readonly tap?: FrameTap) {}
 
@@ -82,20 +84,44 @@ export class GrpcSeams {
   dial(baseUrl: string): SeamLink {
     const requests = new AsyncQueue<SeamFrame>();
     const abort = new AbortController();
-    const replies = this.client(baseUrl).stream(requests, { signal: abort.signal });
+    const stream = this.client(baseUrl).stream(requests, { signal: abort.signal });
     const tap = this.tap;
+    const open = this.#open.get(baseUrl) ?? new Set<AbortController>();
+    this.#open.set(baseUrl, open);
+    open.add(abort);
+    const lost = (e: unknown) => this.#lost(baseUrl, abort, e);
+    // a stream that fails on its own (not aborted here, not refused for its size) lost the
+    // connection all streams to that node share: fail them all now, not when each notices
+    async function* replies() {
+      try {
+        yield* stream;
+      } catch (e) {
+        if (!abort.signal.aborted && ConnectError.from(e).code !== Code.ResourceExhausted) lost(e);
+        throw e;
+      } finally {
+        open.delete(abort);
+      }
+    }
     return {
       send(frame) {
         tap?.(toBinary(SeamFrameSchema, frame), frame);
         return requests.push(frame);
       },
-      replies,
+      replies: replies(),
       close: () => requests.end(),
       abort: (reason) => {
         requests.end();
         abort.abort(new Error(reason));
       },
     };
+  }
+
+  /** The connection to baseUrl failed under one stream: every other stream to it ends too. */
+  #lost(baseUrl: string, failed: AbortController, e: unknown): void {
+    const why = `the connection to ${baseUrl} failed: ${e instanceof Error ? e.message : e}`;
+    for (const a of this.#open.get(baseUrl) ?? []) if (a !== failed) a.abort(new Error(why));
+    // the next dial connects afresh
+    this.#clients.delete(baseUrl);
   }
 
   /** Closes every HTTP/2 connection this client opened (before the peers go away). */
