@@ -18,7 +18,7 @@ import { relayListener } from "../src/relay/relay-seams.ts";
 import { Dialer } from "../server/seam/dialer.ts";
 import { grpcListener } from "../server/seam/grpc.ts";
 import { trackerPort } from "../server/tracker/client.ts";
-import { folderWasmFiles } from "./wasm-files.ts";
+import { folderWasmFiles } from "../server/engine/wasm/folder-files.ts";
 
 export interface NodeJsNodeConfig extends NodeEngineSettings {
   readonly name: string;

@@ -49,6 +49,13 @@ interface Pending {
   readonly reject: (e: unknown) => void;
 }
 
+/** A step taken from its session's queue into a batch: in the engine until it settles. */
+interface Picked {
+  readonly slot: SessionSlot;
+  readonly p: Pending;
+  settled: boolean;
+}
+
 interface SessionSlot {
   readonly seq: SeqId;
   /** the cells it asked for at open: a cap, never reserved up front */
@@ -264,7 +271,7 @@ export class Batcher {
           await this.#run(picked);
         } catch (err) {
           // never strand a step: whatever went wrong ends the steps of this batch, not the loop
-          for (const x of picked) x.p.reject(err);
+          for (const x of picked) this.#fail(x, err);
         }
       }
     } finally {
@@ -274,39 +281,44 @@ export class Batcher {
   }
 
   /** The head step of each session with work, oldest sessions first, within the token bound. */
-  #pick(): Array<{ slot: SessionSlot; p: Pending }> {
-    const out: Array<{ slot: SessionSlot; p: Pending }> = [];
+  #pick(): Picked[] {
+    const out: Picked[] = [];
     let tokens = 0;
     for (const slot of this.#sessions.values()) {
       const p = slot.queue[0];
       if (!p || tokens + p.n > this.limits.maxBatchTokens) continue;
       slot.queue.shift();
-      // in the engine until it settles (not until the loop resumes: its caller may ask first)
       slot.inEngine++;
-      let settled = false;
-      const settle = () => {
-        if (settled) return;
-        settled = true;
-        slot.inEngine--;
-      };
-      out.push({
-        slot,
-        p: {
-          ...p,
-          resolve: (r) => (settle(), p.resolve(r)),
-          reject: (e) => (settle(), p.reject(e)),
-        },
-      });
+      out.push({ slot, p, settled: false });
       tokens += p.n;
     }
     return out;
   }
 
-  async #run(all: Array<{ slot: SessionSlot; p: Pending }>): Promise<void> {
+  /**
+   * A picked step leaves the engine as its outcome is given, not when the loop resumes: its
+   * caller may ask about the session first. Later outcomes of a settled step are dropped.
+   */
+  #settle(x: Picked): boolean {
+    if (x.settled) return false;
+    x.settled = true;
+    x.slot.inEngine--;
+    return true;
+  }
+
+  #done(x: Picked, r: StepResult): void {
+    if (this.#settle(x)) x.p.resolve(r);
+  }
+
+  #fail(x: Picked, e: unknown): void {
+    if (this.#settle(x)) x.p.reject(e);
+  }
+
+  async #run(all: Picked[]): Promise<void> {
     // a session released since its step was picked (e.g. while a failed batch is retried)
-    const picked = all.filter(({ slot, p }) => {
-      if (slot.closed) p.reject(new SeamError("cancelled", "the session was released"));
-      return !slot.closed;
+    const picked = all.filter((x) => {
+      if (x.slot.closed) this.#fail(x, new SeamError("cancelled", "the session was released"));
+      return !x.slot.closed;
     });
     if (picked.length === 0) return;
     const e = this.engine;
@@ -340,7 +352,7 @@ export class Batcher {
         for (const x of picked) await this.#run([x]);
         return;
       }
-      picked[0].p.reject(err);
+      this.#fail(picked[0], err);
       return;
     }
     const t1 = performance.now();
@@ -349,14 +361,15 @@ export class Batcher {
     this.#stats.lastBatchSessions = picked.length;
     this.#stats.maxBatchSessions = Math.max(this.#stats.maxBatchSessions, picked.length);
     let row = 0;
-    for (const { p } of picked) {
+    for (const x of picked) {
+      const p = x.p;
       if (p.n > 1) this.#stats.prefillTokens += p.n;
       else this.#stats.decodeTokens += 1;
       // middle shards return every token's row; the last shard only the marked ones
       const rows = e.output === "hidden" ? p.n : p.step.wantLogits ? 1 : 0;
       const data = out.data.slice(row * out.dim, (row + rows) * out.dim);
       row += rows;
-      p.resolve({
+      this.#done(x, {
         rows,
         dim: out.dim,
         data,

@@ -17,7 +17,7 @@ import { importPrivateRouteKey, importPublicRouteKey, newRouteKeyText } from "..
 import { signRoute } from "../../src/route/plan.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
 import { Dialer } from "../../server/seam/dialer.ts";
-import { folderWasmFiles } from "../../nodejs/wasm-files.ts";
+import { folderWasmFiles } from "../../server/engine/wasm/folder-files.ts";
 import { startNodeJsNode } from "../../nodejs/start-node.ts";
 
 const [dir, modelPath, plan, logitsFile] = process.argv.slice(2);

@@ -1,19 +1,15 @@
 // The WASM engine's files under Deno: a flavor's folder in the build cache, built on its
 // first use (so a node whose adapter cannot run WebGPU never builds that flavor).
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import type { WasmFiles } from "../../../src/engine/wasm/wasm-files.ts";
 import { ensureWasmEngine, type WasmBuildOptions } from "./build.ts";
+import { folderWasmFiles } from "./folder-files.ts";
 
 export function cachedWasmFiles(build: WasmBuildOptions = {}): WasmFiles {
   return {
     async files(flavor) {
       // STRATA_WASM_DIR: a module not (yet) in the cache, as the build's smoke check loads it
       const dir = Deno.env.get("STRATA_WASM_DIR") ?? await ensureWasmEngine(flavor, build);
-      return {
-        moduleUrl: pathToFileURL(join(dir, "strata.mjs")).href,
-        wasm: await Deno.readFile(join(dir, "strata.wasm")),
-      };
+      return await folderWasmFiles(dir).files(flavor);
     },
   };
 }
