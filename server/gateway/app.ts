@@ -17,6 +17,7 @@ import { type VolunteerOptions, volunteerRoutes } from "./volunteer.ts";
 import { trackerClient } from "../tracker/client.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { log } from "../log/log.ts";
+import { NodeWatch } from "../../src/gateway/node-watch.ts";
 import { generate, type GenerationContext, promptTokens, routeError } from "./generate.ts";
 import { Metrics } from "./metrics.ts";
 import { RouteGate } from "./route-gate.ts";
@@ -52,6 +53,10 @@ export async function startGateway(o: GatewayOptions) {
     dialer,
     artifact,
     nCtxTrain: facts.nCtxTrain,
+    watch: new NodeWatch(async (nodes) => {
+      const r = await tracker.client.nodes({ nodes: [...nodes] }, { timeoutMs: 5000 });
+      return new Set(r.nodes.filter((n) => n.live).map((n) => n.node));
+    }),
   };
   const metrics = new Metrics();
   const app = new Hono();
@@ -287,6 +292,7 @@ export async function startGateway(o: GatewayOptions) {
     url,
     close: async () => {
       gate.admission.close();
+      ctx.watch.close();
       await server.shutdown();
       dialer.close();
       tracker.close();

@@ -12,12 +12,15 @@ import { RouteSession } from "../../src/route/route-session.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { Dialer } from "../seam/dialer.ts";
 import type { RouteLease } from "./route-gate.ts";
+import type { NodeWatch } from "../../src/gateway/node-watch.ts";
 
 export interface GenerationContext {
   readonly tokenizer: Tokenizer;
   readonly dialer: Dialer;
   readonly artifact: Uint8Array;
   readonly nCtxTrain: number;
+  /** the tracker's word on the nodes of open sessions */
+  readonly watch: NodeWatch;
 }
 
 export interface Generated {
@@ -100,6 +103,11 @@ export async function generate(
   );
   const abort = () => void session.cancel();
   signal.addEventListener("abort", abort);
+  // a node of the route leaving the tracker ends the session even if its seam said nothing
+  const unwatch = ctx.watch.watch(
+    route.hops.map((h) => h.node),
+    (node) => session.abandon(new SeamError("unavailable", `node ${node} left the network`)),
+  );
   if (signal.aborted) abort(); // the client left while the session opened
   const tok = ctx.tokenizer;
   const out: number[] = [];
@@ -155,6 +163,7 @@ export async function generate(
     throw e;
   } finally {
     signal.removeEventListener("abort", abort);
+    unwatch();
   }
   return {
     // what was shown, and (without a stop) a character the stream ended inside of

@@ -14,6 +14,6 @@ export function trackerRoutes(core: TrackerCore, nodeToken: string) {
       leave: (req) => core.leave(req),
       done: (req) => core.done(req),
       route: (req) => core.route(req),
-      nodes: () => core.nodes(),
+      nodes: (req) => core.nodes(req.nodes),
     }, { interceptors: [trackerErrors, nodeTokenAuth(nodeToken)] });
 }

@@ -204,6 +204,18 @@ export class RouteSession {
     await this.#finish(Phase.CANCEL).catch(() => {});
   }
 
+  /**
+   * The route lost a node (its owner learned it from elsewhere): work in flight fails with
+   * `e` at once, and the nodes still there free the session. Nothing waits for a dead hop.
+   */
+  abandon(e: SeamError): void {
+    if (this.#done || this.#failure) return;
+    this.#fail(e);
+    this.link.send(this.#frame(Phase.CANCEL, {}));
+    this.#done = true;
+    this.link.close();
+  }
+
   async #finish(phase: Phase.RELEASE | Phase.CANCEL): Promise<void> {
     if (this.#done) return;
     try {

@@ -170,7 +170,9 @@ export class TrackerCore {
       return create(RouteSchema, {
         epoch,
         seamCompression: routeCompression(this.#o.seamCompression ?? "none", urls),
-        hops: hops.map((h) => create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })),
+        hops: hops.map((h, i) =>
+          create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket, node: rt[i].node })
+        ),
         // a session may take at most what the tightest node lets one session hold
         maxSessionCells: Math.min(...rt.map((c) => c.sessionCells)),
         name: rt.map((c) => c.node).join("+"),
@@ -179,11 +181,14 @@ export class TrackerCore {
     return create(RouteResponseSchema, { routes });
   }
 
-  /** Every known node: its advert, admission, lease and load. */
-  nodes(): NodesResponse {
+  /** Every known node (or only those named): its advert, admission, lease and load. */
+  nodes(only: readonly string[] = []): NodesResponse {
     const now = this.#now();
+    const records = only.length
+      ? only.flatMap((n) => this.#registry.get(n) ?? [])
+      : [...this.#registry.records()];
     return create(NodesResponseSchema, {
-      nodes: [...this.#registry.records()].map((r) => {
+      nodes: records.map((r) => {
         const lease = this.#registry.lease(r.node);
         return create(NodeStateSchema, {
           node: r.node,

@@ -156,7 +156,35 @@ try {
   }
   report.disconnect = { sessionsWhileStreaming, sessionsAfter };
 
-  // 6. kill a node of route 0 while long streams run on both routes
+  // 6. a node that goes silent (SIGSTOP: its connections stay open, nothing comes back, its
+  // heartbeats stop): no seam fails, so the gateway's watch on the tracker must end its
+  // sessions once the lease lapses; resumed, the node heartbeats and is live again
+  const busiestLast = async () =>
+    (await tracker.client.nodes({})).nodes
+      .filter((n) => n.live && n.shard?.range?.start === 12 && n.node !== "liar")
+      .sort((a, b) => b.sessions - a.sessions)[0];
+  const still = Array.from(
+    { length: 4 },
+    (_, i) => streamChat(questions[i % 4], { max_tokens: 400, temperature: 0.7, seed: 20 + i }),
+  );
+  await new Promise((r) => setTimeout(r, 1500));
+  const silentState = await busiestLast();
+  const silent = nodes.find((n) => n.name === silentState.node)!;
+  const stoppedAt = performance.now();
+  Deno.kill(silent.pid, "SIGSTOP");
+  const stillEnded = await Promise.all(still.map(async (p) => {
+    const r = await p;
+    return { route: r.route, error: r.error, done: r.done, endedAfterStopMs: performance.now() - stoppedAt };
+  }));
+  Deno.kill(silent.pid, "SIGCONT");
+  let liveAgain = false;
+  for (let i = 0; i < 100 && !liveAgain; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    liveAgain = !!(await tracker.client.nodes({ nodes: [silent.name] })).nodes[0]?.live;
+  }
+  report.silent = { node: silent.name, sessions: silentState.sessions, during: stillEnded, liveAgain };
+
+  // 7. kill a node of route 0 while long streams run on both routes
   const long = Array.from(
     { length: 6 },
     (_, i) => streamChat(questions[i % 4], { max_tokens: 400, temperature: 0.7, seed: i }),
@@ -168,9 +196,7 @@ try {
   );
   await new Promise((r) => setTimeout(r, 1500));
   // the last-layer node carrying the most sessions (as its heartbeats report them)
-  const states = (await tracker.client.nodes({})).nodes;
-  const busiest = states.filter((n) => n.shard?.range?.start === 12 && n.node !== "liar")
-    .sort((a, b) => b.sessions - a.sessions)[0];
+  const busiest = await busiestLast();
   const victim = nodes.find((n) => n.name === busiest.node)!;
   const killedAt = performance.now();
   Deno.kill(victim.pid, "SIGKILL");

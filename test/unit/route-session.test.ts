@@ -12,6 +12,7 @@ import {
 import { replyTo, sessionFailure } from "../../src/node/replies.ts";
 import { ShardNode } from "../../src/node/shard-node.ts";
 import { GREEDY, type RouteHop, RouteSession, type SessionOptions } from "../../src/route/route-session.ts";
+import { SeamError } from "../../src/seam/errors.ts";
 import { unpackTensor } from "../../src/seam/tensor.ts";
 import { expectedToken, FakeEngine } from "../fakes/fake-engine.ts";
 import { Inbox } from "../fakes/inbox.ts";
@@ -343,6 +344,22 @@ describe("route session: failures, deadlines, release and cancel", () => {
     expect(link.closed).toBe(true);
     await session.cancel();
     await expect(session.decode(1)).rejects.toMatchObject({ code: "unknown_session" });
+  });
+
+  it("abandon fails the pending step with the given error at once, sends CANCEL unanswered, closes the link", async () => {
+    vi.useFakeTimers();
+    const { shard, session, link } = await opened();
+    const decode = session.decode(1);
+    await shard.frame(Phase.DECODE);
+    session.abandon(new SeamError("unavailable", "node n2 left the network"));
+    await expect(decode).rejects.toThrow("node n2 left the network");
+    // the survivors free the session; nobody waits for an answer from a route with a dead hop
+    expect((await shard.frame(Phase.CANCEL)).stepId).toBe(3n);
+    expect(link.closed).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+    await expect(session.decode(1)).rejects.toMatchObject({ code: "unavailable" });
+    await session.cancel(); // after abandon: nothing more is sent
+    expect(shard.frames.items.filter((f) => f.phase === Phase.CANCEL)).toHaveLength(1);
   });
 
   // cancel() must clear the pending steps' deadline timers: armed, each would keep a process that

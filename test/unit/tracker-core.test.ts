@@ -219,11 +219,15 @@ describe("tracker core: leases and routes", () => {
     await admitted(core, [["a", 0, 3], ["b", 3, 6]]);
     const r = await core.route(ask("s1"));
     expect(r.routes.map((x) => x.name)).toEqual(["a+b"]);
+    // each hop names its node: the gateway watches those
+    expect(r.routes[0].hops.map((h) => h.node)).toEqual(["a", "b"]);
     // b stops beating: past its lease it is not live and no route remains
     clock.now += LEASE_MS / 2;
     core.heartbeat(beat("a"));
     clock.now += LEASE_MS / 2 + 1;
     expect(core.nodes().nodes.map((n) => [n.node, n.live])).toEqual([["a", true], ["b", false]]);
+    // asked about named nodes, the tracker answers for those it knows
+    expect(core.nodes(["b", "gone"]).nodes.map((n) => [n.node, n.live])).toEqual([["b", false]]);
     expect(await refusal(() => core.route(ask("s2")))).toBe(
       "unavailable: no complete route of admitted, live nodes",
     );
