@@ -33,9 +33,11 @@ export interface NodeJsNodeConfig extends NodeEngineSettings {
 
 /** close() stops serving, leaves the tracker's lease to lapse, and frees the engine. */
 export async function startNodeJsNode(c: NodeJsNodeConfig): Promise<RunningShard> {
+  // wasm32: never more than the module addresses (the engine refuses a range past it)
+  const memoryCapBytes = Math.min(c.memoryCapBytes || WASM32_MEMORY_CAP, WASM32_MEMORY_CAP);
   const model = new Uint8Array(readFileSync(c.modelPath));
   const { engine } = await loadWasmEngineFrom(folderWasmFiles(c.wasmDir), {
-    spec: nodeEngineSpec(c),
+    spec: nodeEngineSpec({ ...c, memoryCapBytes }),
     model,
   });
   const dialer = await Dialer.connect(c.relay);
@@ -55,7 +57,7 @@ export async function startNodeJsNode(c: NodeJsNodeConfig): Promise<RunningShard
     dial: dialer.dial,
     listeners,
     tracker: c.tracker && trackerPort(c.tracker.url, c.tracker.token, c.name),
-    memoryCapBytes: WASM32_MEMORY_CAP,
+    memoryCapBytes,
   });
   return {
     ...running,

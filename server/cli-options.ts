@@ -1,5 +1,6 @@
 // Option parsers shared by the subcommands.
 import { InvalidArgumentError, Option } from "commander";
+import { parseMemorySize } from "../src/engine/memory-fit.ts";
 import { NATIVE_BACKENDS, type NativeBackend } from "./engine/native/build.ts";
 
 export const int = (name: string) => (v: string) => {
@@ -13,6 +14,18 @@ export const num = (name: string) => (v: string) => {
   if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${name} must be a number ≥ 0`);
   return n;
 };
+
+/** A memory size (parseMemorySize: 512MB, 1.5GiB, 2G). */
+export const memorySize = (v: string): number => {
+  try {
+    return parseMemorySize(v);
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message);
+  }
+};
+
+/** How --memory-cap reads, for help texts. */
+export const MEMORY_SIZE_HELP = "MB/GB = 10^6/10^9 bytes, MiB/GiB and bare M/G = 2^20/2^30";
 
 export const backendOption = () =>
   new Option("--backend <backend>", "native engine backend")

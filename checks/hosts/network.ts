@@ -5,6 +5,8 @@
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import { peerToken } from "../../src/relay/token.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
+import { resolveModel } from "../../server/model/fetch.ts";
+import { ensureReference } from "../../server/model/reference-file.ts";
 import { waitAdmitted } from "../../server/up/up.ts";
 import { trackedNodeArgs } from "../../server/up/node-args.ts";
 import { createHosts, type Host } from "./netns.ts";
@@ -79,6 +81,8 @@ export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwo
       "tracker",
       "--model",
       o.model,
+      "--reference",
+      await ensureReference((await resolveModel(o.model)).path, { backend: "cpu" }),
       "--listen",
       INNER,
       "--db",

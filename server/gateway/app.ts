@@ -12,6 +12,7 @@ import { artifactManifest } from "../artifacts/manifest.ts";
 import { artifactRoutes } from "../artifacts/routes.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { kvShape } from "../../src/gguf/kv-shape.ts";
+import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import { chatPageRoutes } from "./chat-page.ts";
 import { type VolunteerOptions, volunteerRoutes } from "./volunteer.ts";
 import { trackerClient } from "../tracker/client.ts";
@@ -76,7 +77,12 @@ export async function startGateway(o: GatewayOptions) {
   app.route("/", artifactRoutes([{ path: o.modelPath, manifest }]));
   await chatPageRoutes(app);
   if (o.volunteer) {
-    const model = { manifest, nEmbdKv: kvShape(facts.header).nEmbdKv, name: o.modelName };
+    const model = {
+      manifest,
+      nEmbdKv: kvShape(facts.header).nEmbdKv,
+      graph: headerGraphShape(facts.header),
+      name: o.modelName,
+    };
     await volunteerRoutes(app, o.volunteer, model, tracker.client);
   }
   app.get(

@@ -6,7 +6,18 @@ import { importPublicRouteKey, type RouteKeyText } from "../../src/route/keys.ts
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
-import { backendOption, hostPort, int, nativeBackend, readJsonFile, untilSignal } from "../cli-options.ts";
+import {
+  backendOption,
+  hostPort,
+  int,
+  MEMORY_SIZE_HELP,
+  memorySize,
+  nativeBackend,
+  readJsonFile,
+  untilSignal,
+} from "../cli-options.ts";
+import { checkMemoryCap, manifestModel } from "../../src/engine/memory-fit.ts";
+import { nodeMemoryCap } from "../engine/memory-cap.ts";
 import { startNode } from "./start-node.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { fetchManifest, fetchShardFile, isArtifactUrl } from "../artifacts/fetch-shard.ts";
@@ -29,7 +40,8 @@ export function nodeCommand(): Command {
     .option("--tracker <url>", "register with this tracker (it hands over the route key)")
     .option("--tracker-token <token>", "the tracker's node token (or STRATA_NODE_TOKEN)")
     .addOption(
-      new Option("--inject-fault <kind>", "test aid: serve wrong outputs").choices(["scale"]).hideHelp(),
+      new Option("--inject-fault <kind>", "test aid: serve wrong outputs").choices(["scale", "scale-later"])
+        .hideHelp(),
     )
     .option("--listen <host:port>", "serve seams here (port 0: any free port)")
     .option(
@@ -68,6 +80,13 @@ export function nodeCommand(): Command {
     .option("--max-sessions <n>", "concurrent Route Sessions", int("max-sessions"), 16)
     .option("--batch-tokens <n>", "most tokens in one engine call", int("batch-tokens"), 512)
     .option("--lease-ms <n>", "release a session idle this long", int("lease-ms"), 300_000)
+    .option(
+      "--memory-cap <size>",
+      "refuse a range whose weights + KV + compute pass this, e.g. 512MB, 1.5GiB, 2G " +
+        `(${MEMORY_SIZE_HELP}); advertised to the tracker. Default: the memory available now ` +
+        "(native), 4 GiB (wasm), 16 GiB (wasm64); never more than a WASM engine addresses",
+      memorySize,
+    )
     .action(async (o) => {
       if (!o.listen && !o.relay) throw new InvalidArgumentError("give --listen, --relay, or both");
       if ((o.webgpu || o.wasm64) && o.engine !== "wasm") {
@@ -83,7 +102,21 @@ export function nodeCommand(): Command {
       let manifest: ArtifactManifest | undefined;
       if (isArtifactUrl(o.model)) {
         manifest = await fetchManifest(o.model);
-        const shard = await fetchShardFile(o.model, parseLayerRange(o.layers, manifest.nLayer), {
+        const range = parseLayerRange(o.layers, manifest.nLayer);
+        // refused before any of the range's bytes are downloaded
+        const kind = o.engine === "wasm" ? (o.wasm64 ? "wasm64" : "wasm32") : "native";
+        const settings = {
+          range,
+          kvCells: o.kvCells,
+          maxSequences: o.maxSessions,
+          batchTokens: o.batchTokens,
+          batchInvariant: o.batchInvariant !== false,
+        };
+        checkMemoryCap(manifestModel(manifest), settings, {
+          capBytes: nodeMemoryCap(kind, o.memoryCap),
+          flashAttention: o.engine === "wasm" ? !o.webgpu : nativeBackend(o.backend) === "cpu",
+        });
+        const shard = await fetchShardFile(o.model, range, {
           tracker: o.tracker,
         });
         path = shard.path;
@@ -115,6 +148,7 @@ export function nodeCommand(): Command {
         tap: fileTap(Deno.env.get("STRATA_SEAM_TAP")),
         manifest,
         serveArtifact: o.serveArtifact ? hostPort(o.serveArtifact) : undefined,
+        memoryCapBytes: o.memoryCap,
       });
       // one line a supervisor (or a test) can wait for
       console.log(JSON.stringify({
@@ -124,6 +158,7 @@ export function nodeCommand(): Command {
         urls: running.urls,
         artifact_url: running.artifactUrl || undefined,
         tokens_per_s: running.tokensPerS,
+        memory_cap_bytes: running.memoryCapBytes,
         pid: Deno.pid,
       }));
       await untilSignal();

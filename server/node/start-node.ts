@@ -8,7 +8,7 @@ import { relayListener } from "../../src/relay/relay-seams.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { NativeEngine } from "../engine/native/native-engine.ts";
-import { WASM64_MEMORY_CAP } from "../engine/wasm/build.ts";
+import { checkFileMemory, nodeMemoryCap } from "../engine/memory-cap.ts";
 import { loadWasmEngine } from "../engine/wasm/load.ts";
 import { artifactSha256 } from "../model/hash.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
@@ -20,7 +20,6 @@ import { Dialer } from "../seam/dialer.ts";
 import { grpcListener } from "../seam/grpc.ts";
 import { log } from "../log/log.ts";
 import { scaledOutputs } from "./fault.ts";
-import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
 import { trackerPort } from "../tracker/client.ts";
 
 export interface NodeConfig {
@@ -46,7 +45,7 @@ export interface NodeConfig {
   /** register with this tracker and renew the lease by heartbeat */
   readonly tracker?: { url: string; token: string };
   /** test aid: serve deliberately wrong outputs */
-  readonly fault?: "scale";
+  readonly fault?: "scale" | "scale-later";
   /** host:port to serve seams on; undefined = reachable through the relay only */
   readonly listen?: { host: string; port: number };
   /** the URL others reach the seam server at, when not the listen address (behind a forwarder) */
@@ -57,6 +56,11 @@ export interface NodeConfig {
   readonly manifest?: ArtifactManifest;
   /** serve this range's bytes of the artifact here (HTTP Range) for others to download */
   readonly serveArtifact?: { host: string; port: number };
+  /**
+   * refuse a range whose weights + KV + compute pass this many bytes; default: the memory
+   * available now (native), what the module can address (wasm: 4 GiB, wasm64 16 GiB)
+   */
+  readonly memoryCapBytes?: number;
 }
 
 export interface RunningNode {
@@ -67,19 +71,32 @@ export interface RunningNode {
   readonly urls: string[];
   /** where it serves its range's bytes ("" = it does not) */
   readonly artifactUrl: string;
+  /** the memory cap it runs with and advertises */
+  readonly memoryCapBytes: number;
   close(): Promise<void>;
 }
 
 export async function startNode(c: NodeConfig): Promise<RunningNode> {
-  const spec = nodeEngineSpec({ ...c, batchInvariant: c.batchInvariant ?? true });
   const wasm = c.engine === "wasm";
+  const memoryCapBytes = nodeMemoryCap(
+    wasm ? (c.memory64 ? "wasm64" : "wasm32") : "native",
+    c.memoryCapBytes,
+  );
+  const spec = nodeEngineSpec({ ...c, batchInvariant: c.batchInvariant ?? true, memoryCapBytes });
+  // refused from the header before the file is hashed or read (the engines check again)
+  await checkFileMemory(spec, {
+    capBytes: memoryCapBytes,
+    flashAttention: wasm ? !c.webgpu : c.backend === "cpu",
+  });
   const [artifact, loaded] = await Promise.all([
     c.manifest ? hexToBytes(c.manifest.artifact) : artifactSha256(c.modelPath),
     wasm
       ? loadWasmEngine(spec, { webgpu: c.webgpu, memory64: c.memory64 })
       : NativeEngine.load(spec, c.backend),
   ]);
-  const engine = c.fault === "scale" ? scaledOutputs(loaded) : loaded;
+  // scale-later: honest until the tracker admits the node, wrong from then on
+  let admitted = false;
+  const engine = c.fault ? scaledOutputs(loaded, () => c.fault === "scale" || admitted) : loaded;
   const dialer = await Dialer.connect(c.relay, c.tap);
   const listeners: SeamListener[] = [];
   if (c.listen) listeners.push(grpcListener(c.listen, c.publicUrl));
@@ -105,8 +122,9 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     dial: dialer.dial,
     listeners,
     tracker: c.tracker && trackerPort(c.tracker.url, c.tracker.token, c.name),
-    memoryCapBytes: wasm ? (c.memory64 ? WASM64_MEMORY_CAP : WASM32_MEMORY_CAP) : 0,
+    memoryCapBytes,
   }, {
+    onAdmission: (a) => void (admitted = a === "admitted"),
     onBeatFailed: (e) =>
       log.warn("heartbeat failed", {
         tracker: c.tracker?.url,
@@ -114,12 +132,19 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       }),
   });
   const { node, urls, tokensPerS } = running;
-  log.info("node ready", { name: c.name, range: `${c.range.start}:${c.range.end}`, urls, tokensPerS });
+  log.info("node ready", {
+    name: c.name,
+    range: `${c.range.start}:${c.range.end}`,
+    urls,
+    tokensPerS,
+    memoryCapBytes,
+  });
   return {
     node,
     urls,
     artifactUrl,
     tokensPerS,
+    memoryCapBytes,
     close: async () => {
       await running.close();
       dialer.close();

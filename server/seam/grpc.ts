@@ -1,7 +1,7 @@
 // Seams over HTTP/2: the SeamService served with connect-node (gRPC, gRPC-web and Connect
 // on one port) and a gRPC client link per Route Session.
 import { toBinary } from "@bufbuild/protobuf";
-import { type Client, Code, ConnectError, createClient } from "@connectrpc/connect";
+import { type Client, Code, ConnectError, type ConnectRouter, createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import {
   type NodeInfo,
@@ -17,6 +17,20 @@ import { type Http2Server, listenConnect } from "../http/http2.ts";
 
 export type SeamServer = Http2Server;
 
+/** The SeamService on a Connect router: each stream handed to `serve`. */
+export function seamRoutes(serve: SeamServe, info: () => Promise<NodeInfo>) {
+  return (router: ConnectRouter) =>
+    router.service(SeamService, {
+      async *stream(frames) {
+        const out = new AsyncQueue<SeamFrame>();
+        const done = serve(frames, (f) => void out.push(f)).finally(() => out.end());
+        yield* out;
+        await done;
+      },
+      info: () => info(),
+    });
+}
+
 /** Serves seam streams and node info on host:port (port 0 picks a free one). */
 export function serveSeams(
   serve: SeamServe,
@@ -24,20 +38,7 @@ export function serveSeams(
   host: string,
   port: number,
 ): Promise<SeamServer> {
-  return listenConnect(
-    (router) =>
-      router.service(SeamService, {
-        async *stream(frames) {
-          const out = new AsyncQueue<SeamFrame>();
-          const done = serve(frames, (f) => void out.push(f)).finally(() => out.end());
-          yield* out;
-          await done;
-        },
-        info: () => info(),
-      }),
-    host,
-    port,
-  );
+  return listenConnect(seamRoutes(serve, info), host, port);
 }
 
 /** A node runtime's listener for direct seams: reachable at publicUrl, or the address it got. */

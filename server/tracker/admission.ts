@@ -16,7 +16,7 @@ import { packTensor, unpackTensor } from "../../src/seam/tensor.ts";
 import type { ProbeTarget } from "../../src/tracker/admission.ts";
 import { judgeProbe, PROBE_TOLERANCE, type ProbeVerdict } from "../../src/tracker/probe.ts";
 import { TRACKER_ISSUER } from "../../src/tracker/tracker-core.ts";
-import type { ProbeReference } from "./reference.ts";
+import type { ProbeReference } from "../../src/tracker/reference.ts";
 
 export async function probeNode(
   dial: SeamDialer,
@@ -27,7 +27,9 @@ export async function probeNode(
 ): Promise<ProbeVerdict> {
   const sessionId = `probe-${t.node}-${crypto.randomUUID()}`;
   const epoch = 1n;
-  const n = ref.tokens.length;
+  // a probe the node cannot know in advance
+  const probe = ref.probes[Math.floor(Math.random() * ref.probes.length)];
+  const n = probe.tokens.length;
   const last = t.range.end === ref.nLayer;
   const base = {
     schemaVersion: SCHEMA_VERSION,
@@ -45,8 +47,8 @@ export async function probeNode(
     TRACKER_ISSUER,
   );
   const input = t.range.start === 0
-    ? packTensor("token_ids", ref.tokens, [n])
-    : packTensor("hidden_states", ref.after[t.range.start - 1], [n, ref.nEmbd]);
+    ? packTensor("token_ids", probe.tokens, [n])
+    : packTensor("hidden_states", probe.after[t.range.start - 1], [n, ref.nEmbd]);
   const link = dial(t.url);
   const timer = setTimeout(() => link.abort("probe timed out"), timeoutMs);
   try {
@@ -81,7 +83,7 @@ export async function probeNode(
       elementType: ElementType.F32,
       cols: last ? ref.nVocab : ref.nEmbd,
     }).values as Float32Array;
-    const want = last ? ref.logits : ref.after[t.range.end - 1];
+    const want = last ? probe.logits : probe.after[t.range.end - 1];
     const tol = t.engine === ref.engine ? PROBE_TOLERANCE.sameEngine : PROBE_TOLERANCE.otherEngine;
     link.send(create(SeamFrameSchema, { ...base, phase: Phase.RELEASE, stepId: 3n }));
     return judgeProbe(want, got, tol);

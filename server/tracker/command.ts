@@ -3,13 +3,22 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { cacheDir } from "../paths.ts";
-import { backendOption, hostPort, int, nativeBackend, untilSignal } from "../cli-options.ts";
+import { hostPort, int, untilSignal } from "../cli-options.ts";
 import { startTracker } from "./tracker.ts";
 
 export function trackerCommand(): Command {
   return new Command("tracker")
     .description("admit nodes (probe), keep their leases, choose routes and sign their tickets")
-    .option("--model <name|path>", `the model it routes (probe references come from it)`, DEFAULT_MODEL.name)
+    .option(
+      "--model <name|path>",
+      "the model it routes (its header only: weights are never loaded)",
+      DEFAULT_MODEL.name,
+    )
+    .option(
+      "--reference <file>",
+      "the model's signed probe reference (default: <model>.strata-ref, then the cache)",
+    )
+    .option("--publisher-key <hex>", "take only a reference signed by this Ed25519 key (raw, hex)")
     .option("--listen <host:port>", "where nodes and gateways reach it", "127.0.0.1:7600")
     .option("--db <file>", "SQLite file for registrations, admissions and the route key")
     .option("--token <token>", "nodes' registration token (or STRATA_NODE_TOKEN)")
@@ -19,9 +28,14 @@ export function trackerCommand(): Command {
       int("lease-ms"),
       10_000,
     )
+    .option(
+      "--spot-check-ms <n>",
+      "how often a serving node gets a spot check that looks like ordinary traffic (0: never)",
+      int("spot-check-ms"),
+      60_000,
+    )
     .option("--relay <ws-url>", "relay for probing nodes reachable only through it")
     .option("--relay-token <token>", "the tracker's relay token")
-    .addOption(backendOption())
     .addOption(
       new Option(
         "--seam-compression <policy>",
@@ -36,7 +50,9 @@ export function trackerCommand(): Command {
       const { host, port } = hostPort(o.listen);
       const t = await startTracker({
         modelPath: path,
-        backend: nativeBackend(o.backend),
+        referencePath: o.reference,
+        publisherKey: o.publisherKey,
+        spotCheckMs: o.spotCheckMs,
         dbPath: o.db ?? cacheDir("tracker.db"),
         nodeToken: token,
         leaseMs: o.leaseMs,

@@ -1,16 +1,21 @@
 // The tracker process: the core (registrations, leases, admissions, routes) over SQLite,
-// probing with the native engine's reference through a seam dialer, served as a Connect
-// service over HTTP/2.
-import type { NativeBackend } from "../engine/native/build.ts";
+// probing nodes through a seam dialer against the model's signed reference file (it reads
+// the model's header, never a weight), served as a Connect service over HTTP/2.
 import { sha256File } from "../model/hash.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { listenConnect } from "../http/http2.ts";
 import { log } from "../log/log.ts";
 import { probeNode } from "./admission.ts";
-import { probeReference } from "./reference.ts";
+import { spotCheck, SpotSink } from "./spot-check.ts";
+import { seamRoutes } from "../seam/grpc.ts";
+import { create } from "@bufbuild/protobuf";
+import { NodeInfoSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
+import { openReference, ReferenceError } from "../../src/tracker/reference.ts";
+import { findReference, referenceBeside } from "../model/reference-file.ts";
 import { readHeader } from "../model/facts.ts";
 import { buildManifest } from "../../src/gguf/manifest.ts";
 import { kvShape } from "../../src/gguf/kv-shape.ts";
+import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import type { SeamCompressionPolicy } from "../../src/tracker/route-compression.ts";
 import { TrackerCore, type TrackerEvent } from "../../src/tracker/tracker-core.ts";
 import { TrackerStore } from "./store.ts";
@@ -18,7 +23,10 @@ import { trackerRoutes } from "./service.ts";
 
 export interface TrackerOptions {
   readonly modelPath: string;
-  readonly backend: NativeBackend;
+  /** the model's reference file (default: beside the model, then the cache) */
+  readonly referencePath?: string;
+  /** only a reference signed by this publisher key (raw Ed25519, hex) */
+  readonly publisherKey?: string;
   readonly dbPath: string;
   /** nodes present it to register and heartbeat */
   readonly nodeToken: string;
@@ -27,6 +35,8 @@ export interface TrackerOptions {
   readonly port: number;
   /** to probe nodes reachable only through a relay */
   readonly relay?: { url: string; token: string };
+  /** how often a serving node gets a spot check (0: never) */
+  readonly spotCheckMs?: number;
   /** how routes' seams carry hidden states (default none: f32); auto: q8 where a hop goes through the relay */
   readonly seamCompression?: SeamCompressionPolicy;
 }
@@ -46,31 +56,84 @@ function logEvent(e: TrackerEvent): void {
 }
 
 export async function startTracker(o: TrackerOptions) {
+  const [artifact, header] = await Promise.all([sha256File(o.modelPath), readHeader(o.modelPath)]);
+  const reference = await loadReference(o, artifact);
+  log.info("probe reference", {
+    probes: reference.probes.length,
+    engine: reference.engine,
+    publisher: reference.publisher,
+  });
   const store = new TrackerStore(o.dbPath);
-  const [artifact, reference, header] = await Promise.all([
-    sha256File(o.modelPath),
-    probeReference(o.modelPath, o.backend),
-    readHeader(o.modelPath),
-  ]);
   const manifest = buildManifest(header, (await Deno.stat(o.modelPath)).size, artifact);
   const dialer = await Dialer.connect(o.relay);
+  const sink = new SpotSink(reference.nEmbd);
   const core = await TrackerCore.open({
     storage: store,
-    model: { artifact, nLayer: reference.nLayer, manifest, nEmbdKv: kvShape(header).nEmbdKv },
+    model: {
+      artifact,
+      nLayer: reference.nLayer,
+      manifest,
+      nEmbdKv: kvShape(header).nEmbdKv,
+      graph: headerGraphShape(header),
+    },
     leaseMs: o.leaseMs,
     probe: (target, key) => probeNode(dialer.dial, key, reference, target),
+    // the tracker's own URL poses as the next shard; known once it listens
+    spot: (target, key) => spotCheck(dialer.dial, key, reference, { url: server.url, sink }, target),
     seamCompression: o.seamCompression,
     onEvent: logEvent,
   });
-  const server = await listenConnect(trackerRoutes(core, o.nodeToken), o.host, o.port);
+  const server = await listenConnect(
+    (router) => {
+      trackerRoutes(core, o.nodeToken)(router);
+      seamRoutes(sink.serve, () => Promise.resolve(create(NodeInfoSchema, { node: "tracker" })))(router);
+    },
+    o.host,
+    o.port,
+  );
+  const spotEvery = o.spotCheckMs ?? 60_000;
+  const spotting = spotEvery > 0 ? setInterval(() => void spot(), spotEvery) : undefined;
+  let inFlight = false;
+  const spot = async () => {
+    if (inFlight) return;
+    inFlight = true;
+    try {
+      const r = await core.spotCheck();
+      if (r) log.debug("spot check", { node: r.node, ok: r.verdict?.ok, detail: r.verdict?.detail });
+    } finally {
+      inFlight = false;
+    }
+  };
   log.info("tracker ready", { url: server.url, artifact, known_nodes: core.knownNodes });
   return {
     url: server.url,
     publicKey: core.routePublicKey,
     close: async () => {
+      clearInterval(spotting);
       dialer.close();
       await server.close();
       store.close();
     },
   };
+}
+
+/** A tracker without a reference cannot admit anyone: it says how to make one. */
+export class NoReference extends Error {}
+
+async function loadReference(o: TrackerOptions, artifact: string) {
+  const path = o.referencePath ?? await findReference(o.modelPath, artifact);
+  if (!path) {
+    throw new NoReference(
+      `no probe reference for ${o.modelPath} (artifact ${artifact.slice(0, 12)}…): the tracker checks ` +
+        `nodes against one and never loads the model. Make it where the model is held: ` +
+        `strata model certify ${o.modelPath} --memory-cap SIZE (writes ${referenceBeside(o.modelPath)}), ` +
+        `or give --reference FILE`,
+    );
+  }
+  try {
+    return await openReference(await Deno.readFile(path), { artifact, publisher: o.publisherKey });
+  } catch (e) {
+    if (e instanceof ReferenceError) throw new NoReference(`reference ${path} refused: ${e.message}`);
+    throw e;
+  }
 }

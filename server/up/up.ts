@@ -3,6 +3,8 @@
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import { peerToken } from "../../src/relay/token.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
+import { resolveModel } from "../model/fetch.ts";
+import { ensureReference } from "../model/reference-file.ts";
 import { trackerClient } from "../tracker/client.ts";
 import { ServiceProcess } from "../process/service-process.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
@@ -11,6 +13,8 @@ import { trackedNodeArgs } from "./node-args.ts";
 export interface UpOptions {
   /** "smollm2" or a GGUF path, as every part resolves it */
   readonly model: string;
+  /** the model's signed probe reference (default: certified here once, and cached) */
+  readonly reference?: string;
   readonly split: LayerRange[];
   readonly routes: number;
   readonly backend: NativeBackend;
@@ -87,6 +91,9 @@ export async function up(o: UpOptions): Promise<Network> {
       "tracker",
       "--model",
       o.model,
+      "--reference",
+      // this machine holds the model: it may certify the tracker's reference itself
+      o.reference ?? await ensureReference((await resolveModel(o.model)).path, { backend: o.backend }),
       "--listen",
       "127.0.0.1:0",
       "--db",
@@ -95,8 +102,6 @@ export async function up(o: UpOptions): Promise<Network> {
       nodeToken,
       "--lease-ms",
       String(o.leaseMs),
-      "--backend",
-      o.backend,
       "--relay",
       relayUrl,
       "--relay-token",

@@ -8,6 +8,7 @@ export type EngineErrorCode =
   | "bad_position" // positions not consecutive for a sequence
   | "kv_full" // the KV budget (cells or sequences) is exhausted
   | "load_failed" // the model file could not be loaded
+  | "over_memory_cap" // the range's weights + KV + compute pass the memory cap: refused before loading
   | "engine_failed"; // the engine failed while computing
 
 export class EngineError extends Error {

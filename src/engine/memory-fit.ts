@@ -1,29 +1,230 @@
-// Whether a layer range fits an engine's memory: weights plus a full KV pool, decided
-// from the model's header before anything is loaded (the tracker checks every advert; a
-// volunteer page checks before it downloads).
+// Whether a layer range fits a participant's memory cap: its weights, its KV budget and the
+// compute buffers of its decode graph, decided from the model's header before anything is
+// loaded (an engine refuses its range before it reads a weight; the tracker checks every
+// advert; a volunteer page checks before it downloads). docs/engine.md compares the compute
+// estimate with what llama.cpp allocates.
+import { type GraphShape, graphShape, headerGraphShape } from "../gguf/graph-shape.ts";
+import { kvShape } from "../gguf/kv-shape.ts";
+import { buildManifest, type Manifest, shardBytes } from "../gguf/manifest.ts";
+import type { GgufHeader } from "../gguf/reader.ts";
+import { EngineError } from "./errors.ts";
+import type { ShardSpec } from "./range-engine.ts";
+
+const GIB = 2 ** 30, MIB = 2 ** 20;
 
 export interface RangeMemory {
   readonly weightBytes: number;
   readonly kvBytes: number;
+  /** the decode graph's buffers at their worst case and the outputs buffer */
+  readonly computeBytes: number;
   readonly total: number;
 }
 
-/** K and V in f16 for every layer of the range and every cell of the pool. */
+/** llama.cpp rounds the context, and each sequence's own stream, up to 256 cells. */
+const KV_PAD = 256;
+const padTo = (n: number, to: number) => Math.ceil(n / to) * to;
+
+/** The cells llama.cpp allocates for a pool of kvCells: one stream, or one for each sequence. */
+export function kvCellsAllocated(kvCells: number, streams = 1): number {
+  const nCtx = padTo(kvCells, KV_PAD);
+  return streams > 1 ? padTo(Math.floor(nCtx / streams), KV_PAD) * streams : nCtx;
+}
+
+/** K and V in f16 for every layer of the range and every cell of the pool; plus compute. */
 export function rangeMemory(o: {
   weightBytes: number;
   layers: number;
   kvCells: number;
   nEmbdKv: number;
+  /** KV streams: one per sequence when batch-invariant (default 1) */
+  streams?: number;
+  computeBytes?: number;
 }): RangeMemory {
-  const kvBytes = 2 * o.layers * o.kvCells * o.nEmbdKv * 2;
-  return { weightBytes: o.weightBytes, kvBytes, total: o.weightBytes + kvBytes };
+  const kvBytes = 2 * o.layers * kvCellsAllocated(o.kvCells, o.streams) * o.nEmbdKv * 2;
+  const computeBytes = o.computeBytes ?? 0;
+  return { weightBytes: o.weightBytes, kvBytes, computeBytes, total: o.weightBytes + kvBytes + computeBytes };
 }
 
-const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
+/** The engine settings the estimate depends on: a ShardSpec's, or what a node advertises. */
+export interface EngineBudget {
+  readonly kvCells: number;
+  readonly maxSequences: number;
+  /** tokens of one engine call: llama.cpp reserves its graph for a ubatch this large */
+  readonly batchTokens: number;
+  /** one KV stream per sequence (batch-invariant decoding) */
+  readonly batchInvariant: boolean;
+  /**
+   * attention runs fused (ggml's FLASH_ATTN_EXT, which llama.cpp picks on the CPU backends):
+   * no n_head × n_kv score matrix. Otherwise the estimate counts one, as an upper bound.
+   */
+  readonly flashAttention: boolean;
+}
+
+export function specBudget(
+  spec: Pick<ShardSpec, "kvCells" | "maxSequences" | "batchTokens" | "batchInvariant">,
+  flashAttention: boolean,
+): EngineBudget {
+  const { kvCells, maxSequences, batchTokens } = spec;
+  return {
+    kvCells,
+    maxSequences,
+    batchTokens,
+    batchInvariant: spec.batchInvariant !== false,
+    flashAttention,
+  };
+}
+
+/**
+ * An upper bound of what llama.cpp's scheduler allocates for the range's worst-case graph
+ * (a ubatch of batchTokens tokens over the full KV pool), plus its outputs buffer: the
+ * activations one layer holds live at once, or the head's logits of every token, whichever
+ * is larger (the allocator reuses the layers' memory for the head).
+ */
+export function computeBytes(
+  g: GraphShape,
+  at: { readonly first: boolean; readonly last: boolean },
+  b: EngineBudget,
+): number {
+  const f32 = 4;
+  const streams = b.batchInvariant ? Math.max(1, b.maxSequences) : 1;
+  const cells = kvCellsAllocated(b.kvCells, streams);
+  const t = Math.min(b.batchTokens, cells);
+  // residual, normed input, attention out, FFN input; Q, K, V; FFN gate, up and activation
+  const layer = f32 * t * (4 * g.nEmbd + g.nEmbdQ + g.nEmbdKv2 + 3 * g.nFf);
+  // each token sees its stream's cells: the mask (f16 when fused), or every head's scores too
+  const perStream = cells / streams;
+  const attention = b.flashAttention ? 2 * perStream * t : f32 * perStream * t * (g.nHead + 1);
+  const input = at.first ? f32 * t * g.nEmbd : 0;
+  const head = at.last ? f32 * t * (g.nVocab + 2 * g.nEmbd) : 0;
+  // outputs: every token's hidden state, or the logits of one token per sequence
+  const outputs = f32 * (at.last ? Math.min(t, b.maxSequences) * g.nVocab : t * g.nEmbd);
+  return input + Math.max(layer + attention, head) + outputs;
+}
+
+/** The model facts a range's memory comes from; `graph` defaults to the manifest's shapes. */
+export interface RangeModel {
+  readonly manifest: Manifest;
+  /** K (or V) row width: n_embd × head_count_kv / head_count */
+  readonly nEmbdKv: number;
+  readonly graph?: GraphShape;
+}
+
+/** Weights, KV and compute of [start, end); without a budget, compute is not counted. */
+export function shardMemory(
+  model: RangeModel,
+  range: { readonly start: number; readonly end: number },
+  kvCells: number,
+  budget?: Omit<EngineBudget, "kvCells">,
+): RangeMemory {
+  const m = model.manifest;
+  const streams = budget?.batchInvariant ? Math.max(1, budget.maxSequences) : 1;
+  const at = { first: range.start === 0, last: range.end === m.nLayer };
+  return rangeMemory({
+    weightBytes: shardBytes(m, range.start, range.end).bytes,
+    layers: range.end - range.start,
+    kvCells,
+    nEmbdKv: model.nEmbdKv,
+    streams,
+    computeBytes: budget ? computeBytes(model.graph ?? graphShape(m.tensors), at, { ...budget, kvCells }) : 0,
+  });
+}
+
+/** The estimate never reads the artifact's name: a header read from a file has none yet. */
+const UNNAMED = "0".repeat(64);
+
+/** A model file's facts from its header (read before anything else of the file). */
+export function headerModel(header: GgufHeader, fileSize: number): RangeModel {
+  return {
+    manifest: buildManifest(header, fileSize, UNNAMED),
+    nEmbdKv: kvShape(header).nEmbdKv,
+    graph: headerGraphShape(header),
+  };
+}
+
+/** An artifact's facts from its manifest alone (before a download): K's width from its shape. */
+export function manifestModel(manifest: Manifest): RangeModel {
+  const k = manifest.tensors.find((t) => t.name === "blk.0.attn_k.weight");
+  const graph = graphShape(manifest.tensors);
+  return { manifest, nEmbdKv: k?.shape[1] ?? graph.nEmbdKv2 / 2, graph };
+}
+
+/** What of a ShardSpec the estimate reads. */
+export type SpecBudget = Pick<
+  ShardSpec,
+  "range" | "kvCells" | "maxSequences" | "batchTokens" | "batchInvariant"
+>;
+
+/** What loading spec's range of the model takes. */
+export function specMemory(model: RangeModel, spec: SpecBudget, flashAttention: boolean): RangeMemory {
+  const range = spec.range === "whole" ? { start: 0, end: model.manifest.nLayer } : spec.range;
+  return shardMemory(model, range, spec.kvCells, specBudget(spec, flashAttention));
+}
 
 /** Why the range does not fit under the cap (0 = no cap), or undefined when it does. */
 export function memoryMisfit(need: RangeMemory, capBytes: number): string | undefined {
-  if (capBytes <= 0 || need.total < capBytes) return undefined;
-  return `needs ${gib(need.total)} (weights ${gib(need.weightBytes)} + KV ${gib(need.kvBytes)}), ` +
-    `more than the engine's ${gib(capBytes)}`;
+  if (capBytes <= 0 || need.total <= capBytes) return undefined;
+  // one unit for every number, so they compare at a glance
+  const [unit, name, digits] = capBytes >= GIB
+    ? [GIB, "GiB", 2]
+    : capBytes >= MIB
+    ? [MIB, "MiB", 1]
+    : [1024, "KiB", 1];
+  const size = (n: number) => `${(n / unit).toFixed(digits)} ${name}`;
+  return `need ${size(need.total)} (weights ${size(need.weightBytes)} + KV ${size(need.kvBytes)} + ` +
+    `compute ${size(need.computeBytes)}), more than the memory cap of ${size(capBytes)}`;
+}
+
+/**
+ * Refuses (EngineError over_memory_cap) a spec whose range passes capBytes (0: no cap), from
+ * the header (or manifest) alone: nothing of the weights has been read or allocated yet.
+ * Returns what it takes (undefined when there is no cap to check).
+ */
+export function checkMemoryCap(
+  model: RangeModel,
+  spec: SpecBudget,
+  o: { readonly capBytes: number; readonly flashAttention: boolean },
+): RangeMemory | undefined {
+  const r = spec.range === "whole" ? { start: 0, end: model.manifest.nLayer } : spec.range;
+  // a range the model lacks is the loader's to refuse (bad_range)
+  if (o.capBytes <= 0 || !(r.start >= 0 && r.start < r.end && r.end <= model.manifest.nLayer)) {
+    return undefined;
+  }
+  const need = specMemory(model, spec, o.flashAttention);
+  const misfit = memoryMisfit(need, o.capBytes);
+  if (misfit) {
+    throw new EngineError("over_memory_cap", `layers ${r.start}:${r.end} ${misfit}`);
+  }
+  return need;
+}
+
+const UNITS: Record<string, number> = {
+  "": 1,
+  b: 1,
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  tb: 1e12,
+  k: 2 ** 10,
+  kib: 2 ** 10,
+  m: 2 ** 20,
+  mib: 2 ** 20,
+  g: 2 ** 30,
+  gib: 2 ** 30,
+  t: 2 ** 40,
+  tib: 2 ** 40,
+};
+
+/**
+ * A memory size: "512MB", "1.5GiB", "2G", "4096" (bytes). KB/MB/GB/TB are decimal (10^3…),
+ * KiB/MiB/GiB/TiB binary (2^10…), and a bare K/M/G/T binary too; units in any case.
+ */
+export function parseMemorySize(text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-z]*)\s*$/i.exec(text);
+  const unit = m ? UNITS[m[2].toLowerCase()] : undefined;
+  if (!m || unit === undefined) {
+    throw new RangeError(`"${text}" is not a memory size (e.g. 512MB, 1.5GiB, 2G)`);
+  }
+  const bytes = Math.floor(Number(m[1]) * unit);
+  if (bytes <= 0) throw new RangeError(`a memory size must be more than 0 bytes, not "${text}"`);
+  return bytes;
 }

@@ -37,6 +37,12 @@ export interface ShardSpec {
    * false: one pool shared by all (a sequence may grow to kvCells), faster prefill.
    */
   readonly batchInvariant?: boolean;
+  /**
+   * The participant's memory cap: a range whose weights + KV + compute (memory-fit.ts) pass
+   * it is refused from the header, before anything is read or allocated. 0 or absent: the
+   * engine's own limit only (a WASM module's address space; none for native).
+   */
+  readonly memoryCapBytes?: number;
 }
 
 /** The context flags of the C API (strata.h) for a spec. */

@@ -30,26 +30,87 @@ function halfBits(v: number): number {
 
 export function toF16(values: Float32Array): Uint8Array {
   const out = new Uint8Array(values.length * 2);
-  const view = new DataView(out.buffer);
-  for (let i = 0; i < values.length; i++) view.setUint16(i * 2, halfBits(values[i]), true);
+  f16Into(values, out);
   return out;
+}
+
+/** toF16 into out (values.length · 2 bytes from byte 0). */
+export function f16Into(values: Float32Array, out: Uint8Array): void {
+  for (let i = 0; i < values.length; i++) {
+    const h = halfBits(values[i]);
+    out[2 * i] = h & 0xff;
+    out[2 * i + 1] = h >>> 8;
+  }
+}
+
+const ROUNDER = 6755399441055744; // 1.5·2^52: adding and subtracting it rounds to an integer
+
+/** C's roundf for |x| < 2^51: nearest integer, halves away from zero (much faster than Math.round). */
+function roundf(x: number): number {
+  const r = (x + ROUNDER) - ROUNDER; // nearest, halves to even
+  if (Math.abs(r - x) !== 0.5) return r;
+  return x < 0 ? -Math.round(-x) : Math.round(x);
 }
 
 /** Q8_0 blocks of 32: an f16 scale d = max|x|/127, then 32 int8 round(x/d) (ggml's reference quantizer). */
 export function toQ8_0(values: Float32Array): Uint8Array {
+  const out = new Uint8Array((values.length / 32) * 34);
+  q8_0Into(values, out);
+  return out;
+}
+
+/** toQ8_0 into out (values.length / 32 · 34 bytes from byte 0). */
+export function q8_0Into(values: Float32Array, out: Uint8Array): void {
   const nBlocks = values.length / 32;
-  const out = new Uint8Array(nBlocks * 34);
-  const view = new DataView(out.buffer);
+  const q = new Int8Array(out.buffer, out.byteOffset, out.byteLength);
   for (let b = 0; b < nBlocks; b++) {
+    const v0 = b * 32;
     let amax = 0;
-    for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(values[b * 32 + j]));
+    for (let j = 0; j < 32; j++) {
+      const a = Math.abs(values[v0 + j]);
+      if (a > amax) amax = a;
+    }
     const d = amax / 127;
     const id = d ? 1 / d : 0;
-    view.setUint16(b * 34, halfBits(d), true);
+    const h = halfBits(d), o = b * 34;
+    out[o] = h & 0xff;
+    out[o + 1] = h >>> 8;
+    for (let j = 0; j < 32; j++) q[o + 2 + j] = roundf(values[v0 + j] * id);
+  }
+}
+
+/** Q4_0 blocks of 32: an f16 scale d = -max/8 (max: the value of largest magnitude), then 16 bytes
+ *  of 4-bit min(15, trunc(x/d + 8.5)), value j in the low nibble of byte j and value j+16 in its
+ *  high nibble (ggml's reference quantizer). */
+export function toQ4_0(values: Float32Array): Uint8Array {
+  const out = new Uint8Array((values.length / 32) * 18);
+  q4_0Into(values, out);
+  return out;
+}
+
+/** toQ4_0 into out (values.length / 32 · 18 bytes from byte 0). */
+export function q4_0Into(values: Float32Array, out: Uint8Array): void {
+  const nBlocks = values.length / 32;
+  for (let b = 0; b < nBlocks; b++) {
+    const v0 = b * 32;
+    let amax = 0, max = 0;
     for (let j = 0; j < 32; j++) {
-      const x = values[b * 32 + j] * id;
-      view.setInt8(b * 34 + 2 + j, Math.sign(x) * Math.round(Math.abs(x))); // roundf: halves away from zero
+      const v = values[v0 + j], a = Math.abs(v);
+      if (a > amax) {
+        amax = a;
+        max = v;
+      }
+    }
+    const d = Math.fround(max / -8);
+    const id = d ? Math.fround(1 / d) : 0;
+    const h = halfBits(d), o = b * 18;
+    out[o] = h & 0xff;
+    out[o + 1] = h >>> 8;
+    for (let j = 0; j < 16; j++) {
+      // x/d + 8.5 lies in [0.5, 16.5]: | 0 truncates it as C's (int8_t) cast does
+      const lo = Math.min(15, (Math.fround(values[v0 + j] * id) + 8.5) | 0);
+      const hi = Math.min(15, (Math.fround(values[v0 + 16 + j] * id) + 8.5) | 0);
+      out[o + 2 + j] = lo | (hi << 4);
     }
   }
-  return out;
 }

@@ -45,8 +45,23 @@ const WORDS =
     "no way could people my than first water been call who oil its now find long down day did get come made may part " +
     "capital france paris city country language model hello world").split(" ");
 
+/** Tokens before the first filler token (<|extra_0|>): specials, bytes and every merge. */
+export const BASE_VOCAB: number = synthVocab(Number.MAX_SAFE_INTEGER, false).tokens.length;
+
+/** How many more bytes the tokenizer metadata of nVocab (at least BASE_VOCAB) tokens takes than
+ *  that of BASE_VOCAB: each filler's string (u64 length, then "<|extra_i|>") and i32 type. */
+export function fillerBytes(nVocab: number): number {
+  const n = nVocab - BASE_VOCAB; // fillers 0 .. n-1
+  let bytes = n * (8 + "<|extra_|>".length + 4);
+  for (let d = 1, lo = 0, hi = 10; lo < n; d++, lo = hi, hi *= 10) bytes += d * (Math.min(n, hi) - lo);
+  return bytes;
+}
+
 /** Token ids: 0..2 special, 3..258 the 256 bytes, then merges of word prefixes (" t", " th", " the", ...). */
-function synthVocab(nVocab: number): { tokens: string[]; types: number[]; merges: string[] } {
+function synthVocab(
+  nVocab: number,
+  fill = true,
+): { tokens: string[]; types: number[]; merges: string[] } {
   const NORMAL = 1, CONTROL = 3, USER_DEFINED = 4;
   const chars = byteChars();
   const tokens: string[] = [...SPECIAL_TOKENS, ...chars];
@@ -68,7 +83,7 @@ function synthVocab(nVocab: number): { tokens: string[]; types: number[]; merges
       left = merged;
     }
   }
-  for (let i = 0; tokens.length < nVocab; i++) {
+  for (let i = 0; fill && tokens.length < nVocab; i++) {
     tokens.push(`<|extra_${i}|>`);
     types.push(USER_DEFINED);
   }

@@ -3,16 +3,18 @@
 // (no Math.log/cos), so the same options give the same bytes, and the same artifact sha256,
 // in every JS engine: a browser tab and a Deno node can each synthesize the same artifact.
 
-import { type GgufTensorInput, type MetadataEntry, writeGguf } from "../gguf/writer.ts";
+import { type MetadataEntry, writeGguf } from "../gguf/writer.ts";
 import { GgmlType } from "../gguf/types.ts";
-import { toF16, toQ8_0 } from "../gguf/encode.ts";
-import { gaussian } from "./seeded.ts";
-import { SPECIAL_TOKENS, vocabMetadata } from "./synth-vocab.ts";
+import { f16Into, q4_0Into, q8_0Into } from "../gguf/encode.ts";
+import { GaussianStream } from "./seeded.ts";
+import { BASE_VOCAB, fillerBytes, SPECIAL_TOKENS, vocabMetadata } from "./synth-vocab.ts";
+import { ggufFileBytes, ggufLayout, ggufMetadataBytes } from "./gguf-stream.ts";
 
 /** Architectures synthModel writes weights for; any other name gets a header without tensors. */
 export const SYNTH_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe"] as const;
 export type SynthArch = (typeof SYNTH_ARCHS)[number];
-export type SynthWeightType = "f32" | "f16" | "q8_0";
+export const SYNTH_WEIGHT_TYPES = ["f32", "f16", "q8_0", "q4_0"] as const;
+export type SynthWeightType = (typeof SYNTH_WEIGHT_TYPES)[number];
 
 export interface SynthOptions {
   /** One of SYNTH_ARCHS, or any other name for a header-only model. */
@@ -36,6 +38,16 @@ export interface SynthOptions {
   readonly tiedEmbeddings?: boolean;
   /** Type of the weight matrices; norms, biases and the MoE router stay f32. */
   readonly weightType?: SynthWeightType;
+  /** PRNG draws per weight: 4 (Irwin–Hall of four uniforms: the values the small models' tests
+   *  were tuned on) or 1 (the sum of one draw's four bytes: four times cheaper, for large models). */
+  readonly draws?: 1 | 4;
+  /** Spread of the token embedding (0.1 unless given). */
+  readonly embdStd?: number;
+  /** Untied head only: row t of output.weight also holds token (t − shift)'s embedding, scaled so
+   *  that a final hidden state that is that embedding alone lifts t's logit by about this many σ
+   *  of the logits: the last token's successor tends to win by a clear margin. 0 (the default)
+   *  leaves the head random. */
+  readonly successor?: number;
 }
 
 export const SYNTH_DEFAULTS = {
@@ -52,22 +64,26 @@ export const SYNTH_DEFAULTS = {
   nFfExp: 64,
   tiedEmbeddings: false,
   weightType: "f32" as SynthWeightType,
+  draws: 4 as 1 | 4,
+  embdStd: 0.1,
+  successor: 0,
 } as const;
 
 // Weight scales, tuned against the real engine so that greedy decoding of a random model
 // moves between tokens (not one token forever) with clear top-1/top-2 logit gaps.
-// The embedding is kept small next to what the layers add to the residual stream: with tied
-// embeddings a large one makes every token predict itself (greedy output stuck on one token).
-const EMBD_STD = 0.1;
+// The embedding (embdStd, 0.1 by default) is kept small next to what the layers add to the
+// residual stream: with tied embeddings a large one makes every token predict itself (greedy
+// output stuck on one token). Large models raise it and add a successor head (synth-size.ts):
+// over a vocabulary of tens of thousands the random head alone leaves near-ties at most steps.
 const LOGIT_STD = 6.0; // spread of the logits for a unit-RMS final hidden state, tied or not
 const ATTN_GAIN = 2.0; // sharper attention: the next token depends on context, which breaks short cycles
 const NORM_JITTER = 0.1; // norm weights are 1 ± this
 const BIAS_STD = 0.1;
 
-type Resolved = Required<Omit<SynthOptions, "headDim">> & { headDim: number };
+export type SynthResolved = Required<Omit<SynthOptions, "headDim">> & { headDim: number };
 
-function resolve(opts: SynthOptions): Resolved {
-  const o = { ...SYNTH_DEFAULTS, ...stripUndefined(opts) } as Omit<Resolved, "headDim"> & {
+function resolve(opts: SynthOptions): SynthResolved {
+  const o = { ...SYNTH_DEFAULTS, ...stripUndefined(opts) } as Omit<SynthResolved, "headDim"> & {
     headDim?: number;
   };
   const headDim = o.headDim ?? o.nEmbd / o.nHead;
@@ -103,6 +119,12 @@ function resolve(opts: SynthOptions): Resolved {
     throw new RangeError(`nVocab must be at least ${SPECIAL_TOKENS.length + 256}, got ${o.nVocab}`);
   }
   if (!Number.isInteger(o.seed)) throw new RangeError(`seed must be an integer, got ${o.seed}`);
+  if (!(o.embdStd > 0)) throw new RangeError(`embdStd must be positive, got ${o.embdStd}`);
+  if (!(o.successor >= 0)) throw new RangeError(`successor must be at least 0, got ${o.successor}`);
+  if (o.draws !== 1 && o.draws !== 4) throw new RangeError(`draws must be 1 or 4, got ${o.draws}`);
+  if (!(SYNTH_WEIGHT_TYPES as readonly string[]).includes(o.weightType)) {
+    throw new RangeError(`weight type must be one of ${SYNTH_WEIGHT_TYPES.join(", ")}, got ${o.weightType}`);
+  }
   return { ...o, headDim };
 }
 
@@ -110,20 +132,190 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-/** A GGUF file for opts.arch with seeded random weights. */
+/** A GGUF file for opts.arch with seeded random weights, built in memory (small models). */
 export function synthModel(opts: SynthOptions): Uint8Array {
   const o = resolve(opts);
-  const known = (SYNTH_ARCHS as readonly string[]).includes(o.arch);
   return writeGguf({
-    metadata: [...hparams(o, known), ...vocabMetadata(o)],
-    // an unknown architecture only needs a header: loading must fail before any tensor is read
-    tensors: known ? tensors(o) : [],
+    metadata: metadata(o),
+    tensors: plan(o).map((t) => ({
+      name: t.name,
+      shape: t.shape,
+      type: GGML_TYPE[t.encoding],
+      data: renderPiece({ ...t, from: 0, to: t.values }),
+    })),
   });
 }
 
-function hparams(o: Resolved, known: boolean): MetadataEntry[] {
+/** Where a model's values come from: seeded gaussians of one tensor's stream, in one encoding. */
+export interface SynthTensor {
+  readonly name: string;
+  readonly shape: readonly number[];
+  readonly encoding: SynthWeightType;
+  readonly seed: number;
+  readonly std: number;
+  readonly mean: number;
+  readonly draws: 1 | 4;
+  /** Plus, in each row r from `fromRow` on, `std` times row (r - shift) mod rows of another
+   *  tensor's stream (with unit std): the successor head. */
+  readonly plus?: {
+    readonly name: string;
+    readonly std: number;
+    readonly shift: number;
+    readonly rows: number;
+    readonly fromRow: number;
+  };
+  /** Number of values (the product of the shape). */
+  readonly values: number;
+}
+
+/** Values [from, to) of one tensor (block-aligned for the quantized types): plain data, so a
+ *  worker can render it. */
+export interface SynthPiece extends SynthTensor {
+  readonly from: number;
+  readonly to: number;
+}
+
+/** A synthetic model laid out for writing piece by piece (synthChunks), without its data. */
+export interface SynthFile {
+  readonly options: Readonly<SynthResolved>;
+  /** Everything before the first tensor's data. */
+  readonly header: Uint8Array;
+  /** After the header, in file order: tensor pieces, and runs of zero padding (a byte count). */
+  readonly pieces: ReadonlyArray<SynthPiece | number>;
+  readonly fileBytes: number;
+  /** Number of weights (every tensor element). */
+  readonly parameters: number;
+}
+
+const GGML_TYPE: Record<SynthWeightType, number> = {
+  f32: GgmlType.F32,
+  f16: GgmlType.F16,
+  q8_0: GgmlType.Q8_0,
+  q4_0: GgmlType.Q4_0,
+};
+const BLOCK = 32; // values per q8_0 / q4_0 block
+
+/** The model synthModel writes, as a header and pieces of at most pieceValues values each. */
+export function synthFile(opts: SynthOptions, pieceValues = 1 << 20): SynthFile {
+  if (!Number.isInteger(pieceValues) || pieceValues <= 0 || pieceValues % BLOCK !== 0) {
+    throw new RangeError(`pieceValues must be a positive multiple of ${BLOCK}`);
+  }
+  const o = resolve(opts);
+  const tensors = plan(o);
+  const layout = ggufLayout(
+    metadata(o),
+    tensors.map((t) => ({ name: t.name, shape: t.shape, type: GGML_TYPE[t.encoding] })),
+  );
+  const pieces: Array<SynthPiece | number> = [];
+  tensors.forEach((t, i) => {
+    for (let from = 0; from < t.values; from += pieceValues) {
+      pieces.push({ ...t, from, to: Math.min(t.values, from + pieceValues) });
+    }
+    if (layout.tensors[i].pad > 0) pieces.push(layout.tensors[i].pad);
+  });
+  return {
+    options: o,
+    header: layout.header,
+    pieces,
+    fileBytes: layout.fileBytes,
+    parameters: tensors.reduce((a, t) => a + t.values, 0),
+  };
+}
+
+/** The size of the file synthModel would write, and its number of weights, without drawing one. */
+export function synthSize(opts: SynthOptions): { fileBytes: number; parameters: number } {
+  const o = resolve(opts);
+  const tensors = plan(o);
+  // every hyperparameter has a fixed width: the metadata's length depends only on the arch, the
+  // type being f32 or not, and the vocabulary (whose fillers add a known length each)
+  const base = Math.min(o.nVocab, BASE_VOCAB);
+  const key = `${o.arch}|${base}|${o.weightType === "f32"}`;
+  let kv = metadataLengths.get(key);
+  if (kv === undefined) {
+    if (metadataLengths.size > 64) metadataLengths.clear();
+    kv = ggufMetadataBytes(metadata({ ...o, nVocab: base })).length;
+    metadataLengths.set(key, kv);
+  }
+  if (o.nVocab > base) kv += fillerBytes(o.nVocab);
+  return {
+    fileBytes: ggufFileBytes(
+      kv,
+      tensors.map((t) => ({ name: t.name, shape: t.shape, type: GGML_TYPE[t.encoding] })),
+    ),
+    parameters: tensors.reduce((a, t) => a + t.values, 0),
+  };
+}
+const metadataLengths = new Map<string, number>();
+
+/** The file's bytes in order, one piece at a time: the same bytes synthModel returns. With
+ *  reuse, the pieces share two buffers: each chunk is valid only until the next is asked for
+ *  (a writer that awaits each write keeps its memory flat). */
+export function* synthChunks(file: SynthFile, { reuse = false } = {}): Generator<Uint8Array> {
+  yield file.header;
+  let scratch: Float32Array | undefined, out: Uint8Array | undefined;
+  for (const p of file.pieces) {
+    if (typeof p === "number") {
+      yield new Uint8Array(p);
+      continue;
+    }
+    const n = p.to - p.from;
+    if (!reuse) {
+      if (!scratch || scratch.length < n) scratch = new Float32Array(n);
+      yield renderPiece(p, scratch);
+      continue;
+    }
+    if (!scratch || scratch.length < n) {
+      scratch = new Float32Array(n);
+      out = new Uint8Array(n * 4);
+    }
+    yield renderPiece(p, scratch, out);
+  }
+}
+
+/** One piece's bytes in its tensor's encoding. A scratch array (at least the piece's length)
+ *  saves an allocation, and so does out (at least 4 bytes a value): the bytes are then a view
+ *  of out, or of scratch for f32. */
+export function renderPiece(p: SynthPiece, scratch?: Float32Array, out?: Uint8Array): Uint8Array {
+  const n = p.to - p.from;
+  const values = scratch && scratch.length >= n && (p.encoding !== "f32" || out)
+    ? scratch.subarray(0, n)
+    : new Float32Array(n);
+  const stream = new GaussianStream(p.seed, p.name, p.draws);
+  stream.seek(p.from);
+  stream.fill(values, p.std, p.mean);
+  if (p.plus) addRows(p, values);
+  if (p.encoding === "f32") return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  const size = { f16: 2 * n, q8_0: (n / BLOCK) * 34, q4_0: (n / BLOCK) * 18 }[p.encoding];
+  const bytes = out && out.length >= size ? out.subarray(0, size) : new Uint8Array(size);
+  if (p.encoding === "f16") f16Into(values, bytes);
+  else if (p.encoding === "q8_0") q8_0Into(values, bytes);
+  else q4_0Into(values, bytes);
+  return bytes;
+}
+
+/** Adds p.plus to values, which hold p's values [from, to). */
+function addRows(p: SynthPiece, values: Float32Array): void {
+  const { name, std, shift, rows, fromRow } = p.plus!;
+  const n = p.shape[0];
+  const other = new GaussianStream(p.seed, name, p.draws);
+  const row = new Float32Array(n);
+  for (let r = Math.floor(p.from / n); r * n < p.to; r++) {
+    if (r < fromRow) continue;
+    const a = Math.max(p.from, r * n), b = Math.min(p.to, (r + 1) * n);
+    other.seek((((r - shift) % rows) + rows) % rows * n + (a - r * n));
+    other.fill(row, std, 0, 0, b - a);
+    for (let i = a; i < b; i++) values[i - p.from] = Math.fround(values[i - p.from] + row[i - a]);
+  }
+}
+
+function metadata(o: SynthResolved): MetadataEntry[] {
+  const known = (SYNTH_ARCHS as readonly string[]).includes(o.arch);
+  return [...hparams(o, known), ...vocabMetadata(o)];
+}
+
+function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
   const a = o.arch;
-  const fileType = { f32: 0, f16: 1, q8_0: 7 }[o.weightType];
+  const fileType = { f32: 0, f16: 1, q8_0: 7, q4_0: 2 }[o.weightType];
   const md: MetadataEntry[] = [
     ["general.architecture", a, "string"],
     ["general.name", `strata-synth-${a}`, "string"],
@@ -154,19 +346,30 @@ function hparams(o: Resolved, known: boolean): MetadataEntry[] {
 
 // ---- tensors ----
 
-function tensors(o: Resolved): GgufTensorInput[] {
+/** The tensors of a known architecture (none for any other: loading must fail before any
+ *  tensor is read), each drawn from the stream named after it. */
+function plan(o: SynthResolved): SynthTensor[] {
+  if (!(SYNTH_ARCHS as readonly string[]).includes(o.arch)) return [];
   const { nEmbd: E, nVocab: V, nFf: F, headDim: D, nHead: H, nHeadKv: HKV, nExpert: X, nFfExp: FX } = o;
-  const out: GgufTensorInput[] = [];
-  const weight = (name: string, shape: number[], std: number) => out.push(matrix(o, name, shape, std));
-  const norm = (name: string, n: number) =>
-    out.push(f32Tensor(name, [n], gaussian(o.seed, name, n, NORM_JITTER, 1)));
-  const gainNorm = (name: string, n: number, g: number) =>
-    out.push(f32Tensor(name, [n], gaussian(o.seed, name, n, NORM_JITTER * g, g)));
-  const bias = (name: string, n: number) =>
-    out.push(f32Tensor(name, [n], gaussian(o.seed, name, n, BIAS_STD, 0)));
+  const out: SynthTensor[] = [];
+  const add = (name: string, shape: number[], encoding: SynthWeightType, std: number, mean: number) => {
+    const values = shape.reduce((a, b) => a * b, 1);
+    if (encoding === "q8_0" || encoding === "q4_0") {
+      if (shape[0] % BLOCK !== 0) {
+        throw new RangeError(
+          `${encoding} needs rows that are a multiple of ${BLOCK}: '${name}' has ${shape[0]}`,
+        );
+      }
+    }
+    out.push({ name, shape, encoding, seed: o.seed, std, mean, draws: o.draws, values });
+  };
+  const weight = (name: string, shape: number[], std: number) => add(name, shape, o.weightType, std, 0);
+  const norm = (name: string, n: number) => add(name, [n], "f32", NORM_JITTER, 1);
+  const gainNorm = (name: string, n: number, g: number) => add(name, [n], "f32", NORM_JITTER * g, g);
+  const bias = (name: string, n: number) => add(name, [n], "f32", BIAS_STD, 0);
   const inv = (n: number) => 1 / Math.sqrt(n);
 
-  weight("token_embd.weight", [E, V], EMBD_STD);
+  weight("token_embd.weight", [E, V], o.embdStd);
   for (let i = 0; i < o.nLayer; i++) {
     const p = `blk.${i}.`;
     norm(`${p}attn_norm.weight`, E);
@@ -186,13 +389,7 @@ function tensors(o: Resolved): GgufTensorInput[] {
     norm(`${p}ffn_norm.weight`, E);
     if (o.arch === "qwen3moe") {
       // the router stays f32, as llama.cpp's quantizer leaves it
-      out.push(
-        f32Tensor(
-          `${p}ffn_gate_inp.weight`,
-          [E, X],
-          gaussian(o.seed, `${p}ffn_gate_inp.weight`, E * X, inv(E), 0),
-        ),
-      );
+      add(`${p}ffn_gate_inp.weight`, [E, X], "f32", inv(E), 0);
       weight(`${p}ffn_gate_exps.weight`, [E, FX, X], inv(E));
       weight(`${p}ffn_up_exps.weight`, [E, FX, X], inv(E));
       weight(`${p}ffn_down_exps.weight`, [FX, E, X], inv(FX));
@@ -204,42 +401,35 @@ function tensors(o: Resolved): GgufTensorInput[] {
   }
   if (o.tiedEmbeddings) {
     // the head is token_embd itself: the final norm's gain brings the logits to LOGIT_STD
-    const gain = LOGIT_STD / (EMBD_STD * Math.sqrt(E));
-    out.push(
-      f32Tensor(
-        "output_norm.weight",
-        [E],
-        gaussian(o.seed, "output_norm.weight", E, NORM_JITTER * gain, gain),
-      ),
-    );
+    const gain = LOGIT_STD / (o.embdStd * Math.sqrt(E));
+    gainNorm("output_norm.weight", E, gain);
   } else {
     norm("output_norm.weight", E);
     weight("output.weight", [E, V], LOGIT_STD * inv(E));
+    if (o.successor > 0) {
+      // row t also holds token t - shift's embedding (its unit-variance draws): t's logit rises with
+      // how much of that token's embedding the final hidden state keeps, so the last token's
+      // successor (shift on: every token once round the vocabulary) stands out
+      const last = out.length - 1;
+      out[last] = {
+        ...out[last],
+        plus: {
+          name: "token_embd.weight",
+          std: (o.successor * LOGIT_STD) / E,
+          shift: successorShift(V),
+          rows: V,
+          fromRow: SPECIAL_TOKENS.length,
+        },
+      };
+    }
   }
   return out;
 }
 
-function matrix(o: Resolved, name: string, shape: number[], std: number): GgufTensorInput {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const values = gaussian(o.seed, name, n, std, 0);
-  switch (o.weightType) {
-    case "f32":
-      return f32Tensor(name, shape, values);
-    case "f16":
-      return { name, shape, type: GgmlType.F16, data: toF16(values) };
-    case "q8_0":
-      if (shape[0] % 32 !== 0) {
-        throw new RangeError(`q8_0 needs rows that are a multiple of 32: '${name}' has ${shape[0]}`);
-      }
-      return { name, shape, type: GgmlType.Q8_0, data: toQ8_0(values) };
-  }
-}
-
-function f32Tensor(name: string, shape: number[], values: Float32Array): GgufTensorInput {
-  return {
-    name,
-    shape,
-    type: GgmlType.F32,
-    data: new Uint8Array(values.buffer, values.byteOffset, values.byteLength),
-  };
+/** A step coprime with n, near n·(golden ratio − 1): successive tokens land far apart. */
+function successorShift(n: number): number {
+  const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+  let s = Math.max(1, Math.round(n * 0.6180339887));
+  while (gcd(s, n) !== 1) s++;
+  return s;
 }

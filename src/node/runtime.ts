@@ -25,7 +25,7 @@ export interface NodeHost {
   readonly listeners: readonly SeamListener[];
   /** membership in a tracker (its route key verifies tickets); without one, `routeKey` must be set */
   readonly tracker?: TrackerPort;
-  /** the most memory this engine can address, advertised so the tracker never overfills it (0: no cap) */
+  /** the node's memory cap, advertised so the tracker never overfills it (0: no cap) */
   readonly memoryCapBytes?: number;
 }
 
@@ -66,12 +66,23 @@ export interface NodeEngineSettings {
   readonly batchTokens: number;
   readonly threads: number;
   readonly batchInvariant?: boolean;
+  /** refuse a range past this many bytes (weights + KV + compute); advertised as the node's cap */
+  readonly memoryCapBytes?: number;
 }
 
 /** A node's settings as its engine's spec: one engine sequence per session. */
 export function nodeEngineSpec(n: NodeEngineSettings): ShardSpec {
-  const { modelPath, range, kvCells, maxSessions, batchTokens, threads, batchInvariant } = n;
-  return { modelPath, range, kvCells, maxSequences: maxSessions, batchTokens, threads, batchInvariant };
+  const { modelPath, range, kvCells, maxSessions, batchTokens, threads, batchInvariant, memoryCapBytes } = n;
+  return {
+    modelPath,
+    range,
+    kvCells,
+    maxSequences: maxSessions,
+    batchTokens,
+    threads,
+    batchInvariant,
+    memoryCapBytes,
+  };
 }
 
 export async function startShardNode(

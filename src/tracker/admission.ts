@@ -12,6 +12,8 @@ export interface ProbeTarget {
   readonly range: { readonly start: number; readonly end: number };
   readonly engine: string;
   readonly artifact: Uint8Array;
+  /** a route epoch from the tracker's own sequence (spot checks look like any route) */
+  readonly epoch?: bigint;
 }
 
 /** Runs the probe on one node; `routeKey` signs the probe's ticket. Never meant to throw. */

@@ -25,7 +25,7 @@ export function assignRange(
     const r = candidates[0];
     return {
       ok: false,
-      why: `no range fits this engine: ${r.start}:${r.end} ${memoryMisfit(memoryOf(r), capBytes)}`,
+      why: `no range fits this engine: layers ${r.start}:${r.end} ${memoryMisfit(memoryOf(r), capBytes)}`,
     };
   }
   let best = fitting[0];

@@ -1,24 +1,17 @@
-// What hosting a layer range takes in memory: its weights (from the manifest) plus a full
-// KV pool. The tracker checks adverts with it and the volunteer assignment offers by it.
-import { type RangeMemory, rangeMemory } from "../engine/memory-fit.ts";
-import { type Manifest, shardBytes } from "../gguf/manifest.ts";
+// What hosting a layer range takes in memory: its weights (from the manifest), its KV pool
+// and, given the engine's settings, its compute buffers. The tracker checks adverts with it
+// and the volunteer assignment offers by it.
+import { type EngineBudget, type RangeMemory, type RangeModel, shardMemory } from "../engine/memory-fit.ts";
 
 /** The model facts the estimate needs. */
-export interface RangeModel {
-  readonly manifest: Manifest;
-  /** K (or V) row width: n_embd × head_count_kv / head_count */
-  readonly nEmbdKv: number;
-}
+export type { RangeModel };
 
+/** Without the engine's settings only weights and KV (one stream) are counted. */
 export function rangeMemoryOf(
   model: RangeModel,
   range: { readonly start: number; readonly end: number },
   kvCells: number,
+  engine?: Omit<EngineBudget, "kvCells">,
 ): RangeMemory {
-  return rangeMemory({
-    weightBytes: shardBytes(model.manifest, range.start, range.end).bytes,
-    layers: range.end - range.start,
-    kvCells,
-    nEmbdKv: model.nEmbdKv,
-  });
+  return shardMemory(model, range, kvCells, engine);
 }

@@ -30,8 +30,16 @@ export function checkRegistration(req: RegisterRequest, model: TrackedModel): No
   if (start >= end || end > model.nLayer) {
     throw new TrackerError("invalid_argument", `layers ${start}:${end} of ${model.nLayer}`);
   }
-  // an engine with a memory cap (wasm32) is never given a range it cannot hold
-  const misfit = memoryMisfit(rangeMemoryOf(model, s.range, s.kvCells), Number(s.memoryCapBytes));
+  // a node is never given a range its memory cap cannot hold. The advert has no batch size or
+  // backend: count the least compute any node needs (1 token, fused attention), so the
+  // tracker never refuses what the node's own full estimate accepted
+  const engine = {
+    maxSequences: s.maxSessions,
+    batchTokens: 1,
+    batchInvariant: s.sessionCells > 0 && s.sessionCells < s.kvCells,
+    flashAttention: true,
+  };
+  const misfit = memoryMisfit(rangeMemoryOf(model, s.range, s.kvCells, engine), Number(s.memoryCapBytes));
   if (misfit) {
     throw new TrackerError(
       "resource_exhausted",

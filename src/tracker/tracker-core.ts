@@ -26,7 +26,8 @@ import {
   RouteSchema,
 } from "../gen/strata/tracker/v1/tracker_pb.ts";
 import { signRoute } from "../route/plan.ts";
-import { type Admission, admissionOf, type Probe } from "./admission.ts";
+import { type Admission, admissionOf, type Probe, type ProbeTarget } from "./admission.ts";
+import type { ProbeVerdict } from "./probe.ts";
 import { TrackerError } from "./errors.ts";
 import { hopUrls } from "./hop-urls.ts";
 import { SessionLoad } from "./load.ts";
@@ -61,6 +62,11 @@ export interface TrackerCoreOptions {
   readonly leaseMs: number;
   /** runs the admission probe on a node that registered */
   readonly probe: Probe;
+  /**
+   * checks a serving node the way its ordinary sessions look (default: the admission probe);
+   * inconclusive (the node unreachable, its next hop refused) is `undefined`
+   */
+  readonly spot?: (target: ProbeTarget, routeKey: CryptoKey) => Promise<ProbeVerdict | undefined>;
   /** default none (f32) */
   readonly seamCompression?: SeamCompressionPolicy;
   /** default Date.now */
@@ -238,19 +244,47 @@ export class TrackerCore {
     return cands;
   }
 
+  /**
+   * Checks one live, admitted node picked at random (`pick` in [0, 1)); a node whose output is
+   * wrong is refused and leaves every route. Returns what was checked, if anything.
+   */
+  async spotCheck(pick = Math.random()): Promise<{ node: string; verdict?: ProbeVerdict } | undefined> {
+    const now = this.#now();
+    const serving = [...this.#registry.records()].filter((r) =>
+      r.admission === "admitted" && this.#registry.isLive(r.node, now)
+    );
+    if (serving.length === 0) return undefined;
+    const rec = serving[Math.min(serving.length - 1, Math.floor(pick * serving.length))];
+    const target = this.#target(rec, ++this.#epoch);
+    const check = this.#o.spot ?? this.#o.probe;
+    const verdict = await check(target, this.#key.privateKey).catch(() => undefined);
+    if (verdict && !verdict.ok) {
+      const admission: Admission = `refused: spot check: ${verdict.detail}`;
+      if (this.#registry.settle(rec, admission)) {
+        this.#o.onEvent?.({ kind: "admission", node: rec.node, admission });
+      }
+    }
+    return { node: rec.node, verdict };
+  }
+
+  #target(rec: NodeRecord, epoch?: bigint): ProbeTarget {
+    return {
+      node: rec.node,
+      url: rec.urls[0],
+      range: { start: rec.start, end: rec.end },
+      engine: rec.engine,
+      artifact: hexToBytes(rec.artifact),
+      epoch,
+    };
+  }
+
   /** Probes the node in the background; the verdict counts only if the record still stands. */
   #admit(rec: NodeRecord): void {
     const p = (async () => {
       let admission: Admission;
       try {
         admission = admissionOf(
-          await this.#o.probe({
-            node: rec.node,
-            url: rec.urls[0],
-            range: { start: rec.start, end: rec.end },
-            engine: rec.engine,
-            artifact: hexToBytes(rec.artifact),
-          }, this.#key.privateKey),
+          await this.#o.probe(this.#target(rec), this.#key.privateKey),
         );
       } catch (e) {
         admission = `refused: probe failed: ${e instanceof Error ? e.message : e}`;

@@ -75,7 +75,14 @@ export function volunteerAssignment(model: VolunteerModel, ask: VolunteerAsk): V
   const a = assignRange(
     ask.candidates,
     hosted,
-    (r) => rangeMemoryOf(model, r, TAB_ENGINE.kvCells),
+    // a tab may run on WebGPU, where attention may not be fused: its score matrix counts
+    (r) =>
+      rangeMemoryOf(model, r, TAB_ENGINE.kvCells, {
+        maxSequences: TAB_ENGINE.maxSessions,
+        batchTokens: TAB_ENGINE.batchTokens,
+        batchInvariant: true,
+        flashAttention: false,
+      }),
     ask.capBytes,
   );
   if (!a.ok) throw new TrackerError("resource_exhausted", a.why);

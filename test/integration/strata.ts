@@ -64,3 +64,33 @@ export async function routeParity(args: string[]): Promise<Record<string, any>> 
 /** Runs a script with this Node (the one running the tests). */
 export const nodeRun = (script: string, args: string[], env: Record<string, string> = {}): Promise<Ran> =>
   run(process.execPath, [script, ...args], env);
+
+/**
+ * Starts a `strata` service (node, relay, …) and stops it (SIGTERM) as soon as it prints
+ * its one-line JSON "ready" event; `ready` is undefined when it exited (or timed out) first.
+ */
+export function strataUntilReady(
+  args: string[],
+  timeoutMs = 60_000,
+): Promise<Ran & { ready?: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(`${root}strata`, args, { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    let ready: Record<string, unknown> | undefined;
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.stderr.setEncoding("utf8").on("data", (d) => (stderr += d));
+    child.stdout.setEncoding("utf8").on("data", (d) => {
+      stdout += d;
+      const nl = stdout.indexOf("\n");
+      if (ready || nl < 0) return;
+      ready = JSON.parse(stdout.slice(0, nl));
+      child.kill("SIGTERM");
+    });
+    child.on("error", reject);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? (signal ? 128 : -1), stdout, stderr, ready });
+    });
+  });
+}

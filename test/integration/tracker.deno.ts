@@ -4,6 +4,7 @@
 import { trackerClient } from "../../server/tracker/client.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
+import { ensureReference } from "../../server/model/reference-file.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { Dialer } from "../../server/seam/dialer.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
@@ -18,9 +19,13 @@ const port = (() => {
   return p;
 })();
 const url = `http://127.0.0.1:${port}`;
+// the tracker admits against the model's signed reference (certified here once, cached)
+const reference = await ensureReference(defaultModelPath(), { backend: "cpu" });
 const startTracker = () =>
   ServiceProcess.start("tracker", [
     "tracker",
+    "--reference",
+    reference,
     "--listen",
     `127.0.0.1:${port}`,
     "--db",

@@ -31,7 +31,7 @@ describe("a volunteer's assignment", () => {
     const none = assignRange(uneven, [], mem(500e6), 4 * 2 ** 30);
     expect(none.ok).toBe(false);
     expect(!none.ok && none.why).toMatch(
-      /no range fits this engine: 0:20 needs .* more than the engine's 4.00 GiB/,
+      /no range fits this engine: layers 0:20 need .* more than the memory cap of 4.00 GiB/,
     );
   });
 });

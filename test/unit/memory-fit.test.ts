@@ -16,7 +16,7 @@ describe("whether a range fits an engine's memory", () => {
     // a 7B model's 16 layers at ~0.25 GiB each, 32K cells of n_embd_kv 1024
     const m = rangeMemory({ weightBytes: 16 * 2 ** 28, layers: 16, kvCells: 32768, nEmbdKv: 1024 });
     expect(memoryMisfit(m, WASM32_MEMORY_CAP)).toMatch(
-      /needs 6\.00 GiB \(weights 4\.00 GiB \+ KV 2\.00 GiB\), more than the engine's 4\.00 GiB/,
+      /need 6\.00 GiB \(weights 4\.00 GiB \+ KV 2\.00 GiB \+ compute 0\.00 GiB\), more than the memory cap of 4\.00 GiB/,
     );
   });
 });

@@ -135,7 +135,7 @@ describe("tracker core: registration", () => {
       ),
     )
       .toMatch(
-        /^resource_exhausted: layers 0:6 with 1048576 KV cells needs .* more than the engine's 0\.00 GiB$/,
+        /^resource_exhausted: layers 0:6 with 1048576 KV cells need .* more than the memory cap of 1\.0 MiB$/,
       );
     expect(core.nodes().nodes).toEqual([]);
   });
@@ -388,7 +388,7 @@ describe("tracker core: a volunteer's assignment", () => {
     expect(err).toBeInstanceOf(TrackerError);
     expect((err as TrackerError).code).toBe("resource_exhausted");
     expect((err as TrackerError).message).toMatch(
-      /^no range fits this engine: 0:2 needs .* more than the engine's/,
+      /^no range fits this engine: layers 0:2 need .* more than the memory cap of/,
     );
   });
 });

@@ -91,7 +91,8 @@ async function ask(): Promise<void> {
     ],
     [
       "memory",
-      `${mib(a.memory.total)} (weights ${mib(a.memory.weightBytes)} + KV cache ${mib(a.memory.kvBytes)})`,
+      `${mib(a.memory.total)} (weights ${mib(a.memory.weightBytes)} + KV cache ${mib(a.memory.kvBytes)} + ` +
+      `compute ${mib(a.memory.computeBytes)})`,
     ],
     ["sessions", `up to ${a.maxSessions} at once, ${a.kvCells} KV cells`],
   ]);

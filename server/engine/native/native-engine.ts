@@ -10,6 +10,7 @@ import {
   type Opened,
   StrataEngine,
 } from "../../../src/engine/strata-engine.ts";
+import { checkFileMemory } from "../memory-cap.ts";
 import { ensureNativeLibrary, type NativeBackend } from "./build.ts";
 import { openStrata } from "./ffi.ts";
 import { FfiCalls } from "./ffi-calls.ts";
@@ -43,9 +44,12 @@ export class NativeEngine extends StrataEngine<Deno.PointerObject> {
     backend: NativeBackend = "cpu",
     opts: { capture?: boolean } = {},
   ): Promise<NativeEngine> {
+    const gpuLayers = spec.gpuLayers ?? (backend === "cpu" ? 0 : 999);
+    // before the library is even opened: on the CPU llama.cpp fuses attention; elsewhere the
+    // estimate counts the score matrix
+    await checkFileMemory(spec, { capBytes: spec.memoryCapBytes ?? 0, flashAttention: gpuLayers === 0 });
     const path = await ensureNativeLibrary(backend);
     const calls = new FfiCalls(openStrata(path));
-    const gpuLayers = spec.gpuLayers ?? (backend === "cpu" ? 0 : 999);
     const model = await loadModel(calls, spec.modelPath, spec.range, gpuLayers, false);
     const opened = await openContext(calls, model, spec, contextFlags(spec, opts.capture));
     return new NativeEngine(calls, opened, backend, await libraryRecipe(path, `native-${backend}`), spec);

@@ -8,6 +8,7 @@ import type { WasmFlavor } from "../../../src/engine/wasm/wasm-files.ts";
 import { WorkerEngine } from "../../../src/engine/wasm/worker-engine.ts";
 import { log } from "../../log/log.ts";
 import { cacheDir } from "../../paths.ts";
+import { addressLimit, checkFileMemory } from "../memory-cap.ts";
 import { WASM64_MEMORY_CAP, type WasmBuildOptions } from "./build.ts";
 import { cachedWasmFiles } from "./cache-files.ts";
 import { moduleWorkersOnly } from "./module-workers.ts";
@@ -43,6 +44,9 @@ export async function loadWasmEngine(
   spec: ShardSpec,
   o: { webgpu?: boolean } & WasmBuildOptions = {},
 ): Promise<WorkerEngine> {
+  // before the file is read: the module checks again, with what it can address
+  const capBytes = Math.min(spec.memoryCapBytes || Infinity, addressLimit(o.memory64 ? "wasm64" : "wasm32"));
+  await checkFileMemory(spec, { capBytes, flashAttention: !o.webgpu });
   if (o.webgpu) quietVulkan();
   const worker = new Worker(new URL("./engine-worker.ts", import.meta.url), { type: "module" });
   const { engine, fallback } = await WorkerEngine.start(worker, cachedWasmFiles({ memory64: o.memory64 }), {

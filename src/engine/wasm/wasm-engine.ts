@@ -7,6 +7,8 @@ import { contextFlags, type ShardSpec } from "../range-engine.ts";
 import { engineRecipe } from "../recipe.ts";
 import { loadModel, openContext, type Opened, StrataEngine } from "../strata-engine.ts";
 import { presentBytes, type SparseModel } from "../../artifact/sparse.ts";
+import { parseGgufHeader } from "../../gguf/reader.ts";
+import { checkMemoryCap, headerModel, type RangeModel } from "../memory-fit.ts";
 import { WasmAbi } from "./abi.ts";
 import { placeModel } from "./model-file.ts";
 import type { StrataModule } from "./strata-module.ts";
@@ -35,13 +37,32 @@ export const WASM_MAX_THREADS = 4;
 
 const gib = (n: number) => n / 2 ** 30;
 
+/**
+ * The model's facts from the GGUF header at the start of its bytes (a sparse download's
+ * first span); undefined when it does not parse: the loader then says what is wrong.
+ */
+function modelFacts(file: Uint8Array | SparseModel): RangeModel | undefined {
+  const size = file instanceof Uint8Array ? file.length : file.size;
+  const start = file instanceof Uint8Array
+    ? file
+    : file.spans[0]?.offset === 0
+    ? file.spans[0].bytes
+    : undefined;
+  try {
+    return start && headerModel(parseGgufHeader(start, { fileSize: size }), size);
+  } catch {
+    return undefined;
+  }
+}
+
 export class WasmEngine extends StrataEngine<number> {
   readonly kind = "wasm" as const;
 
   /**
    * Loads a range from the model's bytes (whole, or a shard's sparse download), placed in
    * the module's in-memory file system (outside the wasm heap). Refuses before allocating
-   * when those bytes alone pass the cap. The recipe is the module's .wasm bytes' and backend's.
+   * when those bytes alone pass the module's memory, or the range's weights, KV and compute
+   * pass it or the spec's memory cap. The recipe is the module's .wasm bytes' and backend's.
    */
   static async load(
     m: StrataModule,
@@ -58,6 +79,16 @@ export class WasmEngine extends StrataEngine<number> {
         `a ${gib(heapBytes).toFixed(2)} GiB model file passes this engine's ${gib(memoryCap)} GiB memory`,
       );
     }
+    // the range's weights, KV and compute must fit what the module addresses and the
+    // participant's cap, decided from the header before the loader reads anything
+    const gpuLayers = spec.gpuLayers ?? 0;
+    const facts = modelFacts(file);
+    if (facts) {
+      checkMemoryCap(facts, spec, {
+        capBytes: Math.min(spec.memoryCapBytes || Infinity, memoryCap),
+        flashAttention: gpuLayers === 0,
+      });
+    }
     if (spec.threads < 1 || spec.threads > WASM_MAX_THREADS) {
       throw new EngineError(
         "bad_input",
@@ -71,7 +102,6 @@ export class WasmEngine extends StrataEngine<number> {
     const path = `/models/${spec.modelPath.split("/").pop() || "model.gguf"}`;
     m.FS.mkdirTree("/models");
     placeModel(m, path, file);
-    const gpuLayers = spec.gpuLayers ?? 0;
     let model: number;
     try {
       model = await loadModel(calls, path, spec.range, gpuLayers, false);

@@ -1,0 +1,49 @@
+// A Deno node's memory cap: what it defaults to for each engine, and the check of a model
+// file's range against it from the file's header alone (src/engine/memory-fit.ts), before
+// any weight is read.
+import { existsSync } from "node:fs";
+import {
+  checkMemoryCap,
+  headerModel,
+  type RangeMemory,
+  type RangeModel,
+  type SpecBudget,
+} from "../../src/engine/memory-fit.ts";
+import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
+import { readHeader } from "../model/facts.ts";
+import { WASM64_MEMORY_CAP } from "./wasm/build.ts";
+
+export type CapEngine = "native" | "wasm32" | "wasm64";
+
+/** What the engine can address at most: a WASM module's memory; none for native. */
+export function addressLimit(engine: CapEngine): number {
+  return engine === "wasm64" ? WASM64_MEMORY_CAP : engine === "wasm32" ? WASM32_MEMORY_CAP : Infinity;
+}
+
+/**
+ * The cap a node runs with: the one asked for (never past what a WASM engine can address),
+ * else the machine's available memory (MemAvailable) for native, the address space for WASM.
+ */
+export function nodeMemoryCap(engine: CapEngine, asked?: number): number {
+  const fallback = engine === "native" ? Deno.systemMemoryInfo().available : addressLimit(engine);
+  return Math.min(asked ?? fallback, addressLimit(engine));
+}
+
+/**
+ * EngineError over_memory_cap when the spec's range of the model file passes capBytes
+ * (0: no cap); reads only the header. A missing or unreadable file is left to the loader.
+ */
+export async function checkFileMemory(
+  spec: SpecBudget & { readonly modelPath: string },
+  o: { readonly capBytes: number; readonly flashAttention: boolean },
+): Promise<RangeMemory | undefined> {
+  if (o.capBytes <= 0 || !existsSync(spec.modelPath)) return undefined;
+  let model: RangeModel;
+  try {
+    const [header, stat] = await Promise.all([readHeader(spec.modelPath), Deno.stat(spec.modelPath)]);
+    model = headerModel(header, stat.size);
+  } catch {
+    return undefined; // not a GGUF file the estimate reads: the loader says what is wrong with it
+  }
+  return checkMemoryCap(model, spec, o);
+}

@@ -1,0 +1,28 @@
+// The model publisher's Ed25519 key: it signs reference files. Kept in the same key-file
+// form as route keys (PKCS#8 and raw public half, base64); made on first use.
+import { dirname } from "node:path";
+import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../../src/route/keys.ts";
+import { fromBase64 } from "../../src/bytes/base64.ts";
+import { cacheDir } from "../paths.ts";
+import { log } from "../log/log.ts";
+
+export interface PublisherKey {
+  readonly privateKey: CryptoKey;
+  readonly publicRaw: Uint8Array;
+}
+
+export const defaultPublisherKeyPath = () => cacheDir("keys", "publisher.json");
+
+export async function publisherKey(path = defaultPublisherKeyPath()): Promise<PublisherKey> {
+  let text: RouteKeyText;
+  try {
+    text = JSON.parse(await Deno.readTextFile(path));
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+    text = await newRouteKeyText();
+    await Deno.mkdir(dirname(path), { recursive: true });
+    await Deno.writeTextFile(path, JSON.stringify(text), { mode: 0o600 });
+    log.info("publisher key made", { path });
+  }
+  return { privateKey: await importPrivateRouteKey(text), publicRaw: fromBase64(text.public) };
+}

@@ -1,0 +1,47 @@
+// Where a model's reference file lives: beside the model (as its publisher ships it), or in
+// the cache (as `strata up` certifies a model it was handed).
+import { dirname } from "node:path";
+import type { NativeBackend } from "../engine/native/build.ts";
+import { cacheDir } from "../paths.ts";
+import { certify } from "./certify.ts";
+import { sha256File } from "./hash.ts";
+import { publisherKey } from "./publisher-key.ts";
+
+export const referenceBeside = (modelPath: string) => `${modelPath}.strata-ref`;
+export const referenceInCache = (artifact: string) => cacheDir("references", `${artifact}.strata-ref`);
+
+/** The first reference file there is for this model, or undefined. */
+export async function findReference(modelPath: string, artifact: string): Promise<string | undefined> {
+  for (const p of [referenceBeside(modelPath), referenceInCache(artifact)]) {
+    try {
+      if ((await Deno.stat(p)).isFile) return p;
+    } catch { /* not there */ }
+  }
+  return undefined;
+}
+
+/**
+ * The model's reference file, certified into the cache when there is none yet (for a local
+ * network whose operator holds the model: `strata up`, the checks). Its publisher key is
+ * this machine's.
+ */
+export async function ensureReference(
+  modelPath: string,
+  o: { backend: NativeBackend; capBytes?: number },
+): Promise<string> {
+  const artifact = await sha256File(modelPath);
+  const found = await findReference(modelPath, artifact);
+  if (found) return found;
+  const made = await certify({
+    modelPath,
+    backend: o.backend,
+    capBytes: o.capBytes ?? Deno.systemMemoryInfo().available,
+    key: await publisherKey(),
+  });
+  const path = referenceInCache(artifact);
+  await Deno.mkdir(dirname(path), { recursive: true });
+  // written whole, then renamed: a reader never sees half a file
+  await Deno.writeFile(`${path}.part`, made.file);
+  await Deno.rename(`${path}.part`, path);
+  return path;
+}

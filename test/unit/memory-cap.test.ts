@@ -1,0 +1,197 @@
+import { describe, expect, it } from "vitest";
+import { EngineError } from "../../src/engine/errors.ts";
+import { layerRange } from "../../src/engine/layer-range.ts";
+import {
+  checkMemoryCap,
+  computeBytes,
+  type EngineBudget,
+  headerModel,
+  kvCellsAllocated,
+  manifestModel,
+  memoryMisfit,
+  parseMemorySize,
+  rangeMemory,
+  specMemory,
+} from "../../src/engine/memory-fit.ts";
+import type { GraphShape } from "../../src/gguf/graph-shape.ts";
+import { parseGgufHeader } from "../../src/gguf/reader.ts";
+import { synthModel } from "../../src/model/synth.ts";
+
+const MIB = 2 ** 20, GIB = 2 ** 30;
+
+describe("memory sizes", () => {
+  it("reads decimal MB/GB, binary MiB/GiB, and bare M/G as binary", () => {
+    expect(parseMemorySize("512MB")).toBe(512e6);
+    expect(parseMemorySize("1.5GiB")).toBe(1.5 * GIB);
+    expect(parseMemorySize("2G")).toBe(2 * GIB);
+    expect(parseMemorySize("2GB")).toBe(2e9);
+    expect(parseMemorySize("100M")).toBe(100 * MIB);
+    expect(parseMemorySize("640KiB")).toBe(640 * 1024);
+    expect(parseMemorySize("1 tb")).toBe(1e12);
+    expect(parseMemorySize("4096")).toBe(4096);
+  });
+
+  it("refuses what is not a size", () => {
+    for (const bad of ["", "G", "2XB", "-1G", "0", "1.5.2G", "two GB"]) {
+      expect(() => parseMemorySize(bad), bad).toThrow(RangeError);
+    }
+    expect(() => parseMemorySize("2XB")).toThrow(`"2XB" is not a memory size (e.g. 512MB, 1.5GiB, 2G)`);
+  });
+});
+
+// SmolLM2-135M, as its header says
+const smol: GraphShape = { nEmbd: 576, nEmbdQ: 576, nEmbdKv2: 384, nFf: 1536, nVocab: 49152, nHead: 9 };
+const node: EngineBudget = {
+  kvCells: 8192,
+  maxSequences: 16,
+  batchTokens: 512,
+  batchInvariant: true,
+  flashAttention: true,
+};
+
+describe("the compute estimate", () => {
+  // what llama.cpp (native CPU, and WASM alike) reported: the scheduler's compute buffer plus
+  // the outputs buffer at its largest (docs/engine.md, "Memory caps")
+  const reported = [
+    { range: [0, 30], batch: 512, invariant: true, mib: 98.25 + 3 },
+    { range: [0, 30], batch: 64, invariant: true, mib: 12.28 + 3 },
+    { range: [0, 30], batch: 256, invariant: true, sequences: 8, mib: 49.13 + 1.5 },
+    { range: [0, 12], batch: 512, invariant: true, mib: 14.01 + 1.125 },
+    { range: [0, 12], batch: 512, invariant: false, mib: 21.51 + 1.125 },
+    { range: [0, 12], batch: 64, invariant: true, mib: 1.75 + 0.14 },
+    { range: [5, 20], batch: 512, invariant: true, mib: 12.89 + 1.125 },
+    { range: [5, 20], batch: 512, invariant: false, mib: 20.39 + 1.125 },
+    { range: [12, 30], batch: 512, invariant: true, mib: 97.12 + 3 },
+    { range: [12, 30], batch: 64, invariant: true, mib: 12.14 + 3 },
+  ];
+
+  it("bounds what llama.cpp allocates for SmolLM2, within a third", () => {
+    for (const r of reported) {
+      const at = { first: r.range[0] === 0, last: r.range[1] === 30 };
+      const b = {
+        ...node,
+        batchTokens: r.batch,
+        batchInvariant: r.invariant,
+        maxSequences: r.sequences ?? 16,
+      };
+      const est = computeBytes(smol, at, b) / MIB;
+      expect(est, JSON.stringify(r)).toBeGreaterThanOrEqual(r.mib);
+      expect(est, JSON.stringify(r)).toBeLessThan(1.35 * r.mib + 0.5);
+    }
+  });
+
+  it("grows with the batch, holds the head only on the last range, and the scores without fused attention", () => {
+    const middle = { first: false, last: false };
+    const c = (at: { first: boolean; last: boolean }, b: Partial<EngineBudget> = {}) =>
+      computeBytes(smol, at, { ...node, ...b });
+    expect(c(middle, { batchTokens: 256 })).toBeLessThan(c(middle));
+    // the logits of 512 tokens (96 MiB) dwarf a layer's activations
+    expect(c({ first: false, last: true }) - c(middle)).toBeGreaterThan(80 * MIB);
+    // the first range also holds the token embeddings of the batch
+    expect(c({ first: true, last: false }) - c(middle)).toBe(4 * 512 * 576);
+    // unfused: every head's scores over the stream's 512 cells, f32
+    expect(c(middle, { flashAttention: false }) - c(middle)).toBe(4 * 512 * 512 * 10 - 2 * 512 * 512);
+    // one shared pool: each token sees all 8192 cells
+    expect(c(middle, { batchInvariant: false }) - c(middle)).toBe(2 * 512 * (8192 - 512));
+  });
+
+  it("counts the KV cells llama.cpp allocates: streams of whole 256s", () => {
+    expect(kvCellsAllocated(8192, 16)).toBe(8192);
+    expect(kvCellsAllocated(1024, 16)).toBe(4096); // 64 cells a stream round up to 256
+    expect(kvCellsAllocated(1000)).toBe(1024);
+    // llama.cpp allocated 36 MiB of KV for 0:12 with 1024 cells for 16 sequences
+    expect(rangeMemory({ weightBytes: 0, layers: 12, kvCells: 1024, nEmbdKv: 192, streams: 16 }).kvBytes)
+      .toBe(36 * MIB);
+  });
+});
+
+describe("a range's memory from the model's header", () => {
+  // the synthetic model docs/engine.md measures: 8 layers, 512 wide, 8 heads, 4096 tokens
+  const opts = {
+    nLayer: 8,
+    nEmbd: 512,
+    nHead: 8,
+    nHeadKv: 8,
+    nFf: 1536,
+    nVocab: 4096,
+    weightType: "q8_0",
+    draws: 1,
+  };
+  const llama = synthModel({ arch: "llama", ...opts });
+  const model = headerModel(parseGgufHeader(llama), llama.length);
+  const spec = {
+    range: layerRange(0, 8, 8),
+    kvCells: 8192,
+    maxSequences: 16,
+    batchTokens: 512,
+    batchInvariant: true,
+  };
+
+  it("reads the widths from the tensors and the head count from the metadata", () => {
+    expect(model.graph).toEqual({
+      nEmbd: 512,
+      nEmbdQ: 512,
+      nEmbdKv2: 1024,
+      nFf: 1536,
+      nVocab: 4096,
+      nHead: 8,
+    });
+    expect(model.nEmbdKv).toBe(512);
+    // from a manifest alone (an artifact before its download): the same widths
+    expect(manifestModel(model.manifest).graph).toMatchObject({ nEmbd: 512, nFf: 1536, nVocab: 4096 });
+    expect(manifestModel(model.manifest).nEmbdKv).toBe(512);
+  });
+
+  it("counts an MoE layer's used experts and its router", () => {
+    const moe = synthModel({ arch: "qwen3moe", ...opts });
+    const g = headerModel(parseGgufHeader(moe), moe.length).graph!;
+    // 2 of 4 experts of 64, and a logit per expert
+    expect(g.nFf).toBe(2 * 64 + 4);
+  });
+
+  it("is weights + KV + compute, the compute within a third of llama.cpp's 13.51 + 0.25 MiB", () => {
+    const m = specMemory(model, spec, true);
+    expect(m.total).toBe(m.weightBytes + m.kvBytes + m.computeBytes);
+    expect(m.kvBytes).toBe(128 * MIB); // as llama.cpp allocated
+    expect(m.computeBytes / MIB).toBeGreaterThanOrEqual(13.51 + 0.25);
+    expect(m.computeBytes / MIB).toBeLessThan(1.35 * (13.51 + 0.25));
+  });
+
+  it("refuses past the cap, naming weights, KV, compute and the cap", () => {
+    const need = specMemory(model, spec, true);
+    let err: unknown;
+    try {
+      checkMemoryCap(model, spec, { capBytes: 100 * MIB, flashAttention: true });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(EngineError);
+    expect((err as EngineError).code).toBe("over_memory_cap");
+    const mib = (n: number) => (n / MIB).toFixed(1);
+    expect((err as EngineError).message).toBe(
+      `layers 0:8 need ${mib(need.total)} MiB (weights ${mib(need.weightBytes)} MiB + ` +
+        `KV ${mib(need.kvBytes)} MiB + compute ${
+          mib(need.computeBytes)
+        } MiB), more than the memory cap of 100.0 MiB`,
+    );
+    // under a cap that holds it, or none
+    expect(checkMemoryCap(model, spec, { capBytes: GIB, flashAttention: true })).toEqual(need);
+    expect(checkMemoryCap(model, spec, { capBytes: 0, flashAttention: true })).toBeUndefined();
+    // a range the model lacks is the loader's to refuse
+    const past = { ...spec, range: { start: 4, end: 9 } as typeof spec.range };
+    expect(checkMemoryCap(model, past, { capBytes: 1, flashAttention: true })).toBeUndefined();
+  });
+
+  it("says it in GiB past a GiB", () => {
+    const need = {
+      weightBytes: 0.95 * GIB,
+      kvBytes: 0.19 * GIB,
+      computeBytes: 0.07 * GIB,
+      total: 1.21 * GIB,
+    };
+    expect(memoryMisfit(need, GIB)).toBe(
+      "need 1.21 GiB (weights 0.95 GiB + KV 0.19 GiB + compute 0.07 GiB), more than the memory cap of 1.00 GiB",
+    );
+    expect(memoryMisfit(need, 2 * GIB)).toBeUndefined();
+  });
+});
