@@ -19,10 +19,20 @@ export async function publisherKey(path = defaultPublisherKeyPath()): Promise<Pu
     text = JSON.parse(await Deno.readTextFile(path));
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
-    text = await newRouteKeyText();
     await Deno.mkdir(dirname(path), { recursive: true });
-    await Deno.writeTextFile(path, JSON.stringify(text), { mode: 0o600 });
-    log.info("publisher key made", { path });
+    // written whole, then linked into place: of two processes making the key at once one
+    // wins, and both read its key (never half of it)
+    const part = `${path}.${Deno.pid}.${crypto.randomUUID()}.part`;
+    await Deno.writeTextFile(part, JSON.stringify(await newRouteKeyText()), { mode: 0o600 });
+    try {
+      await Deno.link(part, path);
+      log.info("publisher key made", { path });
+    } catch (made) {
+      if (!(made instanceof Deno.errors.AlreadyExists)) throw made;
+    } finally {
+      await Deno.remove(part);
+    }
+    text = JSON.parse(await Deno.readTextFile(path));
   }
   return { privateKey: await importPrivateRouteKey(text), publicRaw: fromBase64(text.public) };
 }

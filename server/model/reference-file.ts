@@ -40,8 +40,10 @@ export async function ensureReference(
   });
   const path = referenceInCache(artifact);
   await Deno.mkdir(dirname(path), { recursive: true });
-  // written whole, then renamed: a reader never sees half a file
-  await Deno.writeFile(`${path}.part`, made.file);
-  await Deno.rename(`${path}.part`, path);
+  // written whole under a name of its own, then renamed: a reader (or another process
+  // certifying the same model at once) never sees half a file
+  const part = `${path}.${Deno.pid}.${crypto.randomUUID()}.part`;
+  await Deno.writeFile(part, made.file);
+  await Deno.rename(part, path);
   return path;
 }
