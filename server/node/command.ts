@@ -1,6 +1,6 @@
 // `strata node`: serve one shard until Ctrl-C.
 import { Command, InvalidArgumentError, Option } from "commander";
-import { parseLayerRange } from "../../src/engine/layer-range.ts";
+import { formatRange, type LayerRange, layerRange, parseLayerRange } from "../../src/engine/layer-range.ts";
 import { WASM_MAX_THREADS } from "../../src/engine/wasm/wasm-engine.ts";
 import { importPublicRouteKey, type RouteKeyText } from "../../src/route/keys.ts";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
@@ -18,7 +18,10 @@ import {
 } from "../cli-options.ts";
 import { checkMemoryCap, manifestModel } from "../../src/engine/memory-fit.ts";
 import { nodeMemoryCap } from "../engine/memory-cap.ts";
-import { startNode } from "./start-node.ts";
+import { type RunningNode, startNode } from "./start-node.ts";
+import { placedRange } from "./placed-range.ts";
+import { sha256File } from "../model/hash.ts";
+import { log } from "../log/log.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { fetchManifest, fetchShardFile, isArtifactUrl } from "../artifacts/fetch-shard.ts";
 import { fileTap } from "../seam/tap.ts";
@@ -32,7 +35,10 @@ export function nodeCommand(): Command {
       DEFAULT_MODEL.name,
     )
     .option("--serve-artifact <host:port>", "serve this range's bytes of the artifact for others to download")
-    .requiredOption("--layers <a:b>", "the layer range to hold, e.g. 0:12")
+    .requiredOption(
+      "--layers <a:b|auto>",
+      "the layer range to hold, e.g. 0:12; auto: the tracker places it (and moves it as nodes come and go)",
+    )
     .option(
       "--route-key <file>",
       "route key file (its public half verifies route tickets); not with --tracker",
@@ -98,63 +104,107 @@ export function nodeCommand(): Command {
         throw new InvalidArgumentError("--tracker needs --tracker-token or STRATA_NODE_TOKEN");
       }
       if (o.relay && !o.relayToken) throw new InvalidArgumentError("--relay needs --relay-token");
-      let path: string;
-      let manifest: ArtifactManifest | undefined;
-      if (isArtifactUrl(o.model)) {
-        manifest = await fetchManifest(o.model);
-        const range = parseLayerRange(o.layers, manifest.nLayer);
-        // refused before any of the range's bytes are downloaded
-        const kind = o.engine === "wasm" ? (o.wasm64 ? "wasm64" : "wasm32") : "native";
-        const settings = {
-          range,
-          kvCells: o.kvCells,
-          maxSequences: o.maxSessions,
-          batchTokens: o.batchTokens,
-          batchInvariant: o.batchInvariant !== false,
-        };
-        checkMemoryCap(manifestModel(manifest), settings, {
-          capBytes: nodeMemoryCap(kind, o.memoryCap),
-          flashAttention: o.engine === "wasm" ? !o.webgpu : nativeBackend(o.backend) === "cpu",
-        });
-        const shard = await fetchShardFile(o.model, range, {
-          tracker: o.tracker,
-        });
-        path = shard.path;
-      } else path = (await resolveModel(o.model)).path;
-      const facts = await fileFacts(path);
+      const auto = o.layers === "auto";
+      if (auto && !o.tracker) {
+        throw new InvalidArgumentError("--layers auto asks the tracker: give --tracker");
+      }
+      const kind = o.engine === "wasm" ? (o.wasm64 ? "wasm64" : "wasm32") : "native";
+      const capBytes = nodeMemoryCap(kind, o.memoryCap);
+      const flashAttention = o.engine === "wasm" ? !o.webgpu : nativeBackend(o.backend) === "cpu";
+      const settings = {
+        kvCells: o.kvCells,
+        maxSequences: o.maxSessions,
+        batchTokens: o.batchTokens,
+        batchInvariant: o.batchInvariant !== false,
+      };
+      // the artifact (its manifest, for a URL) and the local file, when there is one
+      const manifest: ArtifactManifest | undefined = isArtifactUrl(o.model)
+        ? await fetchManifest(o.model)
+        : undefined;
+      const localPath = manifest ? undefined : (await resolveModel(o.model)).path;
+      const nLayer = manifest?.nLayer ?? (await fileFacts(localPath!)).nLayer;
       const key = o.routeKey ? await readJsonFile<RouteKeyText>(o.routeKey, "route key") : undefined;
       const name = o.name ?? (o.relayToken ? String(o.relayToken).split(".")[0] : `node-${o.layers}`);
-      const running = await startNode({
-        name,
-        modelPath: path,
-        range: parseLayerRange(o.layers, facts.nLayer),
-        backend: nativeBackend(o.backend),
-        engine: o.engine,
-        webgpu: Boolean(o.webgpu),
-        memory64: Boolean(o.wasm64),
-        // the WASM engine starts a fixed pool of pthread workers
-        threads: o.engine === "wasm" ? Math.min(o.threads, WASM_MAX_THREADS) : o.threads,
-        kvCells: o.kvCells,
-        maxSessions: o.maxSessions,
-        batchInvariant: o.batchInvariant !== false,
-        batchTokens: o.batchTokens,
-        leaseMs: o.leaseMs,
-        routeKey: key ? await importPublicRouteKey(key) : undefined,
-        tracker: o.tracker ? { url: o.tracker, token: trackerToken! } : undefined,
-        fault: o.injectFault,
-        listen: o.listen ? hostPort(o.listen) : undefined,
-        publicUrl: o.publicUrl,
-        relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
-        tap: fileTap(Deno.env.get("STRATA_SEAM_TAP")),
-        manifest,
-        serveArtifact: o.serveArtifact ? hostPort(o.serveArtifact) : undefined,
-        memoryCapBytes: o.memoryCap,
-      });
+      let moveTo: (range: LayerRange) => void = () => {};
+      const start = async (range: LayerRange) => {
+        let path = localPath!;
+        if (manifest) {
+          // refused before any of the range's bytes are downloaded
+          checkMemoryCap(manifestModel(manifest), { ...settings, range }, { capBytes, flashAttention });
+          path = (await fetchShardFile(o.model, range, { tracker: o.tracker })).path;
+        }
+        return await startNode({
+          name,
+          modelPath: path,
+          range,
+          backend: nativeBackend(o.backend),
+          engine: o.engine,
+          webgpu: Boolean(o.webgpu),
+          memory64: Boolean(o.wasm64),
+          // the WASM engine starts a fixed pool of pthread workers
+          threads: o.engine === "wasm" ? Math.min(o.threads, WASM_MAX_THREADS) : o.threads,
+          kvCells: o.kvCells,
+          maxSessions: o.maxSessions,
+          batchInvariant: o.batchInvariant !== false,
+          batchTokens: o.batchTokens,
+          leaseMs: o.leaseMs,
+          routeKey: key ? await importPublicRouteKey(key) : undefined,
+          tracker: o.tracker ? { url: o.tracker, token: trackerToken! } : undefined,
+          fault: o.injectFault,
+          listen: o.listen ? hostPort(o.listen) : undefined,
+          publicUrl: o.publicUrl,
+          relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
+          tap: fileTap(Deno.env.get("STRATA_SEAM_TAP")),
+          manifest,
+          serveArtifact: o.serveArtifact ? hostPort(o.serveArtifact) : undefined,
+          memoryCapBytes: o.memoryCap,
+          onPlace: auto ? (r) => moveTo(layerRange(r.start, r.end, nLayer)) : undefined,
+        });
+      };
+      const first = auto
+        ? await placedRange(o.tracker, trackerToken!, {
+          node: name,
+          artifact: manifest?.artifact ?? await sha256File(localPath!),
+          capBytes,
+          engine: o.engine === "wasm"
+            ? (o.webgpu ? "wasm-webgpu" : "wasm-cpu")
+            : `native-${nativeBackend(o.backend)}`,
+          flashAttention,
+          ...settings,
+        }, nLayer)
+        : parseLayerRange(o.layers, nLayer);
+      let running = await start(first);
+      let range = first;
+      // a placed node moves: the new range loads (and registers) before the old one goes
+      const fixedPort = o.listen && hostPort(o.listen).port !== 0;
+      let moving = false;
+      moveTo = (next) => {
+        if (moving || (next.start === range.start && next.end === range.end)) return;
+        moving = true;
+        void (async () => {
+          try {
+            log.info("node moves", { name, from: formatRange(range), to: formatRange(next) });
+            // on a fixed port the old one must give it up first
+            if (fixedPort) await running.close();
+            const old = running;
+            running = await start(next);
+            range = next;
+            if (!fixedPort) await drained(old).then(() => old.close());
+            console.log(
+              JSON.stringify({ event: "moved", name, layers: formatRange(next), urls: running.urls }),
+            );
+          } catch (e) {
+            log.error("move failed", { name, error: e instanceof Error ? e.message : String(e) });
+          } finally {
+            moving = false;
+          }
+        })();
+      };
       // one line a supervisor (or a test) can wait for
       console.log(JSON.stringify({
         event: "ready",
         name,
-        layers: o.layers,
+        layers: formatRange(first),
         urls: running.urls,
         artifact_url: running.artifactUrl || undefined,
         tokens_per_s: running.tokensPerS,
@@ -165,4 +215,12 @@ export function nodeCommand(): Command {
       await running.close();
       Deno.exit(0);
     });
+}
+
+/** Resolves once the node serves no session (or after a minute: they are failed then). */
+async function drained(n: RunningNode, maxMs = 60_000): Promise<void> {
+  for (const t0 = Date.now(); Date.now() - t0 < maxMs;) {
+    if (n.node.sessionIds().length === 0) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }

@@ -61,6 +61,8 @@ export interface NodeConfig {
    * available now (native), what the module can address (wasm: 4 GiB, wasm64 16 GiB)
    */
   readonly memoryCapBytes?: number;
+  /** the tracker places this node elsewhere now (`--layers auto`) */
+  readonly onPlace?: (range: { start: number; end: number }) => void;
 }
 
 export interface RunningNode {
@@ -125,6 +127,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     memoryCapBytes,
   }, {
     onAdmission: (a) => void (admitted = a === "admitted"),
+    onPlace: c.onPlace,
     onBeatFailed: (e) =>
       log.warn("heartbeat failed", {
         tracker: c.tracker?.url,

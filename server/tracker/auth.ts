@@ -1,5 +1,5 @@
 // Node authentication: the calls that change what the tracker knows about a node
-// (register, heartbeat, leave) carry the node token. Route, done and nodes do not: the
+// (register, heartbeat, leave, place) carry the node token. Route, done and nodes do not: the
 // gateway asks them without one.
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
@@ -11,6 +11,7 @@ const NEEDS_TOKEN: ReadonlySet<DescMethod> = new Set([
   TrackerService.method.register,
   TrackerService.method.heartbeat,
   TrackerService.method.leave,
+  TrackerService.method.place,
 ]);
 
 /** The request's `token` field (each of NEEDS_TOKEN's requests has one). */

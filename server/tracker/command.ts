@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { cacheDir } from "../paths.ts";
-import { hostPort, int, untilSignal } from "../cli-options.ts";
+import { hostPort, int, num, untilSignal } from "../cli-options.ts";
 import { startTracker } from "./tracker.ts";
 
 export function trackerCommand(): Command {
@@ -31,7 +31,7 @@ export function trackerCommand(): Command {
     .option(
       "--spot-check-ms <n>",
       "how often a serving node gets a spot check that looks like ordinary traffic (0: never)",
-      int("spot-check-ms"),
+      num("spot-check-ms"),
       60_000,
     )
     .option("--relay <ws-url>", "relay for probing nodes reachable only through it")

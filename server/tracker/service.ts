@@ -15,5 +15,6 @@ export function trackerRoutes(core: TrackerCore, nodeToken: string) {
       done: (req) => core.done(req),
       route: (req) => core.route(req),
       nodes: (req) => core.nodes(req.nodes),
+      place: (req) => core.place(req),
     }, { interceptors: [trackerErrors, nodeTokenAuth(nodeToken)] });
 }

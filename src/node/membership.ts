@@ -19,7 +19,10 @@ export interface NodeLoad {
 /** How a host reaches the tracker: Connect from a server, the gateway's JSON API from a tab. */
 export interface TrackerPort {
   register(urls: string[], shard: ShardAdvert): Promise<{ leaseMs: number; routePublicKey: Uint8Array }>;
-  heartbeat(load: NodeLoad, timeoutMs: number): Promise<{ known: boolean; admission: string }>;
+  heartbeat(
+    load: NodeLoad,
+    timeoutMs: number,
+  ): Promise<{ known: boolean; admission: string; place?: { start: number; end: number } }>;
   leave(): Promise<void>;
   close(): void;
 }
@@ -35,6 +38,8 @@ export interface Membership {
 
 export interface MembershipEvents {
   onAdmission?(admission: string): void;
+  /** the tracker places this node elsewhere now (`--layers auto`) */
+  onPlace?(range: { start: number; end: number }): void;
   onBeatFailed?(error: unknown): void;
 }
 
@@ -69,6 +74,7 @@ export async function joinTracker(
       if (!r.known) await register();
       admission = r.admission || "pending";
       events.onAdmission?.(admission);
+      if (r.place) events.onPlace?.({ start: r.place.start, end: r.place.end });
     } catch (e) {
       events.onBeatFailed?.(e);
     } finally {

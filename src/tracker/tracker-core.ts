@@ -17,6 +17,9 @@ import {
   type NodesResponse,
   NodesResponseSchema,
   NodeStateSchema,
+  type PlaceRequest,
+  type PlaceResponse,
+  PlaceResponseSchema,
   type RegisterRequest,
   type RegisterResponse,
   RegisterResponseSchema,
@@ -32,6 +35,7 @@ import { TrackerError } from "./errors.ts";
 import { hopUrls } from "./hop-urls.ts";
 import { SessionLoad } from "./load.ts";
 import { checkRegistration, type TrackedModel } from "./registration.ts";
+import { Placer } from "./placer.ts";
 import { Registry } from "./registry.ts";
 import { routeCompression, type SeamCompressionPolicy } from "./route-compression.ts";
 import { chooseRoutes } from "./route-choice.ts";
@@ -84,6 +88,7 @@ export class TrackerCore {
   readonly #probes = new Set<Promise<void>>();
   // epochs only grow, across restarts too
   #epoch: bigint;
+  readonly #placer: Placer;
 
   private constructor(o: TrackerCoreOptions, key: TrackerRouteKey) {
     this.#o = o;
@@ -96,6 +101,10 @@ export class TrackerCore {
       doneQuietMs: o.leaseMs,
     });
     this.#epoch = BigInt(this.#now()) * 1000n;
+    this.#placer = new Placer(o.model, {
+      records: () => this.#registry.records(),
+      isLive: (node, now) => this.#registry.isLive(node, now),
+    }, o.leaseMs);
   }
 
   /** A tracker over what the storage kept: its route key (made on first use) and registrations. */
@@ -131,10 +140,43 @@ export class TrackerCore {
     const rec = this.#registry.beat(req.node, req.sessions, now);
     if (!rec) return create(HeartbeatResponseSchema, { known: false, admission: "" });
     this.#loads.report(req.node, { sessions: req.sessions, sessionIds: req.sessionIds }, now);
-    return create(HeartbeatResponseSchema, { known: true, admission: rec.admission });
+    // a placed node whose plan changed is told where to go now
+    const place = this.#placer.places(req.node) ? this.#placer.placeOf(req.node, now) : undefined;
+    const moved = place && (place.start !== rec.start || place.end !== rec.end);
+    return create(HeartbeatResponseSchema, {
+      known: true,
+      admission: rec.admission,
+      place: moved ? place : undefined,
+    });
+  }
+
+  /** The range a node asking for one should hold; resource_exhausted when none fits it. */
+  place(req: PlaceRequest): PlaceResponse {
+    if (!req.node) throw new TrackerError("invalid_argument", "a placement request names the node");
+    if (bytesToHex(req.artifactSha256) !== this.#o.model.artifact) {
+      throw new TrackerError(
+        "failed_precondition",
+        `this tracker places artifact ${this.#o.model.artifact.slice(0, 12)}… only`,
+      );
+    }
+    const range = this.#placer.ask(req, this.#now());
+    if (!range) {
+      this.#placer.forget(req.node);
+      throw new TrackerError(
+        "resource_exhausted",
+        `no range of the model is of use within ${(Number(req.memoryCapBytes) / 2 ** 30).toFixed(2)} GiB`,
+      );
+    }
+    return create(PlaceResponseSchema, { range });
+  }
+
+  /** The placement in force: each placed node's range. */
+  placement(): ReadonlyMap<string, { start: number; end: number } | undefined> {
+    return this.#placer.plan(this.#now());
   }
 
   leave(req: LeaveRequest): LeaveResponse {
+    this.#placer.forget(req.node);
     const known = this.#registry.remove(req.node);
     this.#loads.forget(req.node);
     if (known) this.#o.onEvent?.({ kind: "left", node: req.node });

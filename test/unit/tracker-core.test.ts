@@ -11,6 +11,7 @@ import {
   HeartbeatRequestSchema,
   LeaveRequestSchema,
   type NodeState,
+  PlaceRequestSchema,
   RegisterRequestSchema,
   RouteRequestSchema,
 } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
@@ -25,6 +26,7 @@ import { TrackerError } from "../../src/tracker/errors.ts";
 import { hopUrls } from "../../src/tracker/hop-urls.ts";
 import { checkNodeToken } from "../../src/tracker/node-token.ts";
 import type { ProbeVerdict } from "../../src/tracker/probe.ts";
+import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
 import { routeCompression } from "../../src/tracker/route-compression.ts";
 import { MemoryStorage } from "../../src/tracker/storage.ts";
 import { TrackerCore, type TrackerCoreOptions } from "../../src/tracker/tracker-core.ts";
@@ -397,5 +399,67 @@ describe("kv shape", () => {
   it("narrows K and V rows by head_count_kv / head_count", () => {
     // the synthetic model: n_embd 64, 4 heads, 2 KV heads
     expect(shape).toEqual({ nEmbd: 64, nEmbdKv: 32, nLayer: 6 });
+  });
+});
+
+describe("tracker core: placement", () => {
+  const BUDGET = {
+    kvCells: 256,
+    maxSessions: 1,
+    batchTokens: 16,
+    batchInvariant: true,
+    flashAttention: true,
+  };
+  const need = (start: number, end: number) =>
+    rangeMemoryOf(model, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;
+  // room for half the model wherever the half is, not for the whole
+  const cap = BigInt(Math.max(need(0, 3), need(3, 6)) + 1);
+  const placeAsk = (node: string, memoryCapBytes = cap) =>
+    create(PlaceRequestSchema, {
+      node,
+      artifactSha256: hexToBytes(ARTIFACT),
+      memoryCapBytes,
+      engine: "native-cpu",
+      ...BUDGET,
+    });
+  const span = (r?: { start: number; end: number }) => (r ? `${r.start}:${r.end}` : "-");
+
+  it("places asking nodes so every layer is covered within their caps; tells them when the plan moves", async () => {
+    const { core, clock } = await tracker();
+    expect(need(0, 6)).toBeGreaterThan(Number(cap));
+    const a = core.place(placeAsk("a")).range!;
+    // alone it cannot hold the model: it gets what it can, from layer 0
+    expect(span(a)).toBe("0:3");
+    const b = core.place(placeAsk("b")).range!;
+    expect(span(b)).toBe("3:6");
+    await admitted(core, [["a", a.start, a.end], ["b", b.start, b.end]]);
+    expect((await core.route(ask("s1"))).routes[0].name).toBe("a+b");
+    // a third node makes no second route alone: it doubles a range, and nobody moves
+    const c = core.place(placeAsk("c")).range!;
+    expect([span(a), span(b)]).toContain(span(c));
+    expect(core.heartbeat(beat("a")).place).toBeUndefined();
+    // the node whose range c does not double stops beating; past its lease c is told to
+    // fill the hole it leaves, at its next heartbeat, and the other node stays
+    await admitted(core, [["c", c.start, c.end]]);
+    const [stays, goes] = span(c) === span(a) ? ["a", "b"] : ["b", "a"];
+    const hole = span(goes === "a" ? a : b);
+    clock.now += LEASE_MS / 2;
+    core.heartbeat(beat(stays));
+    core.heartbeat(beat("c"));
+    clock.now += LEASE_MS / 2 + 1;
+    core.heartbeat(beat(stays));
+    expect(span(core.heartbeat(beat("c")).place)).toBe(hole);
+    expect(core.heartbeat(beat(stays)).place).toBeUndefined();
+    expect(span(core.placement().get("c"))).toBe(hole);
+  });
+
+  it("refuses a node no range fits, and one for another artifact", async () => {
+    const { core } = await tracker();
+    expect(await refusal(() => core.place(placeAsk("tiny", 1000n)))).toMatch(/^resource_exhausted: no range/);
+    expect(
+      await refusal(() =>
+        core.place(create(PlaceRequestSchema, { ...placeAsk("x"), artifactSha256: new Uint8Array(32) }))
+      ),
+    ).toMatch(/^failed_precondition/);
   });
 });

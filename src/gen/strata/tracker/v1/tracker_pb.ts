@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/tracker/v1/tracker.proto.
  */
 export const file_strata_tracker_v1_tracker: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvdHJhY2tlci92MS90cmFja2VyLnByb3RvEhFzdHJhdGEudHJhY2tlci52MSLtAQoLU2hhcmRBZHZlcnQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIOCgZlbmdpbmUYAyABKAkSEAoIa3ZfY2VsbHMYBCABKA0SFAoMbWF4X3Nlc3Npb25zGAUgASgNEhsKE2RlY29kZV90b2tlbnNfcGVyX3MYBiABKAISGAoQbWVtb3J5X2NhcF9ieXRlcxgHIAEoBBIUCgxhcnRpZmFjdF91cmwYCCABKAkSFQoNc2Vzc2lvbl9jZWxscxgJIAEoDSJrCg9SZWdpc3RlclJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIMCgR1cmxzGAMgAygJEi0KBXNoYXJkGAQgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQiPgoQUmVnaXN0ZXJSZXNwb25zZRIQCghsZWFzZV9tcxgBIAEoBBIYChByb3V0ZV9wdWJsaWNfa2V5GAIgASgMIn0KEEhlYXJ0YmVhdFJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIQCghzZXNzaW9ucxgDIAEoDRIVCg1rdl9jZWxsc191c2VkGAQgASgNEg4KBnF1ZXVlZBgFIAEoDRITCgtzZXNzaW9uX2lkcxgGIAMoCSI1ChFIZWFydGJlYXRSZXNwb25zZRINCgVrbm93bhgBIAEoCBIRCglhZG1pc3Npb24YAiABKAkiXwoMUm91dGVSZXF1ZXN0EhcKD2FydGlmYWN0X3NoYTI1NhgBIAEoDBISCgpzZXNzaW9uX2lkGAIgASgJEg0KBWNvdW50GAMgASgNEhMKC2F2b2lkX25vZGVzGAQgAygJIpkBCgVSb3V0ZRINCgVlcG9jaBgBIAEoBBIhCgRob3BzGAIgAygLMhMuc3RyYXRhLnNlYW0udjEuSG9wEhkKEW1heF9zZXNzaW9uX2NlbGxzGAMgASgNEgwKBG5hbWUYBCABKAkSNQoQc2VhbV9jb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uIjkKDVJvdXRlUmVzcG9uc2USKAoGcm91dGVzGAEgAygLMhguc3RyYXRhLnRyYWNrZXIudjEuUm91dGUiIQoLRG9uZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSIgCgxEb25lUmVzcG9uc2USEAoIcmVsZWFzZWQYASABKA0iKwoMTGVhdmVSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkiHgoNTGVhdmVSZXNwb25zZRINCgVrbm93bhgBIAEoCCIdCgxOb2Rlc1JlcXVlc3QSDQoFbm9kZXMYASADKAkisAEKCU5vZGVTdGF0ZRIMCgRub2RlGAEgASgJEgwKBHVybHMYAiADKAkSLQoFc2hhcmQYAyABKAsyHi5zdHJhdGEudHJhY2tlci52MS5TaGFyZEFkdmVydBIRCglhZG1pc3Npb24YBCABKAkSDAoEbGl2ZRgFIAEoCBIQCghzZXNzaW9ucxgGIAEoDRIXCg9yb3V0ZXNfYXNzaWduZWQYByABKAQSDAoEbG9hZBgIIAEoDSI8Cg1Ob2Rlc1Jlc3BvbnNlEisKBW5vZGVzGAEgAygLMhwuc3RyYXRhLnRyYWNrZXIudjEuTm9kZVN0YXRlMuoDCg5UcmFja2VyU2VydmljZRJTCghSZWdpc3RlchIiLnN0cmF0YS50cmFja2VyLnYxLlJlZ2lzdGVyUmVxdWVzdBojLnN0cmF0YS50cmFja2VyLnYxLlJlZ2lzdGVyUmVzcG9uc2USVgoJSGVhcnRiZWF0EiMuc3RyYXRhLnRyYWNrZXIudjEuSGVhcnRiZWF0UmVxdWVzdBokLnN0cmF0YS50cmFja2VyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEkoKBUxlYXZlEh8uc3RyYXRhLnRyYWNrZXIudjEuTGVhdmVSZXF1ZXN0GiAuc3RyYXRhLnRyYWNrZXIudjEuTGVhdmVSZXNwb25zZRJKCgVSb3V0ZRIfLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlUmVzcG9uc2USRwoERG9uZRIeLnN0cmF0YS50cmFja2VyLnYxLkRvbmVSZXF1ZXN0Gh8uc3RyYXRhLnRyYWNrZXIudjEuRG9uZVJlc3BvbnNlEkoKBU5vZGVzEh8uc3RyYXRhLnRyYWNrZXIudjEuTm9kZXNSZXF1ZXN0GiAuc3RyYXRhLnRyYWNrZXIudjEuTm9kZXNSZXNwb25zZWIGcHJvdG8z", [file_strata_seam_v1_seam]);
+  fileDesc("Ch9zdHJhdGEvdHJhY2tlci92MS90cmFja2VyLnByb3RvEhFzdHJhdGEudHJhY2tlci52MSLtAQoLU2hhcmRBZHZlcnQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIOCgZlbmdpbmUYAyABKAkSEAoIa3ZfY2VsbHMYBCABKA0SFAoMbWF4X3Nlc3Npb25zGAUgASgNEhsKE2RlY29kZV90b2tlbnNfcGVyX3MYBiABKAISGAoQbWVtb3J5X2NhcF9ieXRlcxgHIAEoBBIUCgxhcnRpZmFjdF91cmwYCCABKAkSFQoNc2Vzc2lvbl9jZWxscxgJIAEoDSJrCg9SZWdpc3RlclJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIMCgR1cmxzGAMgAygJEi0KBXNoYXJkGAQgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQiPgoQUmVnaXN0ZXJSZXNwb25zZRIQCghsZWFzZV9tcxgBIAEoBBIYChByb3V0ZV9wdWJsaWNfa2V5GAIgASgMIn0KEEhlYXJ0YmVhdFJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIQCghzZXNzaW9ucxgDIAEoDRIVCg1rdl9jZWxsc191c2VkGAQgASgNEg4KBnF1ZXVlZBgFIAEoDRITCgtzZXNzaW9uX2lkcxgGIAMoCSJgChFIZWFydGJlYXRSZXNwb25zZRINCgVrbm93bhgBIAEoCBIRCglhZG1pc3Npb24YAiABKAkSKQoFcGxhY2UYAyABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlIt4BCgxQbGFjZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIXCg9hcnRpZmFjdF9zaGEyNTYYAyABKAwSGAoQbWVtb3J5X2NhcF9ieXRlcxgEIAEoBBIOCgZlbmdpbmUYBSABKAkSEAoIa3ZfY2VsbHMYBiABKA0SFAoMbWF4X3Nlc3Npb25zGAcgASgNEhQKDGJhdGNoX3Rva2VucxgIIAEoDRIXCg9iYXRjaF9pbnZhcmlhbnQYCSABKAgSFwoPZmxhc2hfYXR0ZW50aW9uGAogASgIIjoKDVBsYWNlUmVzcG9uc2USKQoFcmFuZ2UYASABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlIl8KDFJvdXRlUmVxdWVzdBIXCg9hcnRpZmFjdF9zaGEyNTYYASABKAwSEgoKc2Vzc2lvbl9pZBgCIAEoCRINCgVjb3VudBgDIAEoDRITCgthdm9pZF9ub2RlcxgEIAMoCSKZAQoFUm91dGUSDQoFZXBvY2gYASABKAQSIQoEaG9wcxgCIAMoCzITLnN0cmF0YS5zZWFtLnYxLkhvcBIZChFtYXhfc2Vzc2lvbl9jZWxscxgDIAEoDRIMCgRuYW1lGAQgASgJEjUKEHNlYW1fY29tcHJlc3Npb24YBSABKA4yGy5zdHJhdGEuc2VhbS52MS5Db21wcmVzc2lvbiI5Cg1Sb3V0ZVJlc3BvbnNlEigKBnJvdXRlcxgBIAMoCzIYLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlIiEKC0RvbmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiIAoMRG9uZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgNIisKDExlYXZlUmVxdWVzdBINCgV0b2tlbhgBIAEoCRIMCgRub2RlGAIgASgJIh4KDUxlYXZlUmVzcG9uc2USDQoFa25vd24YASABKAgiHQoMTm9kZXNSZXF1ZXN0Eg0KBW5vZGVzGAEgAygJIrABCglOb2RlU3RhdGUSDAoEbm9kZRgBIAEoCRIMCgR1cmxzGAIgAygJEi0KBXNoYXJkGAMgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQSEQoJYWRtaXNzaW9uGAQgASgJEgwKBGxpdmUYBSABKAgSEAoIc2Vzc2lvbnMYBiABKA0SFwoPcm91dGVzX2Fzc2lnbmVkGAcgASgEEgwKBGxvYWQYCCABKA0iPAoNTm9kZXNSZXNwb25zZRIrCgVub2RlcxgBIAMoCzIcLnN0cmF0YS50cmFja2VyLnYxLk5vZGVTdGF0ZTK2BAoOVHJhY2tlclNlcnZpY2USUwoIUmVnaXN0ZXISIi5zdHJhdGEudHJhY2tlci52MS5SZWdpc3RlclJlcXVlc3QaIy5zdHJhdGEudHJhY2tlci52MS5SZWdpc3RlclJlc3BvbnNlElYKCUhlYXJ0YmVhdBIjLnN0cmF0YS50cmFja2VyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaJC5zdHJhdGEudHJhY2tlci52MS5IZWFydGJlYXRSZXNwb25zZRJKCgVMZWF2ZRIfLnN0cmF0YS50cmFja2VyLnYxLkxlYXZlUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLkxlYXZlUmVzcG9uc2USSgoFUm91dGUSHy5zdHJhdGEudHJhY2tlci52MS5Sb3V0ZVJlcXVlc3QaIC5zdHJhdGEudHJhY2tlci52MS5Sb3V0ZVJlc3BvbnNlEkcKBERvbmUSHi5zdHJhdGEudHJhY2tlci52MS5Eb25lUmVxdWVzdBofLnN0cmF0YS50cmFja2VyLnYxLkRvbmVSZXNwb25zZRJKCgVOb2RlcxIfLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVzcG9uc2USSgoFUGxhY2USHy5zdHJhdGEudHJhY2tlci52MS5QbGFjZVJlcXVlc3QaIC5zdHJhdGEudHJhY2tlci52MS5QbGFjZVJlc3BvbnNlYgZwcm90bzM", [file_strata_seam_v1_seam]);
 
 /**
  * @generated from message strata.tracker.v1.ShardAdvert
@@ -207,6 +207,14 @@ export type HeartbeatResponse = Message<"strata.tracker.v1.HeartbeatResponse"> &
    * @generated from field: string admission = 2;
    */
   admission: string;
+
+  /**
+   * for a node the tracker places: the range the plan gives it now, when that is not the one
+   * it holds (it loads the new range, registers it, then drops the old)
+   *
+   * @generated from field: strata.seam.v1.LayerRange place = 3;
+   */
+  place?: LayerRange | undefined;
 };
 
 /**
@@ -215,6 +223,92 @@ export type HeartbeatResponse = Message<"strata.tracker.v1.HeartbeatResponse"> &
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
   messageDesc(file_strata_tracker_v1_tracker, 4);
+
+/**
+ * A node that asks the tracker which layers to hold (`strata node --layers auto`): what its
+ * engine can hold and how it runs. The range must fit these settings under the cap.
+ *
+ * @generated from message strata.tracker.v1.PlaceRequest
+ */
+export type PlaceRequest = Message<"strata.tracker.v1.PlaceRequest"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string node = 2;
+   */
+  node: string;
+
+  /**
+   * @generated from field: bytes artifact_sha256 = 3;
+   */
+  artifactSha256: Uint8Array;
+
+  /**
+   * @generated from field: uint64 memory_cap_bytes = 4;
+   */
+  memoryCapBytes: bigint;
+
+  /**
+   * e.g. "native-cpu"
+   *
+   * @generated from field: string engine = 5;
+   */
+  engine: string;
+
+  /**
+   * @generated from field: uint32 kv_cells = 6;
+   */
+  kvCells: number;
+
+  /**
+   * @generated from field: uint32 max_sessions = 7;
+   */
+  maxSessions: number;
+
+  /**
+   * @generated from field: uint32 batch_tokens = 8;
+   */
+  batchTokens: number;
+
+  /**
+   * @generated from field: bool batch_invariant = 9;
+   */
+  batchInvariant: boolean;
+
+  /**
+   * attention fused (no score matrix counted)
+   *
+   * @generated from field: bool flash_attention = 10;
+   */
+  flashAttention: boolean;
+};
+
+/**
+ * Describes the message strata.tracker.v1.PlaceRequest.
+ * Use `create(PlaceRequestSchema)` to create a new message.
+ */
+export const PlaceRequestSchema: GenMessage<PlaceRequest> = /*@__PURE__*/
+  messageDesc(file_strata_tracker_v1_tracker, 5);
+
+/**
+ * @generated from message strata.tracker.v1.PlaceResponse
+ */
+export type PlaceResponse = Message<"strata.tracker.v1.PlaceResponse"> & {
+  /**
+   * @generated from field: strata.seam.v1.LayerRange range = 1;
+   */
+  range?: LayerRange | undefined;
+};
+
+/**
+ * Describes the message strata.tracker.v1.PlaceResponse.
+ * Use `create(PlaceResponseSchema)` to create a new message.
+ */
+export const PlaceResponseSchema: GenMessage<PlaceResponse> = /*@__PURE__*/
+  messageDesc(file_strata_tracker_v1_tracker, 6);
 
 /**
  * @generated from message strata.tracker.v1.RouteRequest
@@ -252,7 +346,7 @@ export type RouteRequest = Message<"strata.tracker.v1.RouteRequest"> & {
  * Use `create(RouteRequestSchema)` to create a new message.
  */
 export const RouteRequestSchema: GenMessage<RouteRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 5);
+  messageDesc(file_strata_tracker_v1_tracker, 7);
 
 /**
  * @generated from message strata.tracker.v1.Route
@@ -296,7 +390,7 @@ export type Route = Message<"strata.tracker.v1.Route"> & {
  * Use `create(RouteSchema)` to create a new message.
  */
 export const RouteSchema: GenMessage<Route> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 6);
+  messageDesc(file_strata_tracker_v1_tracker, 8);
 
 /**
  * @generated from message strata.tracker.v1.RouteResponse
@@ -313,7 +407,7 @@ export type RouteResponse = Message<"strata.tracker.v1.RouteResponse"> & {
  * Use `create(RouteResponseSchema)` to create a new message.
  */
 export const RouteResponseSchema: GenMessage<RouteResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 7);
+  messageDesc(file_strata_tracker_v1_tracker, 9);
 
 /**
  * a gateway's session has ended (released, cancelled or never opened): its route no longer
@@ -333,7 +427,7 @@ export type DoneRequest = Message<"strata.tracker.v1.DoneRequest"> & {
  * Use `create(DoneRequestSchema)` to create a new message.
  */
 export const DoneRequestSchema: GenMessage<DoneRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 8);
+  messageDesc(file_strata_tracker_v1_tracker, 10);
 
 /**
  * @generated from message strata.tracker.v1.DoneResponse
@@ -352,7 +446,7 @@ export type DoneResponse = Message<"strata.tracker.v1.DoneResponse"> & {
  * Use `create(DoneResponseSchema)` to create a new message.
  */
 export const DoneResponseSchema: GenMessage<DoneResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 9);
+  messageDesc(file_strata_tracker_v1_tracker, 11);
 
 /**
  * @generated from message strata.tracker.v1.LeaveRequest
@@ -374,7 +468,7 @@ export type LeaveRequest = Message<"strata.tracker.v1.LeaveRequest"> & {
  * Use `create(LeaveRequestSchema)` to create a new message.
  */
 export const LeaveRequestSchema: GenMessage<LeaveRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 10);
+  messageDesc(file_strata_tracker_v1_tracker, 12);
 
 /**
  * @generated from message strata.tracker.v1.LeaveResponse
@@ -393,7 +487,7 @@ export type LeaveResponse = Message<"strata.tracker.v1.LeaveResponse"> & {
  * Use `create(LeaveResponseSchema)` to create a new message.
  */
 export const LeaveResponseSchema: GenMessage<LeaveResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 11);
+  messageDesc(file_strata_tracker_v1_tracker, 13);
 
 /**
  * @generated from message strata.tracker.v1.NodesRequest
@@ -412,7 +506,7 @@ export type NodesRequest = Message<"strata.tracker.v1.NodesRequest"> & {
  * Use `create(NodesRequestSchema)` to create a new message.
  */
 export const NodesRequestSchema: GenMessage<NodesRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 12);
+  messageDesc(file_strata_tracker_v1_tracker, 14);
 
 /**
  * @generated from message strata.tracker.v1.NodeState
@@ -471,7 +565,7 @@ export type NodeState = Message<"strata.tracker.v1.NodeState"> & {
  * Use `create(NodeStateSchema)` to create a new message.
  */
 export const NodeStateSchema: GenMessage<NodeState> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 13);
+  messageDesc(file_strata_tracker_v1_tracker, 15);
 
 /**
  * @generated from message strata.tracker.v1.NodesResponse
@@ -488,7 +582,7 @@ export type NodesResponse = Message<"strata.tracker.v1.NodesResponse"> & {
  * Use `create(NodesResponseSchema)` to create a new message.
  */
 export const NodesResponseSchema: GenMessage<NodesResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 14);
+  messageDesc(file_strata_tracker_v1_tracker, 16);
 
 /**
  * @generated from service strata.tracker.v1.TrackerService
@@ -548,6 +642,16 @@ export const TrackerService: GenService<{
     methodKind: "unary";
     input: typeof NodesRequestSchema;
     output: typeof NodesResponseSchema;
+  },
+  /**
+   * the range a node should hold, from the tracker's placement of every node that asks
+   *
+   * @generated from rpc strata.tracker.v1.TrackerService.Place
+   */
+  place: {
+    methodKind: "unary";
+    input: typeof PlaceRequestSchema;
+    output: typeof PlaceResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_strata_tracker_v1_tracker, 0);

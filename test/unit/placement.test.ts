@@ -1,0 +1,79 @@
+import { describe, expect, it } from "vitest";
+import { bottleneck, gaps, type Participant, plan, type Span } from "../../src/tracker/placement.ts";
+
+// 24 layers of 10 MB; the first range also holds 40 MB of embeddings, the last 40 MB of head
+const LAYER = 10;
+const need = (s: Span) => (s.end - s.start) * LAYER + (s.start === 0 ? 40 : 0) + (s.end === 24 ? 40 : 0);
+const model = (caps: Record<string, number>) => ({
+  nLayer: 24,
+  fits: (node: string, s: Span) => need(s) <= caps[node],
+});
+const p = (node: string, layerRate = 0, current?: Span): Participant => ({ node, layerRate, current });
+const spans = (pl: ReadonlyMap<string, Span | undefined>) =>
+  Object.fromEntries([...pl].map(([n, s]) => [n, s ? `${s.start}:${s.end}` : "-"]));
+
+describe("placement", () => {
+  it("covers every layer with as few hops as the caps allow", () => {
+    // 24 × 10 + 80 = 320 MB in all; caps of 130 MB need three nodes
+    const m = model({ a: 130, b: 130, c: 130, d: 130 });
+    const pl = plan(m, [p("a"), p("b"), p("c")]);
+    expect(gaps(24, [...pl.values()].filter((s): s is Span => !!s))).toEqual([]);
+    for (const [n, s] of pl) expect(m.fits(n, s!)).toBe(true);
+    // one big node alone takes it all: one hop
+    expect(spans(plan(model({ big: 400, a: 130 }), [p("a"), p("big")]))).toMatchObject({ big: "0:24" });
+  });
+
+  it("a node twice as fast gets about twice the layers, within its cap", () => {
+    const m = model({ fast: 400, slow: 400 });
+    // both fit the whole model alone: one route of one hop, the faster one
+    expect(spans(plan(m, [p("slow", 10), p("fast", 20)]))).toMatchObject({ fast: "0:24" });
+    // neither does alone: the split follows speed
+    const m2 = model({ fast: 250, slow: 250 });
+    const pl = plan(m2, [p("slow", 10), p("fast", 20)]);
+    const len = (n: string) => pl.get(n)!.end - pl.get(n)!.start;
+    expect(len("fast") + len("slow")).toBe(24);
+    expect(len("fast")).toBeGreaterThan(len("slow"));
+    const speedSplit = bottleneck([{ span: pl.get("fast")!, layerRate: 20 }, {
+      span: pl.get("slow")!,
+      layerRate: 10,
+    }]);
+    expect(speedSplit).toBeLessThan(bottleneck([{ span: { start: 0, end: 12 }, layerRate: 10 }]));
+  });
+
+  it("keeps what still covers the model; a newcomer adds a route or doubles the slowest range", () => {
+    const m = model({ a: 200, b: 200, c: 200, d: 200, e: 200 });
+    const first = plan(m, [p("a"), p("b")]);
+    const held = [...first].map(([n, s]) => p(n, n === "a" ? 5 : 20, s));
+    // c and d together make a second route; the first stays as it was
+    const second = plan(m, [...held, p("c"), p("d")]);
+    expect(second.get("a")).toEqual(first.get("a"));
+    expect(second.get("b")).toEqual(first.get("b"));
+    expect(gaps(24, [second.get("c")!, second.get("d")!])).toEqual([]);
+    // e alone can make no route: it doubles the range with the most time per host (a's, slow)
+    const third = plan(m, [...held, p("e")]);
+    expect(third.get("e")).toEqual(first.get("a"));
+  });
+
+  it("fills the gap a node left around what others hold, afresh only when it must; fixed ranges count", () => {
+    const m = model({ a: 200, b: 200, c: 200, d: 200 });
+    // a held 0:12 and left; b still holds 12:24; c is new
+    const pl = plan(m, [p("b", 0, { start: 12, end: 24 }), p("c")]);
+    // b stays where it is; c fills the hole
+    expect(spans(pl)).toEqual({ b: "12:24", c: "0:12" });
+    // a node that only doubles a range moves into a hole before anyone else does
+    const doubles = plan(m, [p("a", 0, { start: 0, end: 12 }), p("d", 0, { start: 0, end: 12 })]);
+    expect(spans(doubles)).toEqual({ a: "0:12", d: "12:24" });
+    // a hole too big for the newcomers: everyone is placed afresh
+    const again = plan(model({ b: 200, c: 130 }), [p("b", 0, { start: 12, end: 14 }), p("c")]);
+    expect(gaps(24, [...again.values()].filter((s): s is Span => !!s))).toEqual([]);
+    expect(again.get("b")).not.toEqual({ start: 12, end: 14 });
+    // a fixed node (explicit --layers) holds 0:10: the auto nodes cover the rest
+    const fixed = plan(model({ x: 300 }), [p("x")], [{ start: 0, end: 10 }]);
+    expect(fixed.get("x")).toEqual({ start: 10, end: 24 });
+  });
+
+  it("leaves out a node whose cap holds no useful range", () => {
+    const pl = plan(model({ a: 400, tiny: 5 }), [p("a"), p("tiny")]);
+    expect(spans(pl)).toEqual({ a: "0:24", tiny: "-" });
+  });
+});
