@@ -30,8 +30,8 @@ export function gatewayCommand(): Command {
     .option("--relay-token <token>", "the gateway's relay token")
     .option(
       "--volunteers <ranges>",
-      "serve the volunteer page (/volunteer/) offering these layer ranges, e.g. 0:10,10:20,20:30 " +
-        "(needs --relay, --relay-secret and the node token)",
+      "serve the volunteer page (/volunteer/) offering these layer ranges, e.g. 0:10,10:20,20:30, " +
+        "or auto: the tracker places each tab (needs --relay, --relay-secret and the node token)",
     )
     .option(
       "--relay-secret <secret>",
@@ -69,7 +69,9 @@ export function gatewayCommand(): Command {
           throw new InvalidArgumentError("--volunteers needs --relay, --relay-secret and --node-token");
         }
         const { nLayer } = await fileFacts(path);
-        volunteer = { relayUrl: o.relay, relaySecret, nodeToken, split: parseSplit(o.volunteers, nLayer) };
+        // auto: no split; the tracker places each tab
+        const split = o.volunteers === "auto" ? [] : parseSplit(o.volunteers, nLayer);
+        volunteer = { relayUrl: o.relay, relaySecret, nodeToken, split };
       }
       const g = await startGateway({
         volunteer,

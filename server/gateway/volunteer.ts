@@ -12,6 +12,7 @@ import { relayHopUrl } from "../../src/route/hop-url.ts";
 import { TrackerError } from "../../src/tracker/errors.ts";
 import {
   offeredRanges,
+  TAB_ENGINE,
   volunteerAssignment,
   type VolunteerModel,
 } from "../../src/tracker/volunteer-assignment.ts";
@@ -31,7 +32,7 @@ export interface VolunteerOptions {
   readonly relaySecret: string;
   /** the tracker's node token, used on the tabs' behalf */
   readonly nodeToken: string;
-  /** the ranges volunteers are offered */
+  /** the ranges volunteers are offered; none: the tracker places each tab */
   readonly split: readonly LayerRange[];
 }
 
@@ -73,11 +74,15 @@ export async function volunteerRoutes(
     e instanceof TrackerError ? new ApiError(e.code === "invalid_argument" ? 400 : 409, e.message) : e;
   app.get("/volunteer/api/assignment", async (c) => {
     try {
-      const candidates = offeredRanges(o.split, c.req.query("layers"), m.manifest.nLayer);
+      const capBytes = Math.min(Number(c.req.query("memoryCap")) || WASM32_MEMORY_CAP, WASM32_MEMORY_CAP);
+      const layers = c.req.query("layers");
+      const candidates = o.split.length === 0 && !layers
+        ? [await placeTab(tracker, o.nodeToken, m.manifest, capBytes)]
+        : offeredRanges(o.split, layers, m.manifest.nLayer);
       const { nodes } = await tracker.nodes({}, { timeoutMs: 5000 });
       return c.json(volunteerAssignment(m, {
         candidates,
-        capBytes: Number(c.req.query("memoryCap") ?? WASM32_MEMORY_CAP),
+        capBytes,
         nodes,
         artifactUrl: `${new URL(c.req.url).origin}/artifacts/${m.manifest.artifact}`,
       }));
@@ -150,4 +155,35 @@ export async function volunteerRoutes(
     log.info("volunteer left", { node, known: r.known });
     return c.json({ known: r.known });
   });
+}
+
+/**
+ * A tab's range from the tracker's placement. The tab gets its name (and registers) later: the
+ * placement holds the range under a name of the ask's own for one lease, then counts the tab
+ * by what it registered.
+ */
+async function placeTab(
+  tracker: ReturnType<typeof trackerClient>["client"],
+  nodeToken: string,
+  manifest: ArtifactManifest,
+  capBytes: number,
+): Promise<LayerRange> {
+  try {
+    const r = await tracker.place({
+      token: nodeToken,
+      node: `tab-ask-${crypto.randomUUID().slice(0, 8)}`,
+      artifactSha256: hexToBytes(manifest.artifact),
+      memoryCapBytes: BigInt(capBytes),
+      engine: "wasm-cpu",
+      kvCells: TAB_ENGINE.kvCells,
+      maxSessions: TAB_ENGINE.maxSessions,
+      batchTokens: TAB_ENGINE.batchTokens,
+      batchInvariant: true,
+      // a tab may run on WebGPU, where attention may not be fused
+      flashAttention: false,
+    }, { timeoutMs: 10_000 });
+    return layerRange(r.range!.start, r.range!.end, manifest.nLayer);
+  } catch (e) {
+    throw new TrackerError("resource_exhausted", `no range for this tab: ${e instanceof Error ? e.message : e}`);
+  }
 }

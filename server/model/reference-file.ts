@@ -3,9 +3,8 @@
 import { dirname } from "node:path";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { cacheDir } from "../paths.ts";
-import { certify } from "./certify.ts";
 import { sha256File } from "./hash.ts";
-import { publisherKey } from "./publisher-key.ts";
+import { ServiceProcess } from "../process/service-process.ts";
 
 export const referenceBeside = (modelPath: string) => `${modelPath}.strata-ref`;
 export const referenceInCache = (artifact: string) => cacheDir("references", `${artifact}.strata-ref`);
@@ -32,18 +31,29 @@ export async function ensureReference(
   const artifact = await sha256File(modelPath);
   const found = await findReference(modelPath, artifact);
   if (found) return found;
-  const made = await certify({
-    modelPath,
-    backend: o.backend,
-    capBytes: o.capBytes ?? Deno.systemMemoryInfo().available,
-    key: await publisherKey(),
-  });
   const path = referenceInCache(artifact);
   await Deno.mkdir(dirname(path), { recursive: true });
   // written whole under a name of its own, then renamed: a reader (or another process
   // certifying the same model at once) never sees half a file
   const part = `${path}.${Deno.pid}.${crypto.randomUUID()}.part`;
-  await Deno.writeFile(part, made.file);
+  // in a process of its own: an engine that crashes is named, and what it held goes with it
+  const certifying = await ServiceProcess.start(
+    "certify",
+    [
+      "model",
+      "certify",
+      modelPath,
+      "--memory-cap",
+      String(o.capBytes ?? Deno.systemMemoryInfo().available),
+      "--backend",
+      o.backend,
+      "--out",
+      part,
+    ],
+    {},
+    3_600_000,
+  );
+  await certifying.child.status;
   await Deno.rename(part, path);
   return path;
 }

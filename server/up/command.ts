@@ -6,7 +6,14 @@ import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { upStateFile } from "../gateway/command.ts";
-import { backendOption, int, nativeBackend, untilSignal } from "../cli-options.ts";
+import {
+  backendOption,
+  int,
+  MEMORY_SIZE_HELP,
+  memorySize,
+  nativeBackend,
+  untilSignal,
+} from "../cli-options.ts";
 import { up } from "./up.ts";
 import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 
@@ -55,12 +62,41 @@ export function upCommand(): Command {
       "run this range of the split on the WASM engine in Deno (repeatable)",
       collect,
     )
+    .option(
+      "--memory-cap <size>",
+      `no split: cap every participant at this (${MEMORY_SIZE_HELP}) and let the tracker place them all, ` +
+        "starting as many native nodes as the model needs",
+      memorySize,
+    )
+    .option(
+      "--browser-shards <n>",
+      "with --memory-cap: this many headless tabs among them",
+      int("browser-shards"),
+    )
+    .option(
+      "--wasm-shards <n>",
+      "with --memory-cap: this many Deno WASM nodes among them",
+      int("wasm-shards"),
+    )
     .action(async (o) => {
+      if (o.memoryCap === undefined && (o.browserShards || o.wasmShards)) {
+        throw new InvalidArgumentError("--browser-shards and --wasm-shards go with --memory-cap");
+      }
+      if (
+        o.memoryCap !== undefined && (o.split || o.nodes || o.browserShard || o.wasmShard || o.routes > 1)
+      ) {
+        throw new InvalidArgumentError(
+          "--memory-cap places every node: not with --split, --nodes, --routes or a shard range",
+        );
+      }
       const { path, name } = await resolveModel(o.model);
       const backend = nativeBackend(o.backend);
       await ensureNativeLibrary(backend);
       const facts = await fileFacts(path);
-      const split = o.nodes
+      // placed (--memory-cap): no split
+      const split = o.memoryCap !== undefined
+        ? []
+        : o.nodes
         ? evenSplit(facts.nLayer, o.nodes)
         : parseSplit(o.split ?? DEFAULT_MODEL.split, facts.nLayer);
       const inSplit = (text: string, flag: string) => {
@@ -75,7 +111,16 @@ export function upCommand(): Command {
       const browserShard = o.browserShard ? inSplit(o.browserShard, "--browser-shard") : undefined;
       const wasmShards = ((o.wasmShard ?? []) as string[]).map((w) => inSplit(w, "--wasm-shard"));
       const dir = await Deno.makeTempDir({ prefix: "strata-up-" });
-      console.error(`strata up: ${name}, ${o.routes} route(s) of ${split.length} nodes`);
+      const placed = o.memoryCap === undefined
+        ? undefined
+        : { capBytes: o.memoryCap, tabs: o.browserShards ?? 0, wasm: o.wasmShards ?? 0 };
+      console.error(
+        placed
+          ? `strata up: ${name}, every participant under ${
+            (o.memoryCap / 2 ** 20).toFixed(0)
+          } MiB, placed by the tracker`
+          : `strata up: ${name}, ${o.routes} route(s) of ${split.length} nodes`,
+      );
       const net = await up({
         model: o.model,
         split,
@@ -95,6 +140,7 @@ export function upCommand(): Command {
         progress: (what) => console.error(`  ${what}`),
         browserShard,
         wasmShards,
+        placed,
       });
       const state = {
         event: "ready",
@@ -110,6 +156,14 @@ export function upCommand(): Command {
           pid: n.process.child.pid,
         })),
         browser: net.browser ? await net.browser.state() : undefined,
+        // placed tabs: where the tracker put each
+        tabs: placed
+          ? await Promise.all(net.tabs.map(async (t) => {
+            const s = await t.state();
+            const r = s.assignment?.range;
+            return { name: s.name, layers: r ? `${r.start}:${r.end}` : "", engine: s.engine };
+          }))
+          : undefined,
       };
       await Deno.writeTextFile(upStateFile(), JSON.stringify(state));
       console.log(JSON.stringify(state));

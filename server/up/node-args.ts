@@ -5,7 +5,8 @@ import { peerToken } from "../../src/relay/token.ts";
 
 export async function trackedNodeArgs(o: {
   model: string;
-  range: LayerRange;
+  /** the range, or "auto": the tracker places the node */
+  range: LayerRange | "auto";
   name: string;
   tracker: string;
   nodeToken: string;
@@ -19,7 +20,7 @@ export async function trackedNodeArgs(o: {
     "--model",
     o.model,
     "--layers",
-    formatRange(o.range),
+    o.range === "auto" ? "auto" : formatRange(o.range),
     "--name",
     o.name,
     "--tracker",

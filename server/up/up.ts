@@ -9,6 +9,7 @@ import { trackerClient } from "../tracker/client.ts";
 import { ServiceProcess } from "../process/service-process.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
 import { trackedNodeArgs } from "./node-args.ts";
+import { placedNetwork } from "./placed.ts";
 
 export interface UpOptions {
   /** "smollm2" or a GGUF path, as every part resolves it */
@@ -39,6 +40,11 @@ export interface UpOptions {
   readonly browserShard?: LayerRange;
   /** these ranges run on the WASM engine in Deno nodes */
   readonly wasmShards?: readonly LayerRange[];
+  /**
+   * no split: every participant is capped at `capBytes` and placed by the tracker — `tabs`
+   * headless tabs, `wasm` Deno WASM nodes, then native nodes until every layer is covered
+   */
+  readonly placed?: { readonly capBytes: number; readonly tabs: number; readonly wasm: number };
 }
 
 export interface NodeProc {
@@ -54,8 +60,9 @@ export interface Network {
   readonly tracker: string;
   readonly relay: string;
   readonly nodes: NodeProc[];
-  /** the browser shard's tab, when asked for */
+  /** the browser shard's tab, when asked for (the first, with several) */
   readonly browser?: VolunteerTab;
+  readonly tabs: VolunteerTab[];
   stop(): Promise<void>;
 }
 
@@ -65,9 +72,11 @@ export async function up(o: UpOptions): Promise<Network> {
   const relaySecret = crypto.randomUUID();
   const started: ServiceProcess[] = [];
   let browser: VolunteerTab | undefined;
+  const tabs: VolunteerTab[] = [];
   const stop = async () => {
-    // the tab first (it leaves the tracker), the edge, the nodes (together: each ends on its own,
-    // and one by one they would outlast a parent's grace period), then the control plane
+    // the tabs first (they leave the tracker), the edge, the nodes (together: each ends on its
+    // own, and one by one they would outlast a parent's grace period), then the control plane
+    for (const t of [...tabs].reverse()) await t.close();
     await browser?.close();
     const later = [...started].reverse();
     const nodes = later.filter((p) => p.label.startsWith("node "));
@@ -110,6 +119,11 @@ export async function up(o: UpOptions): Promise<Network> {
     started.push(tracker);
     const trackerUrl = String(tracker.ready.url);
     say(`tracker  ${trackerUrl}`);
+    if (o.placed) {
+      const at = { trackerUrl, relayUrl, relaySecret, nodeToken };
+      const net = await placedNetwork(o, at, started, tabs, say);
+      return { ...net, tracker: trackerUrl, relay: relayUrl, browser: tabs[0], tabs, stop };
+    }
     const nodes: NodeProc[] = [];
     for (let r = 0; r < o.routes; r++) {
       for (const [i, range] of o.split.entries()) {
@@ -148,25 +162,11 @@ export async function up(o: UpOptions): Promise<Network> {
     }
     await waitAdmitted(trackerUrl, nodes.length);
     say(`admitted ${nodes.length} nodes`);
-    const gateway = await ServiceProcess.start("gateway", [
-      "gateway",
-      "--model",
-      o.model,
-      "--tracker",
-      trackerUrl,
-      "--listen",
-      o.gatewayListen,
-      "--relay",
-      relayUrl,
-      "--relay-token",
-      await peerToken(relaySecret, "gateway"),
-      ...o.apiKeys.flatMap((k) => ["--api-key", k]),
-      ...(o.admission
-        ? ["--queue-max", String(o.admission.maxWaiting), "--queue-timeout-ms", String(o.admission.timeoutMs)]
-        : []),
-      "--volunteers",
+    const gateway = await gatewayProcess(
+      o,
+      { trackerUrl, relayUrl, relaySecret, nodeToken },
       o.split.map(formatRange).join(","),
-    ], { STRATA_RELAY_SECRET: relaySecret, STRATA_NODE_TOKEN: nodeToken });
+    );
     started.push(gateway);
     const gatewayUrl = String(gateway.ready.url);
     say(`gateway  ${gatewayUrl} (volunteer page ${gatewayUrl}/volunteer/)`);
@@ -184,7 +184,7 @@ export async function up(o: UpOptions): Promise<Network> {
       );
       await waitAdmitted(trackerUrl, nodes.length + 1);
     }
-    return { gateway: gatewayUrl, tracker: trackerUrl, relay: relayUrl, nodes, browser, stop };
+    return { gateway: gatewayUrl, tracker: trackerUrl, relay: relayUrl, nodes, browser, tabs, stop };
   } catch (e) {
     await stop();
     throw e;
@@ -209,4 +209,35 @@ export async function waitAdmitted(trackerUrl: string, count: number, timeoutMs 
   } finally {
     t.close();
   }
+}
+
+/** Where the network's parts reach each other. */
+export interface UpPlane {
+  readonly trackerUrl: string;
+  readonly relayUrl: string;
+  readonly relaySecret: string;
+  readonly nodeToken: string;
+}
+
+/** The gateway, offering volunteers these ranges ("auto": the tracker places each tab). */
+export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: string): Promise<ServiceProcess> {
+  return await ServiceProcess.start("gateway", [
+    "gateway",
+    "--model",
+    o.model,
+    "--tracker",
+    at.trackerUrl,
+    "--listen",
+    o.gatewayListen,
+    "--relay",
+    at.relayUrl,
+    "--relay-token",
+    await peerToken(at.relaySecret, "gateway"),
+    ...o.apiKeys.flatMap((k) => ["--api-key", k]),
+    ...(o.admission
+      ? ["--queue-max", String(o.admission.maxWaiting), "--queue-timeout-ms", String(o.admission.timeoutMs)]
+      : []),
+    "--volunteers",
+    volunteers,
+  ], { STRATA_RELAY_SECRET: at.relaySecret, STRATA_NODE_TOKEN: at.nodeToken });
 }

@@ -34,12 +34,13 @@ export interface VolunteerTab {
 
 export async function openVolunteerTab(
   gatewayUrl: string,
-  o: { layers?: string; threads?: number; chromium?: Chromium } = {},
+  o: { layers?: string; threads?: number; memoryCapBytes?: number; chromium?: Chromium } = {},
 ): Promise<VolunteerTab> {
   const chromium = o.chromium ?? await Chromium.launch();
   const q = new URLSearchParams();
   if (o.layers) q.set("layers", o.layers);
   if (o.threads) q.set("threads", String(o.threads));
+  if (o.memoryCapBytes) q.set("memoryCap", String(o.memoryCapBytes));
   const page = await chromium.page(`${gatewayUrl}/volunteer/?${q}`);
   const state = () =>
     page.evaluate(() =>

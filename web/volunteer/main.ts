@@ -38,6 +38,8 @@ interface Assignment {
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
 const params = new URLSearchParams(location.search);
+// what this tab's engine may hold: the page's memoryCap (bytes), never past what wasm32 addresses
+const memoryCap = Math.min(Number(params.get("memoryCap")) || WASM32_MEMORY_CAP, WASM32_MEMORY_CAP);
 const mainThread = probeMainThread();
 
 /** What the page shows, also read by tests through globalThis.strataVolunteer. */
@@ -73,7 +75,7 @@ function phase(p: string, note = ""): void {
 }
 
 async function ask(): Promise<void> {
-  const q = new URLSearchParams({ memoryCap: String(WASM32_MEMORY_CAP) });
+  const q = new URLSearchParams({ memoryCap: String(memoryCap) });
   if (params.get("layers")) q.set("layers", params.get("layers")!);
   const r = await fetch(`/volunteer/api/assignment?${q}`);
   const a = await r.json();
@@ -134,6 +136,7 @@ async function contribute(): Promise<void> {
       maxSessions: a.maxSessions,
       batchTokens: a.batchTokens,
       threads,
+      memoryCapBytes: memoryCap,
     }),
     model,
     webgpu: params.get("backend") !== "cpu",
@@ -165,7 +168,7 @@ async function contribute(): Promise<void> {
     dial: relayOnlyDialer(peer, id.relayUrl),
     listeners: [relayListener(peer, id.relayUrl)],
     tracker,
-    memoryCapBytes: WASM32_MEMORY_CAP,
+    memoryCapBytes: memoryCap,
   }, {
     onAdmission: (admission) => {
       state.admission = admission;

@@ -1,0 +1,103 @@
+// `strata up --memory-cap SIZE`: a network no member of which holds the model. Every
+// participant is capped and asks the tracker where to go: the headless tabs first, then the
+// Deno WASM nodes, then native nodes, one at a time, until every layer is covered.
+import { fileFacts } from "../model/facts.ts";
+import { resolveModel } from "../model/fetch.ts";
+import { ServiceProcess } from "../process/service-process.ts";
+import { trackerClient } from "../tracker/client.ts";
+import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
+import { trackedNodeArgs } from "./node-args.ts";
+import { gatewayProcess, type NodeProc, type UpOptions, type UpPlane, waitAdmitted } from "./up.ts";
+
+/** More native nodes than this and the cap is too small for the model. */
+const MAX_NATIVE = 32;
+
+export async function placedNetwork(
+  o: UpOptions,
+  at: UpPlane,
+  started: ServiceProcess[],
+  tabs: VolunteerTab[],
+  say: (what: string) => void,
+): Promise<{ gateway: string; nodes: NodeProc[] }> {
+  const { capBytes, tabs: nTabs, wasm } = o.placed!;
+  const gateway = await gatewayProcess(o, at, "auto");
+  started.push(gateway);
+  const gatewayUrl = String(gateway.ready.url);
+  say(`gateway  ${gatewayUrl}`);
+  let members = 0;
+  for (let i = 0; i < nTabs; i++) {
+    // one Chromium for all of them
+    const tab = await openVolunteerTab(gatewayUrl, {
+      threads: o.threads,
+      memoryCapBytes: capBytes,
+      chromium: tabs[0]?.chromium,
+    });
+    tabs.push(tab);
+    const s = await tab.contribute();
+    const r = s.assignment!.range;
+    say(`tab      ${s.name} layers ${r.start}:${r.end} (${s.engine})`);
+    await waitAdmitted(at.trackerUrl, ++members);
+  }
+  const nodes: NodeProc[] = [];
+  const join = async (name: string, engine: "wasm" | "native") => {
+    const p = await ServiceProcess.start(`node ${name}`, [
+      ...await trackedNodeArgs({
+        model: o.model,
+        range: "auto",
+        name,
+        tracker: at.trackerUrl,
+        nodeToken: at.nodeToken,
+        listen: "127.0.0.1:0",
+        relay: at.relayUrl,
+        relaySecret: at.relaySecret,
+        threads: o.threads,
+      }),
+      "--memory-cap",
+      String(capBytes),
+      ...(engine === "wasm" ? ["--engine", "wasm"] : ["--backend", o.backend]),
+      ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
+      ...(o.kvCells ? ["--kv-cells", String(o.kvCells)] : []),
+      "--serve-artifact",
+      "127.0.0.1:0",
+    ]);
+    started.push(p);
+    const url = (p.ready.urls as string[])[0];
+    const layers = String(p.ready.layers);
+    nodes.push({ name, layers, route: 0, url, process: p });
+    say(`node     ${name} layers ${layers}${engine === "wasm" ? " (WASM)" : ""} at ${url}`);
+    await waitAdmitted(at.trackerUrl, ++members);
+  };
+  for (let i = 0; i < wasm; i++) await join(`w${i}`, "wasm");
+  const { nLayer } = await fileFacts((await resolveModel(o.model)).path);
+  for (let i = 0;; i++) {
+    const before = await uncovered(at.trackerUrl, nLayer);
+    if (before.length === 0) break;
+    if (i === MAX_NATIVE) throw new Error(`${MAX_NATIVE} native nodes under the cap do not cover the model`);
+    await join(`n${i}`, "native");
+    // a node that covered nothing new was placed beside others: what is left fits no one
+    if ((await uncovered(at.trackerUrl, nLayer)).length === before.length) {
+      throw new Error(
+        `layers ${before[0]}–${before.at(-1)} fit no node under ${(capBytes / 2 ** 20).toFixed(0)} MiB ` +
+          `with these engine settings (the output head and its logits buffer grow with --batch-tokens and the vocabulary)`,
+      );
+    }
+  }
+  return { gateway: gatewayUrl, nodes };
+}
+
+/** The layers no live, admitted node holds. */
+async function uncovered(trackerUrl: string, nLayer: number): Promise<number[]> {
+  const t = trackerClient(trackerUrl);
+  try {
+    const { nodes } = await t.client.nodes({}, { timeoutMs: 5000 });
+    const c = new Uint8Array(nLayer);
+    for (const n of nodes) {
+      if (n.live && n.admission === "admitted" && n.shard?.range) {
+        c.fill(1, n.shard.range.start, n.shard.range.end);
+      }
+    }
+    return [...c.keys()].filter((l) => !c[l]);
+  } finally {
+    t.close();
+  }
+}

@@ -1,0 +1,120 @@
+// A model bigger than any participant: a synthetic llama of 1 GB, certified range by range
+// under 40 % of its size, served by `strata up --memory-cap` (40 % of the file) with one
+// headless tab, one Deno WASM node and native nodes for the rest, all placed by the tracker
+// (which reads the header and the signed reference, never a weight). Eight concurrent chats
+// against whole-model llama.cpp on the same file in a separate process.
+import { cacheDir } from "../../server/paths.ts";
+import { ServiceProcess } from "../../server/process/service-process.ts";
+import { trackerClient } from "../../server/tracker/client.ts";
+import { chatReference } from "./chat-reference.ts";
+import { streamChat } from "./chat-client.ts";
+
+const SIZE = 1e9;
+const CAP = Math.floor(0.4 * SIZE);
+const MAX = 12;
+const KEY = "big-key";
+const strata = new URL("../../strata", import.meta.url).pathname;
+const run = async (args: string[]) => {
+  const o = await new Deno.Command(strata, { args, stdout: "piped", stderr: "inherit" }).output();
+  if (o.code !== 0) throw new Error(`strata ${args.join(" ")}: exit ${o.code}`);
+  return new TextDecoder().decode(o.stdout);
+};
+
+// made once and kept: the same seed writes the same bytes
+const model = cacheDir("models", "synth-llama-1GB-seed1.gguf");
+const t0 = performance.now();
+try {
+  await Deno.stat(model);
+} catch {
+  await run(["model", "synth", "--arch", "llama", "--size", "1GB", "--seed", "1", "--out", `${model}.part`]);
+  await Deno.rename(`${model}.part`, model);
+}
+const synthMs = performance.now() - t0;
+const fileBytes = (await Deno.stat(model)).size;
+// the publisher's reference, never holding more than the cap (beside the model: the tracker finds it)
+const certified = JSON.parse(
+  (await run(["model", "certify", model, "--memory-cap", String(CAP), "--out", `${model}.strata-ref`]))
+    .trim().split("\n").pop()!,
+);
+
+const questions = [
+  "What is the capital of France?",
+  "List three prime numbers.",
+  "Hi!",
+  "What is 12 times 7?",
+  "Name a color.",
+  "Tell me a joke.",
+  "Where is Peru?",
+  "Count to five.",
+];
+const ref = await chatReference(model, questions, MAX);
+
+const net = await ServiceProcess.start(
+  "strata up",
+  [
+    "up",
+    "--model",
+    model,
+    "--memory-cap",
+    String(CAP),
+    "--browser-shards",
+    "1",
+    "--wasm-shards",
+    "1",
+    "--kv-cells",
+    "1024",
+    "--max-sessions",
+    "8",
+    "--port",
+    "0",
+    "--api-key",
+    KEY,
+  ],
+  {},
+  900_000,
+);
+const report: Record<string, unknown> = { fileBytes, cap: CAP, synthMs, certified, reference: ref.texts };
+try {
+  const gw = String(net.ready.gateway);
+  report.nodes = net.ready.nodes;
+  report.tabs = net.ready.tabs;
+  const tracker = trackerClient(String(net.ready.tracker));
+  const states = (await tracker.client.nodes({}, { timeoutMs: 5000 })).nodes;
+  report.members = states.map((n) => ({
+    node: n.node,
+    layers: `${n.shard!.range!.start}:${n.shard!.range!.end}`,
+    engine: n.shard!.engine,
+    capBytes: Number(n.shard!.memoryCapBytes),
+    admission: n.admission,
+  }));
+  tracker.close();
+  // the tracker process: what it ever held in memory (it never loads a weight)
+  const trackerPid = await new Deno.Command("pgrep", { args: ["-f", `cli.ts tracker --model ${model}`] })
+    .output();
+  const pid = new TextDecoder().decode(trackerPid.stdout).trim().split("\n")[0];
+  const status = await Deno.readTextFile(`/proc/${pid}/status`).catch(() => "");
+  report.trackerPeakRssBytes = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) * 1024;
+
+  const auth = { authorization: `Bearer ${KEY}` };
+  const chats = await Promise.all(questions.map((q) =>
+    streamChat(gw, auth, {
+      model: "any",
+      messages: [{ role: "user", content: q }],
+      temperature: 0,
+      max_tokens: MAX,
+    })
+  ));
+  report.chats = chats.map((c, i) => ({
+    text: c.text,
+    exact: c.text === ref.texts[i],
+    at: c.text === ref.texts[i] ? undefined : ref.divergence(i, c.text),
+    error: c.error,
+    done: c.done,
+    route: c.route,
+    nodes: c.nodes.map((n) => n.node),
+  }));
+} finally {
+  await net.stop(60_000);
+}
+console.log(JSON.stringify(report));
+Deno.exit(0);
