@@ -184,6 +184,9 @@ async function placeTab(
     }, { timeoutMs: 10_000 });
     return layerRange(r.range!.start, r.range!.end, manifest.nLayer);
   } catch (e) {
-    throw new TrackerError("resource_exhausted", `no range for this tab: ${e instanceof Error ? e.message : e}`);
+    throw new TrackerError(
+      "resource_exhausted",
+      `no range for this tab: ${e instanceof Error ? e.message : e}`,
+    );
   }
 }
