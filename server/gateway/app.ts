@@ -19,6 +19,8 @@ import { trackerClient } from "../tracker/client.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { log } from "../log/log.ts";
 import { NodeWatch } from "../../src/gateway/node-watch.ts";
+import { ActiveRoutes } from "../../src/gateway/active-routes.ts";
+import { networkPageRoutes } from "./network-page.ts";
 import { generate, type GenerationContext, promptTokens, routeError } from "./generate.ts";
 import { Metrics } from "./metrics.ts";
 import { RouteGate } from "./route-gate.ts";
@@ -54,6 +56,7 @@ export async function startGateway(o: GatewayOptions) {
     dialer,
     artifact,
     nCtxTrain: facts.nCtxTrain,
+    routes: new ActiveRoutes(),
     watch: new NodeWatch(async (nodes) => {
       const r = await tracker.client.nodes({ nodes: [...nodes] }, { timeoutMs: 5000 });
       return new Set(r.nodes.filter((n) => n.live).map((n) => n.node));
@@ -76,15 +79,14 @@ export async function startGateway(o: GatewayOptions) {
   });
   app.route("/", artifactRoutes([{ path: o.modelPath, manifest }]));
   await chatPageRoutes(app);
-  if (o.volunteer) {
-    const model = {
-      manifest,
-      nEmbdKv: kvShape(facts.header).nEmbdKv,
-      graph: headerGraphShape(facts.header),
-      name: o.modelName,
-    };
-    await volunteerRoutes(app, o.volunteer, model, tracker.client);
-  }
+  const model = {
+    manifest,
+    nEmbdKv: kvShape(facts.header).nEmbdKv,
+    graph: headerGraphShape(facts.header),
+    name: o.modelName,
+  };
+  await networkPageRoutes(app, { model, tracker: tracker.client, routes: ctx.routes });
+  if (o.volunteer) await volunteerRoutes(app, o.volunteer, model, tracker.client);
   app.get(
     "/metrics",
     (c) => c.text(metrics.text(gate.admission.stats()), 200, { "content-type": "text/plain; version=0.0.4" }),

@@ -13,6 +13,7 @@ import { SeamError } from "../../src/seam/errors.ts";
 import type { Dialer } from "../seam/dialer.ts";
 import type { RouteLease } from "./route-gate.ts";
 import type { NodeWatch } from "../../src/gateway/node-watch.ts";
+import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 
 export interface GenerationContext {
   readonly tokenizer: Tokenizer;
@@ -21,6 +22,8 @@ export interface GenerationContext {
   readonly nCtxTrain: number;
   /** the tracker's word on the nodes of open sessions */
   readonly watch: NodeWatch;
+  /** sessions now, by route (the network page) */
+  readonly routes: ActiveRoutes;
 }
 
 export interface Generated {
@@ -104,6 +107,7 @@ export async function generate(
   const abort = () => void session.cancel();
   signal.addEventListener("abort", abort);
   // a node of the route leaving the tracker ends the session even if its seam said nothing
+  const closeRoute = ctx.routes.open(route.name);
   const unwatch = ctx.watch.watch(
     route.hops.map((h) => h.node),
     (node) => session.abandon(new SeamError("unavailable", `node ${node} left the network`)),
@@ -164,6 +168,7 @@ export async function generate(
   } finally {
     signal.removeEventListener("abort", abort);
     unwatch();
+    closeRoute();
   }
   return {
     // what was shown, and (without a stop) a character the stream ended inside of

@@ -6,9 +6,11 @@ import { certify } from "./certify.ts";
 import { defaultPublisherKeyPath, publisherKey } from "./publisher-key.ts";
 import { referenceBeside } from "./reference-file.ts";
 
-/** The most this process has held in memory (Linux: VmHWM), in bytes. */
-async function peakRss(): Promise<number | undefined> {
-  const m = /VmHWM:\s+(\d+) kB/.exec(await Deno.readTextFile("/proc/self/status").catch(() => ""));
+/** This process's memory (Linux): now (VmRSS) or the most it has held (VmHWM), in bytes. */
+async function rss(which: "VmRSS" | "VmHWM"): Promise<number | undefined> {
+  const m = new RegExp(`${which}:\\s+(\\d+) kB`).exec(
+    await Deno.readTextFile("/proc/self/status").catch(() => ""),
+  );
   return m ? Number(m[1]) * 1024 : undefined;
 }
 
@@ -30,6 +32,8 @@ export function certifyCommand(): Command {
     .addOption(backendOption())
     .action(async (file: string, o) => {
       const t0 = performance.now();
+      // before any engine: what the process takes without a model
+      const baseRss = await rss("VmRSS");
       const key = await publisherKey(o.key);
       const made = await certify({
         modelPath: file,
@@ -49,7 +53,8 @@ export function certifyCommand(): Command {
         publisher: bytesToHex(key.publicRaw),
         ranges: made.ranges.map((r) => `${r.start}:${r.end}`),
         memory_cap_bytes: o.memoryCap,
-        peak_rss_bytes: await peakRss(),
+        base_rss_bytes: baseRss,
+        peak_rss_bytes: await rss("VmHWM"),
         ms: Math.round(performance.now() - t0),
       }));
     });

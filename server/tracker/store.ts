@@ -26,6 +26,10 @@ export class TrackerStore implements TrackerStorage {
     if (!columns.some((c) => c.name === "session_cells")) {
       this.#db.exec("alter table nodes add column session_cells integer not null default 0");
     }
+    // databases from before memory caps (0: no cap advertised)
+    if (!columns.some((c) => c.name === "memory_cap_bytes")) {
+      this.#db.exec("alter table nodes add column memory_cap_bytes integer not null default 0");
+    }
   }
 
   meta(key: string): string | undefined {
@@ -42,7 +46,8 @@ export class TrackerStore implements TrackerStorage {
   saveNode(n: NodeRecord): void {
     this.#db.prepare(
       `insert or replace into nodes (node, urls, artifact, layer_start, layer_end, engine, kv_cells, max_sessions,
-       tokens_per_s, admission, updated_at, artifact_url, session_cells) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       tokens_per_s, admission, updated_at, artifact_url, session_cells, memory_cap_bytes)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(
       n.node,
       JSON.stringify(n.urls),
@@ -57,6 +62,7 @@ export class TrackerStore implements TrackerStorage {
       Date.now(),
       n.artifactUrl,
       n.sessionCells,
+      n.memoryCapBytes,
     );
   }
 
@@ -81,6 +87,7 @@ export class TrackerStore implements TrackerStorage {
       maxSessions: Number(r.max_sessions),
       tokensPerS: Number(r.tokens_per_s),
       artifactUrl: String(r.artifact_url ?? ""),
+      memoryCapBytes: Number(r.memory_cap_bytes ?? 0),
       admission: parseAdmission(String(r.admission)),
     }));
   }

@@ -58,12 +58,20 @@ export async function joinTracker(
   let stopped = false;
   // one beat at a time: a late beat arriving after a newer one would report stale sessions
   let beating = false;
+  // the engine answers info() between batches: a long batch (a slow engine's prefill) must not
+  // hold the heartbeat past its lease, so a beat waits a little, then goes with what it knew
+  let known: Awaited<ReturnType<ShardNode["info"]>> | undefined;
   const beat = async () => {
     if (stopped || beating) return;
     beating = true;
     try {
       const n = node();
-      const info = await n?.info();
+      const asked = n?.info().then((i) => (known = i));
+      asked?.catch(() => {});
+      let waited: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([asked, new Promise((r) => (waited = setTimeout(r, Math.min(1_000, every / 2))))]);
+      clearTimeout(waited);
+      const info = known;
       const r = await tracker.heartbeat({
         sessions: info?.sessions ?? 0,
         // sampled after info(): the freshest list the tracker can get

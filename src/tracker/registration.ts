@@ -58,6 +58,7 @@ export function checkRegistration(req: RegisterRequest, model: TrackedModel): No
     maxSessions: s.maxSessions,
     tokensPerS: s.decodeTokensPerS,
     artifactUrl: s.artifactUrl,
+    memoryCapBytes: Number(s.memoryCapBytes),
     admission: "pending",
   };
 }

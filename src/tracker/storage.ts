@@ -18,6 +18,8 @@ export interface NodeRecord {
   readonly tokensPerS: number;
   /** where it serves its range's bytes of the artifact ("" = it does not) */
   readonly artifactUrl: string;
+  /** the memory cap it advertised (0: none) */
+  readonly memoryCapBytes: number;
   readonly admission: Admission;
 }
 

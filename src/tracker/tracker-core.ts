@@ -250,6 +250,7 @@ export class TrackerCore {
             maxSessions: r.maxSessions,
             decodeTokensPerS: r.tokensPerS,
             artifactUrl: r.artifactUrl,
+            memoryCapBytes: BigInt(r.memoryCapBytes),
           },
           admission: r.admission,
           live: this.#registry.isLive(r.node, now),

@@ -4,6 +4,7 @@
 // (which reads the header and the signed reference, never a weight). Eight concurrent chats
 // against whole-model llama.cpp on the same file in a separate process.
 import { cacheDir } from "../../server/paths.ts";
+import { Chromium } from "../../server/web/chromium.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { chatReference } from "./chat-reference.ts";
@@ -12,6 +13,8 @@ import { streamChat } from "./chat-client.ts";
 const SIZE = 1e9;
 const CAP = Math.floor(0.4 * SIZE);
 const MAX = 12;
+const shots = Deno.env.get("SHOTS_DIR") ?? await Deno.makeTempDir({ prefix: "strata-shots-" });
+Deno.mkdirSync(shots, { recursive: true });
 const KEY = "big-key";
 const strata = new URL("../../strata", import.meta.url).pathname;
 const run = async (args: string[]) => {
@@ -96,9 +99,32 @@ try {
   report.trackerPeakRssBytes = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) * 1024;
 
   const auth = { authorization: `Bearer ${KEY}` };
+  const modelId = (await (await fetch(`${gw}/v1/models`, { headers: auth })).json()).data[0].id;
+  // the network page, in a real browser, while the chats run and when a node leaves
+  const browser = await Chromium.launch();
+  const page = await browser.page(`${gw}/network/`);
+  const pageState = () =>
+    page.evaluate(() => {
+      const n =
+        (globalThis as unknown as { strataNetwork: { state: unknown; changes: unknown } }).strataNetwork;
+      return JSON.parse(JSON.stringify({ state: n.state, changes: n.changes }));
+    }) as Promise<
+      { state?: { routes: Array<{ name: string }> }; changes: Array<{ kind: string; node: string }> }
+    >;
+  let shotDuring = false;
+  const watching = (async () => {
+    // the moment routes are in use: every chat holds one
+    for (let i = 0; i < 300 && !shotDuring; i++) {
+      const s = await pageState();
+      if ((s.state?.routes.length ?? 0) > 0) {
+        await page.screenshot({ path: `${shots}/network-1gb-serving.png`, fullPage: true });
+        shotDuring = true;
+      } else await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
   const chats = await Promise.all(questions.map((q) =>
     streamChat(gw, auth, {
-      model: "any",
+      model: modelId,
       messages: [{ role: "user", content: q }],
       temperature: 0,
       max_tokens: MAX,
@@ -108,11 +134,26 @@ try {
     text: c.text,
     exact: c.text === ref.texts[i],
     at: c.text === ref.texts[i] ? undefined : ref.divergence(i, c.text),
+    status: c.status,
     error: c.error,
     done: c.done,
     route: c.route,
     nodes: c.nodes.map((n) => n.node),
   }));
+  await watching;
+  report.shotDuring = shotDuring;
+  // a native node leaves: the page shows the gap and says who left
+  const leaving = (net.ready.nodes as Array<{ name: string; pid: number }>).find((n) => n.name === "n0")!;
+  Deno.kill(leaving.pid, "SIGTERM");
+  let left = false;
+  for (let i = 0; i < 150 && !left; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    left = (await pageState()).changes.some((c) => c.kind === "left" && c.node === leaving.name);
+  }
+  await page.screenshot({ path: `${shots}/network-1gb-node-left.png`, fullPage: true });
+  report.pageSawLeave = left;
+  report.pageText = await page.evaluate(() => document.getElementById("summary")!.textContent);
+  await browser.close();
 } finally {
   await net.stop(60_000);
 }

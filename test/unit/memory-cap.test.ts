@@ -114,8 +114,8 @@ describe("a range's memory from the model's header", () => {
     nHeadKv: 8,
     nFf: 1536,
     nVocab: 4096,
-    weightType: "q8_0",
-    draws: 1,
+    weightType: "q8_0" as const,
+    draws: 1 as const,
   };
   const llama = synthModel({ arch: "llama", ...opts });
   const model = headerModel(parseGgufHeader(llama), llama.length);

@@ -326,6 +326,11 @@ strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t
         // emscripten's mmap copies the whole file into the heap: read only the range's tensors
         // instead (a shard's sparse download has nothing else to map, and wasm32 has 4 GiB)
         p.load_mode    = LLAMA_LOAD_MODE_NONE;
+#else
+        // a range reads only its own tensors: mapping the file would fault all of it in
+        // (MAP_POPULATE) and a node would hold the whole model it is meant to share
+        const bool whole = vocab_only || (layer_start == 0 && end == (int32_t) n_layer);
+        if (!whole) p.load_mode = LLAMA_LOAD_MODE_NONE;
 #endif
 
         llama_model * m = llama_model_load_from_file(path, p);

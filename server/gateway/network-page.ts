@@ -1,0 +1,60 @@
+// The gateway's network page (/network/): every node as a bar over the model's layers, the
+// coverage with its gaps and thin spots, the routes in use and placement moves as they happen,
+// from what the tracker knows, looked at once a second.
+import type { Hono } from "hono";
+import { join } from "node:path";
+import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
+import type { NetworkState } from "../../src/gateway/network-view.ts";
+import { rangeMemoryOf, type RangeModel } from "../../src/tracker/range-memory.ts";
+import type { trackerClient } from "../tracker/client.ts";
+import { bundleWebEntry } from "../web/bundle.ts";
+import { repoRoot } from "../paths.ts";
+
+export async function networkPageRoutes(
+  app: Hono,
+  o: {
+    readonly model: RangeModel & { readonly name: string };
+    readonly tracker: ReturnType<typeof trackerClient>["client"];
+    readonly routes: ActiveRoutes;
+  },
+): Promise<void> {
+  const [page, bundle] = await Promise.all([
+    Deno.readTextFile(join(repoRoot, "web", "network", "index.html")),
+    bundleWebEntry("web/network/main.ts"),
+  ]);
+  app.get("/network", (c) => c.redirect("/network/"));
+  app.get("/network/", (c) => c.html(page));
+  app.get("/network/main.js", (c) => c.body(bundle, 200, { "Content-Type": "text/javascript" }));
+  app.get("/network/api/state", async (c) => {
+    const { nodes } = await o.tracker.nodes({}, { timeoutMs: 5000 });
+    const m = o.model.manifest;
+    const state: NetworkState = {
+      model: { name: o.model.name, nLayer: m.nLayer, artifact: m.artifact },
+      nodes: nodes.filter((n) => n.shard?.range).map((n) => {
+        const s = n.shard!;
+        const range = { start: s.range!.start, end: s.range!.end };
+        // the least its range takes with its settings (one token of compute, as the tracker counts)
+        const need = rangeMemoryOf(o.model, range, s.kvCells, {
+          maxSequences: s.maxSessions,
+          batchTokens: 1,
+          batchInvariant: s.sessionCells > 0 && s.sessionCells < s.kvCells,
+          flashAttention: true,
+        });
+        return {
+          node: n.node,
+          ...range,
+          engine: s.engine,
+          live: n.live,
+          admission: n.admission,
+          capBytes: Number(s.memoryCapBytes),
+          needBytes: need.total,
+          tokensPerS: s.decodeTokensPerS,
+          sessions: n.sessions,
+        };
+      }),
+      routes: o.routes.snapshot(),
+      at: Date.now(),
+    };
+    return c.json(state);
+  });
+}
