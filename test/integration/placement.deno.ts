@@ -7,9 +7,8 @@ import { defaultModelPath } from "../../server/model/fetch.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { Dialer } from "../../server/seam/dialer.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
-import { RouteSession } from "../../src/route/route-session.ts";
+import { routeTokens, trackedNode } from "./tracked.ts";
 
 const PROMPT = Int32Array.of(1, 504, 3575, 282, 253);
 const STEPS = 8;
@@ -77,8 +76,7 @@ const CAP = "90MB";
 const start = async (name: string) =>
   nodes.set(
     name,
-    await ServiceProcess.start(name, [
-      "node",
+    await trackedNode(name, url, token, [
       "--layers",
       "auto",
       "--memory-cap",
@@ -89,16 +87,6 @@ const start = async (name: string) =>
       "4",
       "--batch-tokens",
       "64",
-      "--name",
-      name,
-      "--threads",
-      "1",
-      "--tracker",
-      url,
-      "--tracker-token",
-      token,
-      "--listen",
-      "127.0.0.1:0",
       "--lease-ms",
       "60000",
     ]),
@@ -128,28 +116,7 @@ async function until<T>(f: () => Promise<T>, ok: (v: T) => boolean, ms = 90_000)
   }
 }
 
-async function routeTokens() {
-  const dialer = await Dialer.connect();
-  try {
-    const sessionId = crypto.randomUUID();
-    const r = await t.client.route({ artifactSha256: artifact, sessionId, count: 1 }, { timeoutMs: 5000 });
-    const route = r.routes[0];
-    const s = await RouteSession.open(
-      dialer.dial,
-      route.hops.map((h) => ({ url: h.url, range: h.range!, ticket: h.routeTicket })),
-      { sessionId, epoch: route.epoch, artifactSha256: artifact, kvCells: 32 },
-    );
-    const tokens: number[] = [];
-    for await (const x of s.generate(PROMPT, STEPS, () => false)) tokens.push(x.token);
-    await s.release();
-    await t.client.done({ sessionId }, { timeoutMs: 5000 }).catch(() => {});
-    return { route: route.name, tokens };
-  } catch (e) {
-    return { error: (e as Error).message, tokens: [] as number[] };
-  } finally {
-    dialer.close();
-  }
-}
+const routed = () => routeTokens(url, artifact, PROMPT, STEPS);
 
 const report: Record<string, unknown> = { want };
 try {
@@ -158,7 +125,7 @@ try {
   const first = await until(live, (xs) => xs.length === 3);
   report.first = first;
   report.firstCovered = covered(first);
-  report.firstRoute = await routeTokens();
+  report.firstRoute = await routed();
   // the node whose range c does not double dies; c moves into its hole
   const c = first.find((x) => x.node === "c")!;
   const victim = first.find((x) => x.node !== "c" && x.layers !== c.layers)!;
@@ -168,7 +135,7 @@ try {
   const after = await until(live, (xs) => xs.length === 2 && covered(xs));
   report.after = after;
   report.afterCovered = covered(after);
-  report.afterRoute = await routeTokens();
+  report.afterRoute = await routed();
 } finally {
   t.close();
   for (const n of nodes.values()) await n.stop();

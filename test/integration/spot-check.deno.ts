@@ -5,6 +5,7 @@ import { ensureReference } from "../../server/model/reference-file.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
+import { trackedNode } from "./tracked.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "strata-spot-" });
 const token = crypto.randomUUID();
@@ -26,22 +27,7 @@ const url = String(tracker.ready.url);
 const procs: ServiceProcess[] = [tracker];
 const node = async (name: string, layers: string, fault?: string) =>
   procs.push(
-    await ServiceProcess.start(name, [
-      "node",
-      "--layers",
-      layers,
-      "--name",
-      name,
-      "--threads",
-      "1",
-      "--tracker",
-      url,
-      "--tracker-token",
-      token,
-      "--listen",
-      "127.0.0.1:0",
-      ...(fault ? ["--inject-fault", fault] : []),
-    ]),
+    await trackedNode(name, url, token, ["--layers", layers, ...(fault ? ["--inject-fault", fault] : [])]),
   );
 
 const t = trackerClient(url);

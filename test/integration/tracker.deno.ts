@@ -6,8 +6,7 @@ import { artifactSha256 } from "../../server/model/hash.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ensureReference } from "../../server/model/reference-file.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { Dialer } from "../../server/seam/dialer.ts";
-import { RouteSession } from "../../src/route/route-session.ts";
+import { routeTokens, trackedNode } from "./tracked.ts";
 
 const dir = await Deno.makeTempDir();
 const token = crypto.randomUUID();
@@ -59,51 +58,12 @@ async function until(what: (s: Awaited<ReturnType<typeof states>>) => boolean, m
   }
 }
 
-/** A route from the tracker, and two tokens through it (the nodes verify its tickets). */
-async function routeName() {
-  const t = trackerClient(url);
-  const dialer = await Dialer.connect();
-  try {
-    const sessionId = crypto.randomUUID();
-    const r = await t.client.route({ artifactSha256: artifact, sessionId, count: 1 }, { timeoutMs: 5000 });
-    const route = r.routes[0];
-    const session = await RouteSession.open(
-      dialer.dial,
-      route.hops.map((h) => ({ url: h.url, range: h.range!, ticket: h.routeTicket })),
-      { sessionId, epoch: route.epoch, artifactSha256: artifact, kvCells: 16 },
-    );
-    const tokens: number[] = [];
-    for await (const s of session.generate(Int32Array.of(1, 504, 3575), 2, () => false)) tokens.push(s.token);
-    await session.release();
-    return { name: route.name, epoch: route.epoch.toString(), tokens };
-  } catch (e) {
-    return { error: (e as Error).message };
-  } finally {
-    dialer.close();
-    t.close();
-  }
-}
+const routeName = () => routeTokens(url, artifact, Int32Array.of(1, 504, 3575), 2);
 
 let tracker = await startTracker();
 const nodes = [];
 for (const layers of ["0:12", "12:30"]) {
-  nodes.push(
-    await ServiceProcess.start(`node ${layers}`, [
-      "node",
-      "--layers",
-      layers,
-      "--name",
-      `n${layers.replace(":", "-")}`,
-      "--threads",
-      "1",
-      "--tracker",
-      url,
-      "--tracker-token",
-      token,
-      "--listen",
-      "127.0.0.1:0",
-    ]),
-  );
+  nodes.push(await trackedNode(`n${layers.replace(":", "-")}`, url, token, ["--layers", layers]));
 }
 const report: Record<string, unknown> = {};
 try {

@@ -1,0 +1,55 @@
+// What the tests that run a tracker share: starting a node that joins it, and a route it hands
+// out, driven for a few greedy tokens.
+import { ServiceProcess } from "../../server/process/service-process.ts";
+import { Dialer } from "../../server/seam/dialer.ts";
+import { trackerClient } from "../../server/tracker/client.ts";
+import { RouteSession } from "../../src/route/route-session.ts";
+
+/** `strata node` on loopback, one engine thread, registered with the tracker at `url`. */
+export function trackedNode(
+  name: string,
+  url: string,
+  token: string,
+  args: string[],
+): Promise<ServiceProcess> {
+  return ServiceProcess.start(name, [
+    "node",
+    ...args,
+    "--name",
+    name,
+    "--threads",
+    "1",
+    "--tracker",
+    url,
+    "--tracker-token",
+    token,
+    "--listen",
+    "127.0.0.1:0",
+  ]);
+}
+
+/** A route from the tracker and `steps` greedy tokens through it (the nodes verify its tickets). */
+export async function routeTokens(url: string, artifact: Uint8Array, prompt: Int32Array, steps: number) {
+  const t = trackerClient(url);
+  const dialer = await Dialer.connect();
+  try {
+    const sessionId = crypto.randomUUID();
+    const r = await t.client.route({ artifactSha256: artifact, sessionId, count: 1 }, { timeoutMs: 5000 });
+    const route = r.routes[0];
+    const session = await RouteSession.open(
+      dialer.dial,
+      route.hops.map((h) => ({ url: h.url, range: h.range!, ticket: h.routeTicket })),
+      { sessionId, epoch: route.epoch, artifactSha256: artifact, kvCells: prompt.length + steps },
+    );
+    const tokens: number[] = [];
+    for await (const s of session.generate(prompt, steps, () => false)) tokens.push(s.token);
+    await session.release();
+    await t.client.done({ sessionId }, { timeoutMs: 5000 }).catch(() => {});
+    return { name: route.name, epoch: route.epoch.toString(), tokens };
+  } catch (e) {
+    return { error: (e as Error).message, tokens: [] as number[] };
+  } finally {
+    dialer.close();
+    t.close();
+  }
+}
