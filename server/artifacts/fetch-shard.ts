@@ -3,6 +3,7 @@
 // store (a restart resumes), assembled into a sparse file the native engine loads.
 import { type ArtifactManifest, checkManifest } from "../../src/artifact/pieces.ts";
 import { type DownloadReport, downloadShard, type PieceSource } from "../../src/artifact/download.ts";
+import { isRelayHopUrl } from "../../src/route/hop-url.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";
 import { trackerClient } from "../tracker/client.ts";
 import { cacheDir } from "../paths.ts";
@@ -31,8 +32,10 @@ export async function peerSources(trackerUrl: string, artifact: string): Promise
   try {
     const { nodes } = await t.client.nodes({}, { timeoutMs: 5000 });
     return nodes
+      // over HTTP: tabs serve theirs through the relay, which this download does not reach
       .filter((n) =>
-        n.live && n.shard?.artifactUrl && n.shard.range && bytesToHex(n.shard.artifactSha256) === artifact
+        n.live && n.shard?.artifactUrl && !isRelayHopUrl(n.shard.artifactUrl) && n.shard.range &&
+        bytesToHex(n.shard.artifactSha256) === artifact
       )
       .map((n) => ({
         url: n.shard!.artifactUrl,

@@ -106,8 +106,11 @@ export async function volunteerRoutes(
       sessionCells: number;
       maxSessions: number;
       memoryCapBytes: number;
+      artifactUrl?: string;
     }>(c.req.raw);
     const name = await nameOf(b.token);
+    // a tab serves its pieces through the relay, under its own name only
+    const own = relayHopUrl(o.relayUrl, name);
     const r = await tracker.register({
       token: o.nodeToken,
       node: name,
@@ -121,6 +124,7 @@ export async function volunteerRoutes(
         maxSessions: b.maxSessions,
         decodeTokensPerS: b.decodeTokensPerS,
         memoryCapBytes: BigInt(Math.max(0, Math.floor(b.memoryCapBytes))),
+        artifactUrl: b.artifactUrl === own ? own : "",
       },
     }, { timeoutMs: 30_000 });
     log.info("volunteer joined", { node: name, layers: formatRange(layerRange(b.range.start, b.range.end)) });

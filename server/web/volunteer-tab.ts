@@ -17,6 +17,7 @@ export interface VolunteerState {
     fetchedBytes: number;
     cachedBytes: number;
     bySource: Record<string, number>;
+    bytesBySource: Record<string, number>;
   };
   info: Record<string, number>;
   /** web/volunteer/main-thread-probe.ts: the page's thread since the tab began to serve */

@@ -26,8 +26,9 @@ export interface DownloadReport {
   readonly shardBytes: number;
   readonly fetchedBytes: number;
   readonly cachedBytes: number;
-  /** pieces fetched from each source */
+  /** pieces fetched from each source, and their bytes */
   readonly bySource: Readonly<Record<string, number>>;
+  readonly bytesBySource: Readonly<Record<string, number>>;
   /** fetches refused (wrong hash, wrong length, HTTP error), each then tried elsewhere */
   readonly rejected: ReadonlyArray<
     { readonly source: string; readonly offset: number; readonly reason: string }
@@ -81,6 +82,7 @@ export async function downloadShard(o: DownloadOptions): Promise<DownloadReport>
   const total = pieces.reduce((n, p) => n + p.size, 0);
   const got = new Map<number, Uint8Array>();
   const bySource: Record<string, number> = {};
+  const bytesBySource: Record<string, number> = {};
   const rejected: Array<{ source: string; offset: number; reason: string }> = [];
   let fetchedBytes = 0, cachedBytes = 0, done = 0, bytesDone = 0, turn = 0;
 
@@ -105,6 +107,7 @@ export async function downloadShard(o: DownloadOptions): Promise<DownloadReport>
           if (bytes.length !== p.size) return `${bytes.length} bytes, not ${p.size}`;
           if ((await sha256Hex(bytes)) !== p.sha256) return "sha256 mismatch";
           bySource[s.url] = (bySource[s.url] ?? 0) + 1;
+          bytesBySource[s.url] = (bytesBySource[s.url] ?? 0) + bytes.length;
           fetchedBytes += bytes.length;
           return bytes;
         } catch (e) {
@@ -155,6 +158,7 @@ export async function downloadShard(o: DownloadOptions): Promise<DownloadReport>
     fetchedBytes,
     cachedBytes,
     bySource,
+    bytesBySource,
     rejected,
   };
 }

@@ -2,7 +2,8 @@
 // opens to other peers (dial) and streams other peers open to it (serve). The same Seam
 // Frame bytes as on a direct seam ride inside relay envelopes. Runtime-agnostic: a Deno
 // node and a browser tab plug in their own WebSocket.
-import { Kind } from "../gen/strata/relay/v1/relay_pb.ts";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Kind, PieceRequestSchema } from "../gen/strata/relay/v1/relay_pb.ts";
 import type { SeamFrame } from "../gen/strata/seam/v1/seam_pb.ts";
 import { SeamError } from "../seam/errors.ts";
 import { decodeFrame, decodeReply, encodeFrame } from "../seam/frame.ts";
@@ -20,10 +21,19 @@ export interface RelaySocket {
 
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
+/** Answers another peer's request for a piece of the artifact (undefined: not held here). */
+export type PieceServe = (offset: number, size: number) => Promise<Uint8Array | undefined>;
+
 export class RelayPeer {
   readonly #dialed = new Map<string, { to: string; replies: AsyncQueue<SeamFrame> }>();
   readonly #served = new Map<string, AsyncQueue<SeamFrame>>();
+  /** piece requests this peer sent, by channel */
+  readonly #asked = new Map<
+    string,
+    { to: string; resolve: (b: Uint8Array) => void; reject: (e: Error) => void }
+  >();
   #serve?: SeamServe;
+  #pieces?: PieceServe;
   #channels = 0;
   #closed?: string;
 
@@ -35,6 +45,31 @@ export class RelayPeer {
   /** Streams other peers open to this one are served by `serve`. */
   listen(serve: SeamServe): void {
     this.#serve = serve;
+  }
+
+  /** Pieces of the artifact other peers ask this one for are served by `serve`. */
+  servePieces(serve: PieceServe): void {
+    this.#pieces = serve;
+  }
+
+  /** One piece of the artifact from the peer named `to` (its bytes, unchecked: check them). */
+  getPiece(to: string, offset: number, size: number, timeoutMs = 60_000): Promise<Uint8Array> {
+    if (this.#closed) return Promise.reject(new SeamError("unavailable", this.#closed));
+    const channel = `${this.name}-p${++this.#channels}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#asked.delete(channel);
+        reject(new SeamError("deadline", `no piece from ${to} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const done = <T>(f: (v: T) => void) => (v: T) => {
+        clearTimeout(timer);
+        this.#asked.delete(channel);
+        f(v);
+      };
+      this.#asked.set(channel, { to, resolve: done(resolve), reject: done(reject) });
+      const req = toBinary(PieceRequestSchema, create(PieceRequestSchema, { offset: BigInt(offset), size }));
+      this.socket.send(encodeEnvelope({ to, channel, kind: Kind.PIECE_GET }, req));
+    });
   }
 
   /** Opens a seam stream to the peer named `to`. */
@@ -124,7 +159,18 @@ export class RelayPeer {
           this.#dialed.delete(h.channel);
         }
         return;
+      case Kind.PIECE_GET:
+        void this.#answerPiece(h.from, h.channel, payload);
+        return;
+      case Kind.PIECE: {
+        const asked = this.#asked.get(h.channel);
+        if (asked && asked.to === h.from) asked.resolve(payload.slice());
+        return;
+      }
       case Kind.ERROR:
+        if (this.#asked.get(h.channel)?.to === h.from) {
+          this.#asked.get(h.channel)!.reject(new SeamError("unavailable", h.error));
+        }
         served?.fail(new SeamError("unavailable", h.error));
         this.#served.delete(servedKey);
         if (dialed && dialed.to === h.from) {
@@ -132,6 +178,26 @@ export class RelayPeer {
           this.#dialed.delete(h.channel);
         }
         return;
+    }
+  }
+
+  async #answerPiece(from: string, channel: string, payload: Uint8Array): Promise<void> {
+    const refuse = (error: string) =>
+      this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.ERROR, error }));
+    let req;
+    try {
+      req = fromBinary(PieceRequestSchema, payload);
+    } catch (e) {
+      return refuse(`not a piece request: ${errorText(e)}`);
+    }
+    if (!this.#pieces) return refuse(`${this.name} serves no pieces`);
+    try {
+      const bytes = await this.#pieces(Number(req.offset), req.size);
+      if (this.#closed) return;
+      if (!bytes) return refuse(`${this.name} holds no piece at ${req.offset}`);
+      this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.PIECE }, bytes));
+    } catch (e) {
+      refuse(errorText(e));
     }
   }
 
@@ -160,6 +226,7 @@ export class RelayPeer {
     this.#closed = why;
     for (const q of this.#served.values()) q.fail(new SeamError("unavailable", why));
     for (const d of this.#dialed.values()) d.replies.fail(new SeamError("unavailable", why));
+    for (const a of [...this.#asked.values()]) a.reject(new SeamError("unavailable", why));
     this.#served.clear();
     this.#dialed.clear();
   }

@@ -5,6 +5,7 @@
 // against whole-model llama.cpp on the same file in a separate process.
 import { cacheDir } from "../../server/paths.ts";
 import { Chromium } from "../../server/web/chromium.ts";
+import { openVolunteerTab } from "../../server/web/volunteer-tab.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { chatReference } from "./chat-reference.ts";
@@ -142,6 +143,16 @@ try {
   }));
   await watching;
   report.shotDuring = shotDuring;
+  // a new tab (a browser of its own: nothing cached) for the first tab's range fetches its
+  // pieces from the gateway and from that tab, through the relay
+  const first = (net.ready.tabs as Array<{ name: string; layers: string }>)[0];
+  const second = await openVolunteerTab(gw, { layers: first.layers, threads: 1, memoryCapBytes: CAP });
+  try {
+    const s = await second.contribute();
+    report.secondTab = { name: s.name, layers: first.layers, from: first.name, download: s.download };
+  } finally {
+    await second.close();
+  }
   // a native node leaves: the page shows the gap and says who left
   const leaving = (net.ready.nodes as Array<{ name: string; pid: number }>).find((n) => n.name === "n0")!;
   Deno.kill(leaving.pid, "SIGTERM");

@@ -48,6 +48,18 @@ describe.skipIf(!chromium)("a model bigger than any participant (synthetic llama
     expect(members.filter((m) => m.engine.startsWith("native")).length).toBeGreaterThanOrEqual(1);
     // the tracker never held anything like the model
     expect(out.trackerPeakRssBytes).toBeLessThan(out.cap);
+    // a new tab for the first tab's range got pieces from that tab (through the relay), every
+    // one checked against the manifest; the rest from the gateway
+    const second = out.secondTab;
+    const fromTab = Object.entries(second.download.bytesBySource as Record<string, number>)
+      .filter(([url]) => url.startsWith("relay+") && url.endsWith(`/${second.from}`));
+    console.log(
+      `second tab for ${second.layers}: pieces by source ${JSON.stringify(second.download.bySource)}`,
+    );
+    expect(fromTab.length, JSON.stringify(second.download)).toBe(1);
+    expect(fromTab[0][1]).toBeGreaterThan(0);
+    expect(second.download.rejected).toEqual([]);
+    expect(second.download.cachedBytes).toBe(0);
     // the network page saw the routes in use and the node that left
     expect(out.shotDuring).toBe(true);
     expect(out.pageSawLeave).toBe(true);

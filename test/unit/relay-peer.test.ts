@@ -6,6 +6,7 @@ import { ShardNode } from "../../src/node/shard-node.ts";
 import { replyTo } from "../../src/node/replies.ts";
 import { decodeEnvelope, encodeEnvelope } from "../../src/relay/envelope.ts";
 import { RelayPeer } from "../../src/relay/peer.ts";
+import { relayPieceFetch } from "../../src/relay/piece-fetch.ts";
 import { parseHopUrl, relayHopUrl } from "../../src/route/hop-url.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
 import { encodeFrame } from "../../src/seam/frame.ts";
@@ -330,5 +331,46 @@ describe("relay peer and a shard node", () => {
     await settle();
     expect([engine.cellsUsed, engine.openSequences, node.sessionIds()]).toEqual([0, 0, []]);
     await expect(s.decode(4)).rejects.toMatchObject({ code: "unavailable" });
+  });
+});
+
+describe("relay peer: artifact pieces", () => {
+  const bytes = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff);
+
+  it("gets a piece from the peer that holds it; refuses what it does not hold; fails when the holder is gone", async () => {
+    const relay = new MemoryRelay();
+    const holder = new RelayPeer(relay.connect("tab-a"), "tab-a");
+    const asker = new RelayPeer(relay.connect("tab-b"), "tab-b");
+    const piece = bytes(4096, 7);
+    holder.servePieces((offset, size) =>
+      Promise.resolve(offset === 1000 && size === 4096 ? piece : undefined)
+    );
+    expect(await asker.getPiece("tab-a", 1000, 4096)).toEqual(piece);
+    await expect(asker.getPiece("tab-a", 2000, 16)).rejects.toThrow("tab-a holds no piece at 2000");
+    await expect(asker.getPiece("nobody", 0, 1)).rejects.toThrow("not connected");
+    // a peer that serves no pieces says so
+    await expect(holder.getPiece("tab-b", 0, 1)).rejects.toThrow("tab-b serves no pieces");
+    const pending = asker.getPiece("tab-a", 1000, 4096, 60_000);
+    asker.close();
+    await expect(pending).rejects.toThrow();
+  });
+
+  it("through a fetch a downloader uses: a relay hop URL's Range GET is a piece request", async () => {
+    const relay = new MemoryRelay();
+    const holder = new RelayPeer(relay.connect("tab-a"), "tab-a");
+    const asker = new RelayPeer(relay.connect("tab-b"), "tab-b");
+    const piece = bytes(100, 3);
+    holder.servePieces((offset, size) => Promise.resolve(offset === 50 && size === 100 ? piece : undefined));
+    const plain = (() => Promise.resolve(new Response("plain", { status: 200 }))) as typeof fetch;
+    const f = relayPieceFetch(asker, "ws://relay:1", plain);
+    const got = await f(relayHopUrl("ws://relay:1", "tab-a"), { headers: { range: "bytes=50-149" } });
+    expect(got.status).toBe(206);
+    expect(new Uint8Array(await got.arrayBuffer())).toEqual(piece);
+    expect((await f(relayHopUrl("ws://relay:1", "tab-a"), { headers: { range: "bytes=0-9" } })).status).toBe(
+      502,
+    );
+    expect((await f(relayHopUrl("ws://other:2", "tab-a"), { headers: { range: "bytes=50-149" } })).status)
+      .toBe(502);
+    expect((await f("http://gateway/artifacts/x")).status).toBe(200);
   });
 });

@@ -28,6 +28,7 @@ export function gatewayTracker(api: string, token: string): TrackerPort {
         sessionCells: shard.sessionCells,
         maxSessions: shard.maxSessions,
         memoryCapBytes: Number(shard.memoryCapBytes ?? 0),
+        artifactUrl: shard.artifactUrl,
       });
       return { leaseMs: r.leaseMs, routePublicKey: fromBase64(r.routePublicKey) };
     },

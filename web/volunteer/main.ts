@@ -4,6 +4,9 @@
 // connects to the relay, joins the tracker through the gateway, passes admission and
 // serves seams, showing live what it does. Closing the tab leaves the network.
 import { type DownloadReport, downloadShard } from "../../src/artifact/download.ts";
+import { rangePieces } from "../../src/artifact/serve-pieces.ts";
+import { relayPieceFetch } from "../../src/relay/piece-fetch.ts";
+import { relayHopUrl } from "../../src/route/hop-url.ts";
 import { checkManifest } from "../../src/artifact/pieces.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import type { RangeMemory } from "../../src/engine/memory-fit.ts";
@@ -106,14 +109,22 @@ async function contribute(): Promise<void> {
   $<HTMLButtonElement>("contribute").disabled = true;
   const bar = $<HTMLProgressElement>("progress");
 
+  // the relay first: other tabs that hold this range are sources too, reached through it
+  phase("connecting");
+  const id = await postJson<{ name: string; token: string; relayUrl: string }>("/volunteer/api/token", {});
+  state.name = id.name;
+  const peer = new RelayPeer(await connectBrowserRelay(id.relayUrl, id.token), id.name);
+
   phase("downloading");
   const manifest = checkManifest(await (await fetch(a.manifestUrl)).json(), a.artifact);
+  const store = await OpfsPieceStore.open();
   const { model, ...report } = await downloadShard({
     manifest,
     start: a.range.start,
     end: a.range.end,
     sources: a.sources,
-    store: await OpfsPieceStore.open(),
+    store,
+    fetch: relayPieceFetch(peer, id.relayUrl),
     onProgress: (p) => {
       bar.max = p.bytes;
       bar.value = p.bytesDone;
@@ -123,6 +134,8 @@ async function contribute(): Promise<void> {
   $("note").textContent = `downloaded ${mib(report.fetchedBytes)}, reused ${
     mib(report.cachedBytes)
   } from this browser's cache, of a ${mib(a.fileBytes)} file`;
+  // and now this tab is a source of its range's pieces for the next one
+  peer.servePieces(rangePieces(manifest, a.range.start, a.range.end, store));
 
   phase("loading the engine");
   const threads = Number(params.get("threads")) ||
@@ -144,10 +157,6 @@ async function contribute(): Promise<void> {
   state.fallback = fallback ?? "";
   state.engine = engine.backend;
 
-  phase("connecting");
-  const id = await postJson<{ name: string; token: string; relayUrl: string }>("/volunteer/api/token", {});
-  state.name = id.name;
-  const peer = new RelayPeer(await connectBrowserRelay(id.relayUrl, id.token), id.name);
   const tracker = gatewayTracker("/volunteer/api", id.token);
   addEventListener("pagehide", () => {
     void tracker.leave();
@@ -163,6 +172,8 @@ async function contribute(): Promise<void> {
     maxSessions: a.maxSessions,
     batchTokens: a.batchTokens,
     leaseMs: 300_000,
+    // its range's pieces, through the relay
+    artifactUrl: relayHopUrl(id.relayUrl, id.name),
   }, {
     engine,
     dial: relayOnlyDialer(peer, id.relayUrl),
