@@ -9,7 +9,7 @@ import { NativeTokenizer } from "../server/engine/native/native-tokenizer.ts";
 import { resolveModel } from "../server/model/fetch.ts";
 import { DEFAULT_MODEL } from "../server/model/default-model.ts";
 import { fileFacts } from "../server/model/facts.ts";
-import { backendOption, int, nativeBackend } from "../server/cli-options.ts";
+import { backendOption, int, memorySize, nativeBackend } from "../server/cli-options.ts";
 import {
   hostsBenchCommand,
   invarianceBenchCommand,
@@ -21,6 +21,7 @@ import {
 import { benchShardMemory } from "./bench/shard-memory.ts";
 import { benchRoute, printRouteBench } from "./bench/route-throughput.ts";
 import { benchUp, printUpBench } from "./bench/up-vs-whole.ts";
+import { benchBigModel, printBigBench } from "./bench/big-model.ts";
 import { benchWasm, printWasmBench } from "./bench/wasm-vs-native.ts";
 import { hostsCommand } from "./hosts/command.ts";
 import { runParity } from "./parity/run.ts";
@@ -181,6 +182,28 @@ export function addCheckCommands(program: Command): void {
       } finally {
         tokenizer.close();
       }
+    });
+
+  bench.command("big")
+    .description(
+      "a synthetic model bigger than any participant (6 GB): certify under the cap, strata up --memory-cap with a tab, a WASM node and native nodes, decode tok/s beside the whole model",
+    )
+    .option("--size <size>", "the model file's size", memorySize, 6e9)
+    .option("--cap <size>", "every participant's memory cap", memorySize, 2 * 2 ** 30)
+    .option("--sessions <n>", "concurrent sessions", int("sessions"), 16)
+    .option("--tokens <n>", "tokens each session decodes", int("tokens"), 32)
+    .option("--threads <n>", "engine threads per node", int("threads"), 1)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      await ensureNativeLibrary("cpu");
+      const r = await benchBigModel({
+        sizeBytes: o.size,
+        capBytes: o.cap,
+        sessions: o.sessions,
+        newTokens: o.tokens,
+        threads: o.threads,
+      });
+      console.log(o.json ? JSON.stringify(r, null, 2) : printBigBench(r));
     });
 
   bench.command("wasm")

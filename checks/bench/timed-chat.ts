@@ -11,13 +11,18 @@ export interface TimedChat {
   readonly nodes: NodeShare[];
 }
 
-export async function timedChat(gateway: string, question: string, newTokens: number): Promise<TimedChat> {
+export async function timedChat(
+  gateway: string,
+  question: string,
+  newTokens: number,
+  model = "smollm2",
+): Promise<TimedChat> {
   const t0 = performance.now();
   const r = await fetch(`${gateway}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({
-      model: "smollm2",
+      model,
       stream: true,
       temperature: 0,
       max_tokens: newTokens,

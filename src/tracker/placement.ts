@@ -79,8 +79,16 @@ export function plan(
       return out;
     }
   }
-  // still not: everyone is placed afresh
-  return place(model, participants, fixed, true)!;
+  // still not: everyone placed afresh, if that covers the model
+  const afresh = place(model, participants, fixed, true)!;
+  const spans = (pl: Placement) => [...pl.values()].filter((x): x is Span => !!x);
+  if (gaps(model.nLayer, [...fixed, ...spans(afresh)]).length === 0) return afresh;
+  // nothing covers it yet: what is held stays, the others take what they can of the holes
+  const out = new Map<string, Span | undefined>(kept.map((p) => [p.node, p.current]));
+  for (const [node, span] of place(model, others, [...fixed, ...kept.map((p) => p.current!)], true)!) {
+    out.set(node, span);
+  }
+  return out;
 }
 
 /**

@@ -72,6 +72,14 @@ describe("placement", () => {
     expect(fixed.get("x")).toEqual({ start: 10, end: 24 });
   });
 
+  it("while nothing covers the model, keeps what is held and gives a newcomer the next uncovered layers", () => {
+    // a holds 0:4; b is too small for 4:24 and so is everyone together: nobody moves,
+    // b takes what it can right after a
+    const m = model({ a: 200, b: 100 });
+    const pl = plan(m, [p("a", 0, { start: 0, end: 4 }), p("b")]);
+    expect(spans(pl)).toEqual({ a: "0:4", b: "4:14" });
+  });
+
   it("leaves out a node whose cap holds no useful range", () => {
     const pl = plan(model({ a: 400, tiny: 5 }), [p("a"), p("tiny")]);
     expect(spans(pl)).toEqual({ a: "0:24", tiny: "-" });

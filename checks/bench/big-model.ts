@@ -1,0 +1,208 @@
+// A model bigger than any participant, measured: a synthetic llama of `size` (6 GB by
+// default), certified under the cap, served by `strata up --memory-cap` with a headless tab,
+// a Deno WASM node and native nodes; decode tok/s of one session and the aggregate of
+// `sessions` at once, beside whole-model llama.cpp holding the whole file in one process on
+// the same machine. Prints figures; asserts nothing.
+import { top2 } from "../../src/parity/compare.ts";
+import { referenceBeside } from "../../server/model/reference-file.ts";
+import { cacheDir } from "../../server/paths.ts";
+import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
+import { up } from "../../server/up/up.ts";
+import { EngineProcess } from "../engine-host/engine-process.ts";
+import { PARITY_QUESTIONS } from "../parity/prompts.ts";
+import { timedChat } from "./timed-chat.ts";
+
+export interface BigBenchOptions {
+  readonly sizeBytes: number;
+  readonly capBytes: number;
+  readonly sessions: number;
+  readonly newTokens: number;
+  readonly threads: number;
+}
+
+const strata = new URL("../../strata", import.meta.url).pathname;
+async function run(args: string[]): Promise<string> {
+  const o = await new Deno.Command(strata, { args, stdout: "piped", stderr: "inherit" }).output();
+  if (o.code !== 0) throw new Error(`strata ${args.join(" ")}: exit ${o.code}`);
+  return new TextDecoder().decode(o.stdout).trim().split("\n").pop()!;
+}
+
+export async function benchBigModel(o: BigBenchOptions) {
+  const model = cacheDir("models", `synth-llama-${Math.round(o.sizeBytes / 1e6)}MB-seed1.gguf`);
+  const t0 = performance.now();
+  try {
+    await Deno.stat(model);
+  } catch {
+    await run([
+      "model",
+      "synth",
+      "--arch",
+      "llama",
+      "--size",
+      String(o.sizeBytes),
+      "--seed",
+      "1",
+      "--out",
+      `${model}.part`,
+    ]);
+    await Deno.rename(`${model}.part`, model);
+  }
+  const synthS = (performance.now() - t0) / 1000;
+  // the publisher's certify, under the cap (beside the model, where the tracker finds it)
+  await Deno.remove(referenceBeside(model)).catch(() => {});
+  const certified = JSON.parse(
+    await run([
+      "model",
+      "certify",
+      model,
+      "--memory-cap",
+      String(o.capBytes),
+      "--out",
+      referenceBeside(model),
+    ]),
+  );
+  const tok = await NativeTokenizer.load(model);
+  const prompts = Array.from(
+    { length: o.sessions },
+    (_, i) =>
+      tok.tokenize(
+        tok.applyChat([{ role: "user", content: PARITY_QUESTIONS[i % PARITY_QUESTIONS.length] }]),
+        {
+          addSpecial: true,
+          parseSpecial: true,
+        },
+      ),
+  );
+  tok.close();
+  const whole = await wholeModel(model, prompts, o);
+
+  const dir = await Deno.makeTempDir({ prefix: "strata-bench-big-" });
+  const net = await up({
+    model,
+    split: [],
+    routes: 1,
+    backend: "cpu",
+    threads: o.threads,
+    gatewayListen: "127.0.0.1:0",
+    apiKeys: [],
+    leaseMs: 10_000,
+    dbPath: `${dir}/tracker.db`,
+    kvCells: 4096,
+    maxSessions: o.sessions,
+    placed: { capBytes: o.capBytes, tabs: 1, wasm: 1 },
+    progress: (w) => console.error(`  ${w}`),
+  });
+  try {
+    const name = model.split("/").pop()!;
+    const tabs = await Promise.all(net.tabs.map((t) => t.state()));
+    const members = [
+      ...tabs.map((s) => `${s.name} ${s.assignment?.range.start}:${s.assignment?.range.end} (tab)`),
+      ...net.nodes.map((n) => `${n.name} ${n.layers}`),
+    ];
+    await timedChat(net.gateway, "Hello", 2, name); // warm-up
+    const one = await timedChat(net.gateway, PARITY_QUESTIONS[0], o.newTokens, name);
+    const oneTokS = (one.at.length - 1) / ((one.at.at(-1)! - one.at[0]) / 1000);
+    // all sessions at once: tokens over the time from the first to the last token anywhere
+    const many = await Promise.all(
+      prompts.map((_, i) =>
+        timedChat(net.gateway, PARITY_QUESTIONS[i % PARITY_QUESTIONS.length], o.newTokens, name)
+      ),
+    );
+    const first = Math.min(...many.map((c) => c.at[0]));
+    const last = Math.max(...many.map((c) => c.at.at(-1)!));
+    const tokens = many.reduce((n, c) => n + c.at.length, 0);
+    return {
+      model: name,
+      file_bytes: (await Deno.stat(model)).size,
+      synth_s: synthS,
+      cap_bytes: o.capBytes,
+      certify: {
+        ranges: certified.ranges,
+        s: certified.ms / 1000,
+        peak_rss_bytes: certified.peak_rss_bytes,
+        base_rss_bytes: certified.base_rss_bytes,
+      },
+      members,
+      route: {
+        one_session_tok_s: oneTokS,
+        aggregate_tok_s: tokens / ((last - first) / 1000),
+        sessions: o.sessions,
+      },
+      whole,
+    };
+  } finally {
+    await net.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+/** Whole-model llama.cpp in one process: one session, then all of them batched step by step. */
+async function wholeModel(modelPath: string, prompts: Int32Array[], o: BigBenchOptions) {
+  const p = await EngineProcess.spawn({
+    modelPath,
+    range: "whole",
+    kvCells: 4096,
+    maxSequences: prompts.length,
+    batchTokens: 512,
+    threads: navigator.hardwareConcurrency,
+    backend: "cpu",
+  });
+  try {
+    const decodeRun = async (ps: Int32Array[]) => {
+      const seqs = await Promise.all(ps.map(() => p.open()));
+      // prefill each, then decode all together
+      let next: number[] = [];
+      for (const [i, prompt] of ps.entries()) {
+        const r = await p.decode(
+          prompt,
+          Int32Array.from({ length: prompt.length }, (_, j) => j),
+          new Int32Array(prompt.length).fill(seqs[i]),
+          Uint8Array.from({ length: prompt.length }, (_, j) => (j === prompt.length - 1 ? 1 : 0)),
+        );
+        next.push(top2(r.data).best);
+      }
+      const pos = ps.map((q) => q.length);
+      const t0 = performance.now();
+      for (let step = 1; step < o.newTokens; step++) {
+        const r = await p.decode(
+          Int32Array.from(next),
+          Int32Array.from(pos),
+          Int32Array.from(seqs),
+          new Uint8Array(ps.length).fill(1),
+        );
+        next = Array.from(
+          { length: ps.length },
+          (_, i) => top2(r.data.subarray(i * r.dim, (i + 1) * r.dim)).best,
+        );
+        for (let i = 0; i < pos.length; i++) pos[i]++;
+      }
+      const s = (performance.now() - t0) / 1000;
+      for (const seq of seqs) await p.release(seq);
+      return (ps.length * (o.newTokens - 1)) / s;
+    };
+    const one = await decodeRun(prompts.slice(0, 1));
+    const all = await decodeRun(prompts);
+    return { one_session_tok_s: one, aggregate_tok_s: all, sessions: prompts.length };
+  } finally {
+    await p.close();
+  }
+}
+
+export function printBigBench(r: Awaited<ReturnType<typeof benchBigModel>>): string {
+  const mb = (n: number) => `${(n / 1e6).toFixed(0)} MB`;
+  return [
+    `${r.model}: ${(r.file_bytes / 1e9).toFixed(2)} GB (synth ${
+      r.synth_s.toFixed(0)
+    } s), every participant capped at ${mb(r.cap_bytes)}`,
+    `certify: ranges ${r.certify.ranges.join(",")} in ${r.certify.s.toFixed(1)} s; peak RSS ${
+      mb(r.certify.peak_rss_bytes)
+    } (process base ${mb(r.certify.base_rss_bytes)})`,
+    `placed: ${r.members.join(", ")}`,
+    `decode, 1 session:  route ${r.route.one_session_tok_s.toFixed(2)} tok/s, whole model ${
+      r.whole.one_session_tok_s.toFixed(2)
+    } tok/s (${(r.route.one_session_tok_s / r.whole.one_session_tok_s).toFixed(2)}×)`,
+    `decode, ${r.route.sessions} sessions: route ${r.route.aggregate_tok_s.toFixed(2)} tok/s, whole model ${
+      r.whole.aggregate_tok_s.toFixed(2)
+    } tok/s (${(r.route.aggregate_tok_s / r.whole.aggregate_tok_s).toFixed(2)}×)`,
+  ].join("\n");
+}
