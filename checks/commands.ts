@@ -22,6 +22,7 @@ import { benchShardMemory } from "./bench/shard-memory.ts";
 import { benchRoute, printRouteBench } from "./bench/route-throughput.ts";
 import { benchUp, printUpBench } from "./bench/up-vs-whole.ts";
 import { benchBigModel, printBigBench } from "./bench/big-model.ts";
+import { benchPlacement, printPlacementBench } from "./bench/placement.ts";
 import { benchWasm, printWasmBench } from "./bench/wasm-vs-native.ts";
 import { hostsCommand } from "./hosts/command.ts";
 import { runParity } from "./parity/run.ts";
@@ -204,6 +205,18 @@ export function addCheckCommands(program: Command): void {
         threads: o.threads,
       });
       console.log(o.json ? JSON.stringify(r, null, 2) : printBigBench(r));
+    });
+
+  bench.command("placement")
+    .description(
+      "placement by measured speed beside an equal split: a WASM node and a native node, each holding two thirds of SmolLM2 at most",
+    )
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      await ensureNativeLibrary("cpu");
+      await resolveModel(DEFAULT_MODEL.name);
+      const r = await benchPlacement();
+      console.log(o.json ? JSON.stringify(r, null, 2) : printPlacementBench(r));
     });
 
   bench.command("wasm")

@@ -92,14 +92,20 @@ export class Placer {
     const fixed = [...records.values()]
       .filter((r) => !this.#asks.has(r.node) && r.admission === "admitted" && this.view.isLive(r.node, now))
       .map((r) => ({ start: r.start, end: r.end }));
-    const key = JSON.stringify([participants.map((p) => [p.node, p.current]), fixed]);
+    // the plan is looked at again when who is where changes, when a speed is first measured
+    // (or changes by more than rounding), and once the quiet time after a change has passed
+    const quiet = now - this.#changedAt > REBALANCE_QUIET_MS;
+    const key = JSON.stringify([
+      participants.map((p) => [p.node, p.current, Number(p.layerRate.toPrecision(2))]),
+      fixed,
+      quiet,
+    ]);
     if (key === this.#key) return;
     const m = { nLayer: this.model.nLayer, fits: (n: string, s: Span) => this.#fits(n, s) };
     let next = plan(m, participants, fixed);
     // measured speeds known everywhere: a plan from scratch may be worth the moves
     if (
-      participants.length > 1 && participants.every((p) => p.layerRate > 0) &&
-      now - this.#changedAt > REBALANCE_QUIET_MS
+      participants.length > 1 && participants.every((p) => p.layerRate > 0) && quiet
     ) {
       const afresh = plan(m, participants.map((p) => ({ ...p, current: undefined })), fixed);
       if (cost(participants, next) > REBALANCE_GAIN * cost(participants, afresh)) next = afresh;

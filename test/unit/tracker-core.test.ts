@@ -27,6 +27,7 @@ import { hopUrls } from "../../src/tracker/hop-urls.ts";
 import { checkNodeToken } from "../../src/tracker/node-token.ts";
 import type { ProbeVerdict } from "../../src/tracker/probe.ts";
 import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
+import { gaps } from "../../src/tracker/placement.ts";
 import { routeCompression } from "../../src/tracker/route-compression.ts";
 import { MemoryStorage } from "../../src/tracker/storage.ts";
 import { TrackerCore, type TrackerCoreOptions } from "../../src/tracker/tracker-core.ts";
@@ -451,6 +452,34 @@ describe("tracker core: placement", () => {
     expect(span(core.heartbeat(beat("c")).place)).toBe(hole);
     expect(core.heartbeat(beat(stays)).place).toBeUndefined();
     expect(span(core.placement().get("c"))).toBe(hole);
+  });
+
+  it("once every speed is measured and the plan has been quiet, moves layers to the faster node", async () => {
+    const { core, clock } = await tracker({ leaseMs: 60_000 });
+    // a holds half the model at most; b holds five layers, but a came first
+    const a = core.place(placeAsk("a")).range!;
+    const b = core.place(placeAsk("b", BigInt(need(0, 5) + 1))).range!;
+    expect([span(a), span(b)]).toEqual(["0:3", "3:6"]);
+    // a measures 10 tok/s on its 3 layers (30 layers/s), b 100 (300 layers/s)
+    const registered = (node: string, r: { start: number; end: number }, tokensPerS: number) =>
+      core.register(create(RegisterRequestSchema, {
+        ...registration(node, r.start, r.end),
+        shard: { ...registration(node, r.start, r.end).shard, decodeTokensPerS: tokensPerS },
+      }));
+    registered("a", a, 10);
+    registered("b", b, 100);
+    await core.admissionsSettled();
+    // not before the plan has been quiet a while
+    expect(core.heartbeat(beat("a")).place).toBeUndefined();
+    clock.now += 30_001;
+    core.heartbeat(beat("b"));
+    const movedA = core.heartbeat(beat("a")).place;
+    const movedB = core.heartbeat(beat("b")).place;
+    // the slow node's share shrinks: the slowest stage is faster than before
+    const len = (r?: { start: number; end: number }) => (r ? r.end - r.start : 0);
+    expect(len(movedA)).toBeLessThan(3);
+    expect(len(movedB)).toBeGreaterThan(3);
+    expect(gaps(6, [movedA!, movedB!])).toEqual([]);
   });
 
   it("refuses a node no range fits, and one for another artifact", async () => {
