@@ -4,6 +4,9 @@
 import { type ArtifactManifest, checkManifest } from "../../src/artifact/pieces.ts";
 import { type DownloadReport, downloadShard, type PieceSource } from "../../src/artifact/download.ts";
 import { isRelayHopUrl } from "../../src/route/hop-url.ts";
+import { RelayPeer } from "../../src/relay/peer.ts";
+import { relayPieceFetch } from "../../src/relay/piece-fetch.ts";
+import { connectRelay } from "../relay/ws-socket.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";
 import { trackerClient } from "../tracker/client.ts";
 import { cacheDir } from "../paths.ts";
@@ -27,15 +30,21 @@ export async function fetchManifest(url: string, fetcher = fetch): Promise<Artif
 }
 
 /** Peers the tracker knows to serve this artifact's bytes, each with the layers it holds. */
-export async function peerSources(trackerUrl: string, artifact: string): Promise<PieceSource[]> {
+/** Live peers holding this artifact's pieces; `relay`: also tabs reached through that relay. */
+export async function peerSources(
+  trackerUrl: string,
+  artifact: string,
+  relay?: string,
+): Promise<PieceSource[]> {
   const t = trackerClient(trackerUrl);
   try {
     const { nodes } = await t.client.nodes({}, { timeoutMs: 5000 });
     return nodes
-      // over HTTP: tabs serve theirs through the relay, which this download does not reach
+      // tabs serve theirs through the relay: only with a connection to it
       .filter((n) =>
-        n.live && n.shard?.artifactUrl && !isRelayHopUrl(n.shard.artifactUrl) && n.shard.range &&
-        bytesToHex(n.shard.artifactSha256) === artifact
+        n.live && n.shard?.artifactUrl && n.shard.range && bytesToHex(n.shard.artifactSha256) === artifact &&
+        (!isRelayHopUrl(n.shard.artifactUrl) ||
+          (relay !== undefined && n.shard.artifactUrl.startsWith(`relay+${relay}/`)))
       )
       .map((n) => ({
         url: n.shard!.artifactUrl,
@@ -55,18 +64,27 @@ export interface FetchedShard {
 export async function fetchShardFile(
   url: string,
   layers: { start: number; end: number },
-  o: { tracker?: string } = {},
+  /** relay: reach tabs through it (`peer`: on this open connection, else on one of its own) */
+  o: { tracker?: string; relay?: { url: string; token: string; peer?: RelayPeer } } = {},
 ): Promise<FetchedShard> {
   const manifest = await fetchManifest(url);
-  const peers = o.tracker ? await peerSources(o.tracker, manifest.artifact).catch(() => []) : [];
+  const relayUrl = o.relay?.url.replace(/\/$/, "");
+  const peers = o.tracker ? await peerSources(o.tracker, manifest.artifact, relayUrl).catch(() => []) : [];
+  // tabs among the peers are reached through the relay, on a connection of the download's own
+  // (closed before the node connects as itself)
+  const own = o.relay && !o.relay.peer && peers.some((p) => isRelayHopUrl(p.url))
+    ? new RelayPeer(await connectRelay(o.relay.url, o.relay.token), o.relay.token.split(".")[0])
+    : undefined;
+  const relayPeer = o.relay?.peer ?? own;
   const bar = progress(`shard: downloading layers ${layers.start}:${layers.end}`, 1);
   const { model, ...report } = await downloadShard({
     manifest,
     ...layers,
     sources: [{ url: url.replace(/\/$/, "") }, ...peers],
     store: new FsPieceStore(),
+    fetch: relayPeer ? relayPieceFetch(relayPeer, relayUrl!) : undefined,
     onProgress: (p) => bar.update(p.bytesDone, p.bytes),
-  });
+  }).finally(() => own?.close());
   const mib = (n: number) => (n / 2 ** 20).toFixed(1);
   bar.finish(
     `${mib(report.fetchedBytes)} MiB fetched, ${mib(report.cachedBytes)} MiB cached, of a ${

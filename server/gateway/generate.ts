@@ -15,6 +15,9 @@ import type { RouteLease } from "./route-gate.ts";
 import type { NodeWatch } from "../../src/gateway/node-watch.ts";
 import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 
+/** A step in flight this long (or 4 usual steps) through a node that left: the route is stuck. */
+const STUCK_MS = 2_000;
+
 export interface GenerationContext {
   readonly tokenizer: Tokenizer;
   readonly dialer: Dialer;
@@ -106,12 +109,15 @@ export async function generate(
   );
   const abort = () => void session.cancel();
   signal.addEventListener("abort", abort);
-  // a node of the route leaving the tracker ends the session even if its seam said nothing
+  // a node of the route that left the tracker ends the session, even if its seam said
+  // nothing, once the route is stuck: a step waiting far longer than steps take here
   const closeRoute = ctx.routes.open(route.name);
-  const unwatch = ctx.watch.watch(
-    route.hops.map((h) => h.node),
-    (node) => session.abandon(new SeamError("unavailable", `node ${node} left the network`)),
-  );
+  const unwatch = ctx.watch.watch(route.hops.map((h) => h.node), (node) => {
+    const { waitingMs, usualStepMs } = session.stalled();
+    if (waitingMs >= Math.max(STUCK_MS, 4 * usualStepMs)) {
+      session.abandon(new SeamError("unavailable", `node ${node} left the network`));
+    }
+  });
   if (signal.aborted) abort(); // the client left while the session opened
   const tok = ctx.tokenizer;
   const out: number[] = [];

@@ -20,6 +20,7 @@ import { checkMemoryCap, manifestModel } from "../../src/engine/memory-fit.ts";
 import { nodeMemoryCap } from "../engine/memory-cap.ts";
 import { type RunningNode, startNode } from "./start-node.ts";
 import { placedRange } from "./placed-range.ts";
+import { Dialer } from "../seam/dialer.ts";
 import { sha256File } from "../model/hash.ts";
 import { log } from "../log/log.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
@@ -126,12 +127,24 @@ export function nodeCommand(): Command {
       const key = o.routeKey ? await readJsonFile<RouteKeyText>(o.routeKey, "route key") : undefined;
       const name = o.name ?? (o.relayToken ? String(o.relayToken).split(".")[0] : `node-${o.layers}`);
       let moveTo: (range: LayerRange) => void = () => {};
+      // where the range's bytes came from, when they were downloaded (bytes by source)
+      let fetched: Readonly<Record<string, number>> | undefined;
+      // a placed node may move: its connections (the relay's above all) outlive each range
+      const fixedPort = o.listen && hostPort(o.listen).port !== 0;
+      const relay = o.relay ? { url: o.relay, token: o.relayToken } : undefined;
+      const tap = fileTap(Deno.env.get("STRATA_SEAM_TAP"));
+      const shared = auto && !fixedPort ? await Dialer.connect(relay, tap) : undefined;
       const start = async (range: LayerRange) => {
         let path = localPath!;
         if (manifest) {
           // refused before any of the range's bytes are downloaded
           checkMemoryCap(manifestModel(manifest), { ...settings, range }, { capBytes, flashAttention });
-          path = (await fetchShardFile(o.model, range, { tracker: o.tracker })).path;
+          const shard = await fetchShardFile(o.model, range, {
+            tracker: o.tracker,
+            relay: relay && { ...relay, peer: shared?.relay?.peer },
+          });
+          path = shard.path;
+          fetched = shard.report.bytesBySource;
         }
         return await startNode({
           name,
@@ -153,12 +166,13 @@ export function nodeCommand(): Command {
           fault: o.injectFault,
           listen: o.listen ? hostPort(o.listen) : undefined,
           publicUrl: o.publicUrl,
-          relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
-          tap: fileTap(Deno.env.get("STRATA_SEAM_TAP")),
+          relay,
+          tap,
           manifest,
           serveArtifact: o.serveArtifact ? hostPort(o.serveArtifact) : undefined,
           memoryCapBytes: o.memoryCap,
           onPlace: auto ? (r) => moveTo(layerRange(r.start, r.end, nLayer)) : undefined,
+          dialer: shared,
         });
       };
       const first = auto
@@ -176,7 +190,6 @@ export function nodeCommand(): Command {
       let running = await start(first);
       let range = first;
       // a placed node moves: the new range loads (and registers) before the old one goes
-      const fixedPort = o.listen && hostPort(o.listen).port !== 0;
       let moving = false;
       moveTo = (next) => {
         if (moving || (next.start === range.start && next.end === range.end)) return;
@@ -209,10 +222,12 @@ export function nodeCommand(): Command {
         artifact_url: running.artifactUrl || undefined,
         tokens_per_s: running.tokensPerS,
         memory_cap_bytes: running.memoryCapBytes,
+        fetched_bytes_by_source: fetched,
         pid: Deno.pid,
       }));
       await untilSignal();
       await running.close();
+      shared?.close();
       Deno.exit(0);
     });
 }

@@ -63,10 +63,14 @@ export interface NodeConfig {
   readonly memoryCapBytes?: number;
   /** the tracker places this node elsewhere now (`--layers auto`) */
   readonly onPlace?: (range: { start: number; end: number }) => void;
+  /** the connections of the node this one replaces (a move), kept open when this one closes */
+  readonly dialer?: Dialer;
 }
 
 export interface RunningNode {
   readonly node: ShardNode;
+  /** its gRPC clients and relay connection */
+  readonly dialer: Dialer;
   /** this node's measured decode rate for its range, one session */
   readonly tokensPerS: number;
   /** hop URLs this node is reachable at */
@@ -99,7 +103,10 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   // scale-later: honest until the tracker admits the node, wrong from then on
   let admitted = false;
   const engine = c.fault ? scaledOutputs(loaded, () => c.fault === "scale" || admitted) : loaded;
-  const dialer = await Dialer.connect(c.relay, c.tap);
+  // a node moving to another range keeps its relay connection: the old range's sessions ride
+  // it until they end, the new range's start on it (a second connection under the same name
+  // would replace the first)
+  const dialer = c.dialer ?? await Dialer.connect(c.relay, c.tap);
   const listeners: SeamListener[] = [];
   if (c.listen) listeners.push(grpcListener(c.listen, c.publicUrl));
   if (dialer.relay) listeners.push(relayListener(dialer.relay.peer, dialer.relay.url));
@@ -144,13 +151,14 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   });
   return {
     node,
+    dialer,
     urls,
     artifactUrl,
     tokensPerS,
     memoryCapBytes,
     close: async () => {
       await running.close();
-      dialer.close();
+      if (!c.dialer) dialer.close();
       await artifactServer?.close();
       await engine.close();
     },

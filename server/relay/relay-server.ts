@@ -40,6 +40,8 @@ interface Peer {
   /** senders paused until this peer drains */
   readonly waiting: Set<Peer>;
   alive: boolean;
+  /** pings in a row it did not answer */
+  missed: number;
 }
 
 export async function startRelay(o: RelayOptions): Promise<Relay> {
@@ -76,7 +78,7 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
 
   function attach(name: string, ws: WebSocket): void {
     peers.get(name)?.ws.close(4409, "replaced by a newer connection");
-    const peer: Peer = { name, ws, pending: 0, waiting: new Set(), alive: true };
+    const peer: Peer = { name, ws, pending: 0, waiting: new Set(), alive: true, missed: 0 };
     peers.set(name, peer);
     log.info("relay peer joined", { peer: name });
     ws.on("pong", () => (peer.alive = true));
@@ -156,11 +158,13 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
     }
   }
 
-  // dead peers (no pong within one interval) are dropped, which fails their channels
+  // dead peers (no pong to two pings in a row) are dropped, which fails their channels: one
+  // missed interval can be a busy peer (or a busy relay) on a loaded machine
   const heartbeat = setInterval(() => {
     for (const p of peers.values()) {
-      if (!p.alive) p.ws.terminate();
+      if (!p.alive && ++p.missed >= 2) p.ws.terminate();
       else {
+        if (p.alive) p.missed = 0;
         p.alive = false;
         p.ws.ping();
       }

@@ -137,6 +137,7 @@ export function upCommand(): Command {
         dbPath: `${dir}/tracker.db`,
         // set it to let more nodes join this network by hand
         nodeToken: Deno.env.get("STRATA_NODE_TOKEN"),
+        relaySecret: Deno.env.get("STRATA_RELAY_SECRET"),
         progress: (what) => console.error(`  ${what}`),
         browserShard,
         wasmShards,

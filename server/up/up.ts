@@ -34,6 +34,8 @@ export interface UpOptions {
   readonly dbPath: string;
   /** nodes' registration token at the tracker (a fresh one when absent) */
   readonly nodeToken?: string;
+  /** the relay's secret, which mints peers' tokens (a fresh one when absent) */
+  readonly relaySecret?: string;
   /** called as each part comes up */
   readonly progress?: (what: string) => void;
   /** this range of the first route is a headless Chromium tab on the volunteer page */
@@ -69,7 +71,8 @@ export interface Network {
 export async function up(o: UpOptions): Promise<Network> {
   const say = o.progress ?? (() => {});
   const nodeToken = o.nodeToken ?? crypto.randomUUID();
-  const relaySecret = crypto.randomUUID();
+  // set it to let more nodes join through this network's relay by hand
+  const relaySecret = o.relaySecret ?? crypto.randomUUID();
   const started: ServiceProcess[] = [];
   let browser: VolunteerTab | undefined;
   const tabs: VolunteerTab[] = [];

@@ -1,7 +1,8 @@
 // The gateway's watch on the nodes its open sessions run through. A seam to a dead node
 // should fail on its own, but a connection can die without a word reaching every stream
 // (a peer's host vanishing, a lost FIN): the tracker's leases are the independent witness.
-// While anything is watched, the watch asks the tracker about exactly those nodes.
+// While anything is watched, the watch asks the tracker about exactly those nodes. A lapsed
+// lease alone does not end a session: a busy node can beat late and still answer.
 
 /** Of the named nodes, those the tracker still sees as live. */
 export type LiveNodes = (nodes: readonly string[]) => Promise<ReadonlySet<string>>;
@@ -19,7 +20,10 @@ export class NodeWatch {
   /** `everyMs`: how often the tracker is asked (a fraction of its lease). */
   constructor(private readonly live: LiveNodes, private readonly everyMs = 1_000) {}
 
-  /** Calls `lost` once, with the first of `nodes` that leaves the tracker; returns the unwatch. */
+  /**
+   * Calls `lost` with the first of `nodes` the tracker no longer sees as live, at every look
+   * while it is gone (the caller decides when that ends its session); returns the unwatch.
+   */
   watch(nodes: readonly string[], lost: (node: string) => void): () => void {
     const w: Watcher = { nodes, lost };
     this.#watchers.add(w);
@@ -49,8 +53,7 @@ export class NodeWatch {
     }
     for (const w of live ? watchers : []) {
       const gone = w.nodes.find((n) => !live!.has(n));
-      if (gone === undefined || !this.#watchers.delete(w)) continue;
-      w.lost(gone);
+      if (gone !== undefined && this.#watchers.has(w)) w.lost(gone);
     }
     this.#timer = undefined;
     this.#schedule();

@@ -78,7 +78,8 @@ export async function joinTracker(
         sessionIds: n?.sessionIds() ?? [],
         kvCellsUsed: info?.kvCellsUsed ?? 0,
         queued: info?.queued ?? 0,
-      }, every);
+        // a late answer still renews the lease: wait for it as long as a lease
+      }, reg.leaseMs);
       if (!r.known) await register();
       admission = r.admission || "pending";
       events.onAdmission?.(admission);

@@ -72,6 +72,8 @@ interface Waiter {
   readonly resolve: (f: SeamFrame) => void;
   readonly reject: (e: unknown) => void;
   readonly timer: ReturnType<typeof setTimeout>;
+  /** when it was sent (performance.now()) */
+  readonly sentAt: number;
 }
 
 export class RouteSession {
@@ -81,6 +83,7 @@ export class RouteSession {
   #failure?: SeamError;
   #done = false;
   #opening?: Promise<SeamFrame>;
+  #usualStepMs = 0;
 
   private constructor(
     readonly link: SeamLink,
@@ -253,20 +256,36 @@ export class RouteSession {
         this.#fail(new SeamError("deadline", `no reply to step ${f.stepId} within ${timeout} ms`));
         void this.cancel();
       }, timeout);
-      this.#pending.set(f.stepId, { resolve, reject, timer });
+      this.#pending.set(f.stepId, { resolve, reject, timer, sentAt: performance.now() });
       if (!this.link.send(f)) {
         this.#fail(new SeamError("unavailable", "the seam to the first shard has ended"));
       }
     });
   }
 
+  /**
+   * How long the oldest step in flight has waited for its reply (0: none in flight), and
+   * how long a decode step usually takes here: together they tell a stuck route from a slow one.
+   */
+  stalled(): { waitingMs: number; usualStepMs: number } {
+    let oldest = Infinity;
+    for (const w of this.#pending.values()) oldest = Math.min(oldest, w.sentAt);
+    return {
+      waitingMs: oldest === Infinity ? 0 : performance.now() - oldest,
+      usualStepMs: this.#usualStepMs,
+    };
+  }
+
   #reply(f: SeamFrame, t0: number): StepReply {
     if (!f.sampled) throw new SeamError("malformed", `the last shard sent no token for step ${f.stepId}`);
+    const ms = performance.now() - t0;
+    // a slow average: one quick step says little about the next
+    this.#usualStepMs = this.#usualStepMs === 0 ? ms : 0.8 * this.#usualStepMs + 0.2 * ms;
     return {
       token: f.sampled.token,
       margin: f.sampled.margin,
       telemetry: f.telemetry,
-      ms: performance.now() - t0,
+      ms,
     };
   }
 

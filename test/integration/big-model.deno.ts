@@ -4,6 +4,9 @@
 // (which reads the header and the signed reference, never a weight). Eight concurrent chats
 // against whole-model llama.cpp on the same file in a separate process.
 import { cacheDir } from "../../server/paths.ts";
+import { sha256File } from "../../server/model/hash.ts";
+import { checkManifest, shardPieces } from "../../src/artifact/pieces.ts";
+import { peerToken } from "../../src/relay/token.ts";
 import { Chromium } from "../../server/web/chromium.ts";
 import { openVolunteerTab } from "../../server/web/volunteer-tab.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
@@ -17,6 +20,8 @@ const MAX = 12;
 const shots = Deno.env.get("SHOTS_DIR") ?? await Deno.makeTempDir({ prefix: "strata-shots-" });
 Deno.mkdirSync(shots, { recursive: true });
 const KEY = "big-key";
+const NODE_TOKEN = crypto.randomUUID();
+const RELAY_SECRET = crypto.randomUUID();
 const strata = new URL("../../strata", import.meta.url).pathname;
 const run = async (args: string[]) => {
   const o = await new Deno.Command(strata, { args, stdout: "piped", stderr: "inherit" }).output();
@@ -35,6 +40,7 @@ try {
 }
 const synthMs = performance.now() - t0;
 const fileBytes = (await Deno.stat(model)).size;
+const sha = await sha256File(model);
 // the publisher's reference, never holding more than the cap (beside the model: the tracker finds it)
 const certified = JSON.parse(
   (await run(["model", "certify", model, "--memory-cap", String(CAP), "--out", `${model}.strata-ref`]))
@@ -73,8 +79,11 @@ const net = await ServiceProcess.start(
     "0",
     "--api-key",
     KEY,
+    // a suite runs other tests beside this one on two cores: leases a busy node still meets
+    "--lease-ms",
+    "15000",
   ],
-  {},
+  { STRATA_NODE_TOKEN: NODE_TOKEN, STRATA_RELAY_SECRET: RELAY_SECRET },
   900_000,
 );
 const report: Record<string, unknown> = { fileBytes, cap: CAP, synthMs, certified, reference: ref.texts };
@@ -153,6 +162,46 @@ try {
   } finally {
     await second.close();
   }
+  // a native node joining by hand for that range, with the artifact's URL: it too fetches
+  // from the tab, through the relay (its pieces cleared from this machine's store first)
+  const artifactUrl = `${gw}/artifacts/${sha}`;
+  const manifest = checkManifest(await (await fetch(`${artifactUrl}/manifest`)).json(), sha);
+  const [a, b] = first.layers.split(":").map(Number);
+  for (const p of shardPieces(manifest, a, b)) {
+    await Deno.remove(cacheDir("pieces", p.sha256)).catch(() => {});
+  }
+  const late = await ServiceProcess.start(
+    "node late",
+    [
+      "node",
+      "--model",
+      artifactUrl,
+      "--layers",
+      first.layers,
+      "--name",
+      "late",
+      "--tracker",
+      String(net.ready.tracker),
+      "--tracker-token",
+      NODE_TOKEN,
+      "--listen",
+      "127.0.0.1:0",
+      "--relay",
+      String(net.ready.relay),
+      "--relay-token",
+      await peerToken(RELAY_SECRET, "late"),
+      "--memory-cap",
+      String(CAP),
+      "--kv-cells",
+      "1024",
+      "--threads",
+      "1",
+    ],
+    {},
+    300_000,
+  );
+  report.lateNode = { from: first.name, bytesBySource: late.ready.fetched_bytes_by_source };
+  await late.stop();
   // a native node leaves: the page shows the gap and says who left
   const leaving = (net.ready.nodes as Array<{ name: string; pid: number }>).find((n) => n.name === "n0")!;
   Deno.kill(leaving.pid, "SIGTERM");

@@ -60,6 +60,14 @@ describe.skipIf(!chromium)("a model bigger than any participant (synthetic llama
     expect(fromTab[0][1]).toBeGreaterThan(0);
     expect(second.download.rejected).toEqual([]);
     expect(second.download.cachedBytes).toBe(0);
+    // and so did a native node that joined by hand for that range
+    const late = Object.entries(out.lateNode.bytesBySource as Record<string, number>)
+      .filter(([url]) => url.startsWith("relay+") && url.endsWith(`/${out.lateNode.from}`));
+    console.log(
+      `native node for ${second.layers}: bytes by source ${JSON.stringify(out.lateNode.bytesBySource)}`,
+    );
+    expect(late.length, JSON.stringify(out.lateNode)).toBe(1);
+    expect(late[0][1]).toBeGreaterThan(0);
     // the network page saw the routes in use and the node that left
     expect(out.shotDuring).toBe(true);
     expect(out.pageSawLeave).toBe(true);

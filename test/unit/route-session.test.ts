@@ -362,6 +362,24 @@ describe("route session: failures, deadlines, release and cancel", () => {
     expect(shard.frames.items.filter((f) => f.phase === Phase.CANCEL)).toHaveLength(1);
   });
 
+  it("says how long the oldest step in flight has waited, and how long steps usually take", async () => {
+    vi.useFakeTimers();
+    const { shard, session } = await opened();
+    expect(session.stalled()).toEqual({ waitingMs: 0, usualStepMs: 0 });
+    const decode = session.decode(1);
+    const f = await shard.frame(Phase.DECODE);
+    await vi.advanceTimersByTimeAsync(300);
+    shard.token(f, 5);
+    await decode;
+    expect(session.stalled().waitingMs).toBe(0);
+    expect(session.stalled().usualStepMs).toBeGreaterThanOrEqual(300);
+    void session.decode(5).catch(() => {});
+    await shard.frame(Phase.DECODE, 3n);
+    await vi.advanceTimersByTimeAsync(2_500);
+    expect(session.stalled().waitingMs).toBeGreaterThanOrEqual(2_500);
+    session.abandon(new SeamError("unavailable", "gone"));
+  });
+
   // cancel() must clear the pending steps' deadline timers: armed, each would keep a process that
   // cancelled alive for stepTimeoutMs (120 s by default)
   it("cancel leaves no deadline timer behind", async () => {
