@@ -213,6 +213,7 @@ try {
   await page.screenshot({ path: `${shots}/network-1gb-node-left.png`, fullPage: true });
   report.pageSawLeave = left;
   report.pageText = await page.evaluate(() => document.getElementById("summary")!.textContent);
+  report.pageChanges = (await pageState()).changes;
   await browser.close();
 } finally {
   await net.stop(60_000);

@@ -71,7 +71,8 @@ describe.skipIf(!chromium)("a model bigger than any participant (synthetic llama
     // the network page saw the routes in use and the node that left
     expect(out.shotDuring).toBe(true);
     expect(out.pageSawLeave).toBe(true);
-    expect(out.pageText).toMatch(/uncovered/);
+    // (what follows the leave depends on timing: the hole shows, or placement already filled it)
+    expect(out.pageChanges).toContainEqual({ kind: "left", node: "n0", layers: expect.any(String) });
     // eight concurrent chats: the whole model's greedy text, or parting from it only where
     // the whole model was itself within 0.5 σ of choosing otherwise (WASM and native differ)
     for (const [i, c] of out.chats.entries()) {
