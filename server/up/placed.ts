@@ -5,6 +5,7 @@ import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { ServiceProcess } from "../process/service-process.ts";
 import { trackerClient } from "../tracker/client.ts";
+import { gaps, type Span } from "../../src/tracker/placement.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
 import { trackedNodeArgs } from "./node-args.ts";
 import { gatewayProcess, type NodeProc, type UpOptions, type UpPlane, waitAdmitted } from "./up.ts";
@@ -71,13 +72,15 @@ export async function placedNetwork(
   const { nLayer } = await fileFacts((await resolveModel(o.model)).path);
   for (let i = 0;; i++) {
     const before = await uncovered(at.trackerUrl, nLayer);
-    if (before.length === 0) break;
+    if (before.layers === 0) break;
     if (i === MAX_NATIVE) throw new Error(`${MAX_NATIVE} native nodes under the cap do not cover the model`);
     await join(`n${i}`, "native");
     // a node that covered nothing new was placed beside others: what is left fits no one
-    if ((await uncovered(at.trackerUrl, nLayer)).length === before.length) {
+    if ((await uncovered(at.trackerUrl, nLayer)).layers === before.layers) {
       throw new Error(
-        `layers ${before[0]}–${before.at(-1)} fit no node under ${(capBytes / 2 ** 20).toFixed(0)} MiB ` +
+        `layers ${before.spans.map((g) => `${g.start}:${g.end}`).join(", ")} fit no node under ${
+          (capBytes / 2 ** 20).toFixed(0)
+        } MiB ` +
           `with these engine settings (the output head and its logits buffer grow with --batch-tokens and the vocabulary)`,
       );
     }
@@ -85,18 +88,15 @@ export async function placedNetwork(
   return { gateway: gatewayUrl, nodes };
 }
 
-/** The layers no live, admitted node holds. */
-async function uncovered(trackerUrl: string, nLayer: number): Promise<number[]> {
+/** The layers no live, admitted node holds, and how many they are. */
+async function uncovered(trackerUrl: string, nLayer: number): Promise<{ spans: Span[]; layers: number }> {
   const t = trackerClient(trackerUrl);
   try {
     const { nodes } = await t.client.nodes({}, { timeoutMs: 5000 });
-    const c = new Uint8Array(nLayer);
-    for (const n of nodes) {
-      if (n.live && n.admission === "admitted" && n.shard?.range) {
-        c.fill(1, n.shard.range.start, n.shard.range.end);
-      }
-    }
-    return [...c.keys()].filter((l) => !c[l]);
+    const held = nodes.filter((n) => n.live && n.admission === "admitted" && n.shard?.range)
+      .map((n) => ({ start: n.shard!.range!.start, end: n.shard!.range!.end }));
+    const spans = gaps(nLayer, held);
+    return { spans, layers: spans.reduce((k, s) => k + s.end - s.start, 0) };
   } finally {
     t.close();
   }
