@@ -23,6 +23,7 @@ import { benchRoute, printRouteBench } from "./bench/route-throughput.ts";
 import { benchUp, printUpBench } from "./bench/up-vs-whole.ts";
 import { benchBigModel, printBigBench } from "./bench/big-model.ts";
 import { benchPlacement, printPlacementBench } from "./bench/placement.ts";
+import { runChaos } from "./bench/chaos.ts";
 import { benchWasm, printWasmBench } from "./bench/wasm-vs-native.ts";
 import { hostsCommand } from "./hosts/command.ts";
 import { runParity } from "./parity/run.ts";
@@ -209,7 +210,7 @@ export function addCheckCommands(program: Command): void {
 
   bench.command("placement")
     .description(
-      "placement by measured speed beside an equal split: a WASM node and a native node, each holding two thirds of SmolLM2 at most",
+      "placement by measured speed beside an equal split: a WASM node and a native node, each holding four fifths of SmolLM2 at most",
     )
     .option("--json", "print one JSON object")
     .action(async (o) => {
@@ -217,6 +218,29 @@ export function addCheckCommands(program: Command): void {
       await resolveModel(DEFAULT_MODEL.name);
       const r = await benchPlacement();
       console.log(o.json ? JSON.stringify(r, null, 2) : printPlacementBench(r));
+    });
+
+  bench.command("chaos")
+    .description(
+      "nodes killed one at a time while streamed chats run (strata up --routes 2 and relay-only spares): errors, wrong tokens, repairs and recovery times",
+    )
+    .option("--kills <n>", "nodes killed, one at a time", int("kills"), 4)
+    .option("--sessions <n>", "concurrent streamed chats", int("sessions"), 16)
+    .option("--tokens <n>", "tokens each chat asks for", int("tokens"), 96)
+    .option("--tab", "a headless tab holds the first range too, and is closed first")
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      await ensureNativeLibrary("cpu");
+      await resolveModel(DEFAULT_MODEL.name);
+      const r = await runChaos({
+        kills: o.kills,
+        sessions: o.sessions,
+        tokens: o.tokens,
+        tab: !!o.tab,
+        say: (line) => console.error(line),
+      });
+      const { chats: _, ...summary } = r;
+      console.log(o.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     });
 
   bench.command("wasm")

@@ -25,6 +25,9 @@ import { generate, type GenerationContext, promptTokens, routeError } from "./ge
 import { Metrics } from "./metrics.ts";
 import { RouteGate } from "./route-gate.ts";
 
+/** The admission line repairs wait in (API keys are hex: no client shares it). */
+const REPAIR_LINE = "repair:";
+
 export interface GatewayOptions {
   readonly modelPath: string;
   readonly modelName: string;
@@ -38,6 +41,8 @@ export interface GatewayOptions {
   readonly volunteer?: VolunteerOptions;
   /** the queue of requests waiting for a busy route (default: 64 waiting, 30 s each) */
   readonly admission?: Partial<AdmissionOptions>;
+  /** a session whose route lost a node and got no new one this long after ends (default 30 s) */
+  readonly repairDeadlineMs?: number;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -61,6 +66,19 @@ export async function startGateway(o: GatewayOptions) {
       const r = await tracker.client.nodes({ nodes: [...nodes] }, { timeoutMs: 5000 });
       return new Set(r.nodes.filter((n) => n.live).map((n) => n.node));
     }),
+    repair: {
+      // repairs wait in a line of their own: a turn comes soon even behind a long queue
+      reroute: (avoid, signal) => gate.acquire(REPAIR_LINE, signal, avoid),
+      dead: async (nodes) => {
+        const r = await tracker.client.nodes({ nodes: [...nodes] }, { timeoutMs: 5000 }).catch(() =>
+          undefined
+        );
+        // a node the tracker has forgotten is gone too
+        const live = new Set(r?.nodes.filter((n) => n.live).map((n) => n.node) ?? nodes);
+        return nodes.filter((n) => !live.has(n));
+      },
+      deadlineMs: o.repairDeadlineMs ?? 30_000,
+    },
   };
   const metrics = new Metrics();
   const app = new Hono();
@@ -224,7 +242,7 @@ export async function startGateway(o: GatewayOptions) {
           });
         }
         metrics.request(req.kind, 200);
-        metrics.generation(summary.route, g.promptTokens, g.completionTokens, summary.ttft_ms, summary.nodes);
+        metrics.generation(summary, g.promptTokens, g.completionTokens);
       } catch (e) {
         const err = routeError(e);
         metrics.request(req.kind, err.status);
@@ -266,7 +284,7 @@ export async function startGateway(o: GatewayOptions) {
     }
     const summary = { ...g.telemetry.summary(), attempts };
     metrics.request(req.kind, 200);
-    metrics.generation(summary.route, g.promptTokens, g.completionTokens, summary.ttft_ms, summary.nodes);
+    metrics.generation(summary, g.promptTokens, g.completionTokens);
     const usage = {
       prompt_tokens: g.promptTokens,
       completion_tokens: g.completionTokens,

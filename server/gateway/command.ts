@@ -53,6 +53,12 @@ export function gatewayCommand(): Command {
       int("queue-timeout-ms"),
       DEFAULT_ADMISSION.timeoutMs,
     )
+    .option(
+      "--repair-deadline-ms <n>",
+      "a stream whose route lost a node waits this long for another route to take over before it ends with an error",
+      int("repair-deadline-ms"),
+      30_000,
+    )
     .action(async (o) => {
       const { path, name } = await resolveModel(o.model);
       const { host, port } = hostPort(o.listen);
@@ -83,6 +89,7 @@ export function gatewayCommand(): Command {
         host,
         port,
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
+        repairDeadlineMs: o.repairDeadlineMs,
       });
       console.log(JSON.stringify({ event: "ready", url: g.url, pid: Deno.pid }));
       await untilSignal();

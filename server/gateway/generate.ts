@@ -1,7 +1,7 @@
 // One generation for the gateway: the prompt through a route the tracker handed out, tokens
 // turned into text (held back at a possible stop sequence or a split UTF-8 character), and
 // the session released or cancelled.
-import { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
 import { ApiError, type GenerationRequest, RateLimited } from "../../src/gateway/openai.ts";
 import { ClientLeft, QueueRefused } from "../../src/gateway/admission.ts";
@@ -14,6 +14,8 @@ import type { Dialer } from "../seam/dialer.ts";
 import type { RouteLease } from "./route-gate.ts";
 import type { NodeWatch } from "../../src/gateway/node-watch.ts";
 import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
+import { blamedHops, repairable } from "../../src/gateway/repair.ts";
+import { log } from "../log/log.ts";
 
 /** A step in flight this long (or 4 usual steps) through a node that left: the route is stuck. */
 const STUCK_MS = 2_000;
@@ -27,6 +29,18 @@ export interface GenerationContext {
   readonly watch: NodeWatch;
   /** sessions now, by route (the network page) */
   readonly routes: ActiveRoutes;
+  /** how a session whose route lost a node goes on (none: the failure ends it) */
+  readonly repair?: RepairPort;
+}
+
+/** What a repair asks of the gateway. */
+export interface RepairPort {
+  /** a new route for the session, avoiding these nodes (waits its turn while routes are busy) */
+  reroute(avoid: readonly string[], signal: AbortSignal): Promise<RouteLease>;
+  /** of these nodes, those the tracker no longer sees as live */
+  dead(nodes: readonly string[]): Promise<string[]>;
+  /** a session that cannot get a new route this long after its failure ends with it */
+  readonly deadlineMs: number;
 }
 
 export interface Generated {
@@ -70,8 +84,10 @@ export function routeError(e: unknown): ApiError {
 }
 
 /**
- * Generates on the lease's route; `onText` gets each releasable piece. Cancels the route when
- * `signal` aborts. The caller ends the lease.
+ * Generates on the lease's route; `onText` gets each releasable piece. A route that loses a
+ * node is repaired (`repair.ts`): the session goes on through a new route from the tokens
+ * already sent, and the client sees only a longer gap. Cancels the route when `signal`
+ * aborts. The caller ends the lease; leases taken for repairs end here.
  */
 export async function generate(
   ctx: GenerationContext,
@@ -81,17 +97,194 @@ export async function generate(
   signal: AbortSignal,
   onText: (piece: string) => void | Promise<void>,
 ): Promise<Generated> {
-  const { sessionId, route } = lease;
   const window = contextWindow(
     ids.length,
     req.maxNewTokens,
-    contextCap(ctx.nCtxTrain, route.maxSessionCells),
+    contextCap(ctx.nCtxTrain, lease.route.maxSessionCells),
   );
   if ("refused" in window) {
     throw new ApiError(400, window.refused, "invalid_request_error", "context_length_exceeded", "max_tokens");
   }
   if (signal.aborted) throw new SeamError("cancelled", "the client went away");
-  const telemetry = new GenerationTelemetry(route.name);
+  const telemetry = new GenerationTelemetry(lease.route.name);
+  const tok = ctx.tokenizer;
+  const out: number[] = [];
+  const stop = new StopMatcher(req.stop);
+  // text of out[0, base), which ends on a whole character: each token decodes only what is new
+  let clean = "";
+  let base = 0;
+  let shown = "";
+  const show = async (piece: string) => {
+    shown += piece;
+    await onText(piece);
+  };
+  let finishReason: "stop" | "length" = "length";
+  let hitStop = false;
+  // the route in use: the caller's lease, or one a repair took (ended here)
+  let route: Lease = lease;
+  let on: OnRoute | undefined;
+  try {
+    // a session whose KV cells ran out (its own cap, or the node's pool ran short and it gave
+    // way) ends like one that reached max_tokens: finish_reason length, the text so far
+    let kvEnded = false;
+    // set while a repair is under way: when the failure came, why, and whom it blamed
+    let broken: { at: number; why: string; nodes: string[] } | undefined;
+    for (;;) {
+      try {
+        on = await onRoute(ctx, route, req, window.kvCells, signal);
+        const prefix = out.length ? Int32Array.from([...ids, ...out]) : ids;
+        let first = true;
+        for await (
+          const r of on.session.generate(
+            prefix,
+            window.newTokens - out.length,
+            (t) => tok.isEndOfGeneration(t),
+          )
+        ) {
+          if (signal.aborted) throw new SeamError("cancelled", "the client went away");
+          if (broken && first) {
+            telemetry.repaired({
+              nodes: broken.nodes,
+              why: broken.why,
+              ms: performance.now() - broken.at,
+              replayed_positions: prefix.length,
+              route: route.route.name,
+            });
+            broken = undefined;
+          }
+          first = false;
+          telemetry.step(r.telemetry);
+          if (tok.isEndOfGeneration(r.token)) {
+            finishReason = "stop";
+            break;
+          }
+          out.push(r.token);
+          const tail = tok.detokenize(out.slice(base));
+          if (tail.endsWith("\uFFFD")) continue; // a character split across tokens
+          clean += tail;
+          base = out.length;
+          const { release, stopped } = stop.update(clean);
+          if (release) await show(release);
+          if (stopped) {
+            finishReason = "stop";
+            hitStop = true;
+            break;
+          }
+        }
+        break;
+      } catch (e) {
+        if (e instanceof SeamError && e.code === "context_full") {
+          kvEnded = true;
+          finishReason = "length";
+          break;
+        }
+        const failed = on;
+        on = undefined;
+        failed?.abandon(e);
+        if (!repairable(e) || signal.aborted || !ctx.repair) throw e;
+        const at = broken?.at ?? performance.now();
+        if (performance.now() - at > ctx.repair.deadlineMs) {
+          throw new SeamError(
+            "unavailable",
+            `no route could take over within ${ctx.repair.deadlineMs} ms: ${e.message}`,
+          );
+        }
+        const hops = route.route.hops.map((h) => ({ node: h.node, url: h.url }));
+        const nodes = [
+          ...new Set([
+            ...(broken?.nodes ?? []),
+            ...blamedHops(e.message, hops),
+            ...await ctx.repair.dead(hops.map((h) => h.node)),
+          ]),
+        ];
+        broken = { at, why: `${e.code}: ${e.message}`, nodes };
+        log.info("repairing a route", {
+          session: route.sessionId,
+          route: route.route.name,
+          avoid: nodes,
+          why: broken.why,
+        });
+        await route.end?.();
+        route = await rerouted(ctx.repair, nodes, signal, at).catch((r) => {
+          if (!(r instanceof ConnectError)) throw r;
+          const lost = nodes.length ? `lost ${nodes.join(", ")}` : `failed (${e.message})`;
+          throw new ApiError(
+            503,
+            `the route ${lost} and no route could take over within ${
+              ctx.repair!.deadlineMs
+            } ms: ${r.rawMessage}`,
+            "server_error",
+            "no_route",
+          );
+        });
+      }
+    }
+    if (!hitStop) {
+      const rest = stop.flush();
+      if (rest) await show(rest);
+    }
+    if (kvEnded) await on?.session.cancel();
+    else {
+      // every token is out: a route that fails now only frees what is left of the session
+      await on?.session.release().catch((e) => on?.abandon(e));
+    }
+  } catch (e) {
+    await on?.session.cancel();
+    throw e;
+  } finally {
+    on?.close();
+    await route.end?.();
+  }
+  return {
+    // what was shown, and (without a stop) a character the stream ended inside of
+    text: hitStop || base === out.length ? shown : shown + tok.detokenize(out.slice(base)),
+    finishReason,
+    promptTokens: ids.length,
+    completionTokens: out.length,
+    telemetry,
+  };
+}
+
+type Lease = Pick<RouteLease, "sessionId" | "route"> & Partial<Pick<RouteLease, "end">>;
+
+/** How often a repair asks again while the tracker cannot be reached (it may be restarting). */
+const TRACKER_RETRY_MS = 250;
+
+/** A new route, waiting out a tracker that cannot be reached until the repair's deadline. */
+async function rerouted(
+  repair: RepairPort,
+  avoid: readonly string[],
+  signal: AbortSignal,
+  brokenAt: number,
+): Promise<RouteLease> {
+  for (;;) {
+    try {
+      return await repair.reroute(avoid, signal);
+    } catch (e) {
+      const down = e instanceof ConnectError &&
+        (e.code === Code.Unavailable || e.code === Code.DeadlineExceeded);
+      if (!down || signal.aborted || performance.now() - brokenAt > repair.deadlineMs) throw e;
+      await new Promise((r) => setTimeout(r, TRACKER_RETRY_MS));
+    }
+  }
+}
+
+/** A session open on one route, with what watches it. */
+interface OnRoute {
+  readonly session: RouteSession;
+  /** the route failed: work in flight ends, the nodes still there free the session */
+  abandon(e: unknown): void;
+  close(): void;
+}
+
+async function onRoute(
+  ctx: GenerationContext,
+  lease: Lease,
+  req: GenerationRequest,
+  kvCells: number,
+  signal: AbortSignal,
+): Promise<OnRoute> {
+  const { sessionId, route } = lease;
   const session = await RouteSession.open(
     ctx.dialer.dial,
     route.hops.map((h) => ({ url: h.url, range: h.range!, ticket: h.routeTicket })),
@@ -100,7 +293,7 @@ export async function generate(
       epoch: route.epoch,
       artifactSha256: ctx.artifact,
       sampling: { temperature: req.temperature, topK: req.topK, topP: req.topP, seed: req.seed },
-      kvCells: window.kvCells,
+      kvCells,
       // the tracker's choice for this route (q8 rows through the relay)
       compression: route.seamCompression,
       // the prompt follows OPEN at once: the OPEN round trip leaves TTFT
@@ -119,69 +312,20 @@ export async function generate(
     }
   });
   if (signal.aborted) abort(); // the client left while the session opened
-  const tok = ctx.tokenizer;
-  const out: number[] = [];
-  const stop = new StopMatcher(req.stop);
-  // text of out[0, base), which ends on a whole character: each token decodes only what is new
-  let clean = "";
-  let base = 0;
-  let shown = "";
-  const show = async (piece: string) => {
-    shown += piece;
-    await onText(piece);
-  };
-  let finishReason: "stop" | "length" = "length";
-  let hitStop = false;
-  try {
-    // a session whose KV cells ran out (its own cap, or the node's pool ran short and it gave
-    // way) ends like one that reached max_tokens: finish_reason length, the text so far
-    let kvEnded = false;
-    try {
-      for await (const r of session.generate(ids, window.newTokens, (t) => tok.isEndOfGeneration(t))) {
-        if (signal.aborted) throw new SeamError("cancelled", "the client went away");
-        telemetry.step(r.telemetry);
-        if (tok.isEndOfGeneration(r.token)) {
-          finishReason = "stop";
-          break;
-        }
-        out.push(r.token);
-        const tail = tok.detokenize(out.slice(base));
-        if (tail.endsWith("\uFFFD")) continue; // a character split across tokens
-        clean += tail;
-        base = out.length;
-        const { release, stopped } = stop.update(clean);
-        if (release) await show(release);
-        if (stopped) {
-          finishReason = "stop";
-          hitStop = true;
-          break;
-        }
-      }
-    } catch (e) {
-      if (!(e instanceof SeamError && e.code === "context_full")) throw e;
-      kvEnded = true;
-      finishReason = "length";
-    }
-    if (!hitStop) {
-      const rest = stop.flush();
-      if (rest) await show(rest);
-    }
-    if (kvEnded) await session.cancel();
-    else await session.release();
-  } catch (e) {
-    await session.cancel();
-    throw e;
-  } finally {
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
     signal.removeEventListener("abort", abort);
     unwatch();
     closeRoute();
-  }
+  };
   return {
-    // what was shown, and (without a stop) a character the stream ended inside of
-    text: hitStop || base === out.length ? shown : shown + tok.detokenize(out.slice(base)),
-    finishReason,
-    promptTokens: ids.length,
-    completionTokens: out.length,
-    telemetry,
+    session,
+    abandon: (e) => {
+      session.abandon(e instanceof SeamError ? e : new SeamError("unavailable", String(e)));
+      close();
+    },
+    close,
   };
 }

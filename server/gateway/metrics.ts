@@ -1,8 +1,9 @@
 // Gateway metrics in Prometheus text format.
-import type { NodeShare } from "../../src/gateway/telemetry.ts";
+import type { GenerationTelemetry } from "../../src/gateway/telemetry.ts";
 import type { QueueStats } from "../../src/gateway/admission.ts";
 
 type Labels = Record<string, string>;
+type GenerationSummary = ReturnType<GenerationTelemetry["summary"]>;
 
 const key = (name: string, labels: Labels) =>
   `${name}{${Object.entries(labels).map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, "_")}"`).join(",")}}`;
@@ -24,19 +25,32 @@ export class Metrics {
     });
   }
 
-  generation(
-    route: string,
-    prompt: number,
-    completion: number,
-    ttftMs: number | null,
-    nodes: NodeShare[],
-  ): void {
+  generation(g: GenerationSummary, prompt: number, completion: number): void {
+    const { route, ttft_ms: ttftMs, nodes } = g;
     this.add("strata_route_requests_total", "generations per route", { route });
     this.add("strata_prompt_tokens_total", "prompt tokens", {}, prompt);
     this.add("strata_completion_tokens_total", "generated tokens", {}, completion);
     if (ttftMs !== null) {
       this.add("strata_ttft_seconds_sum", "time to first token, sum", {}, ttftMs / 1000);
       this.add("strata_ttft_seconds_count", "time to first token, count", {});
+    }
+    for (const r of g.repairs) {
+      for (const node of r.nodes.length ? r.nodes : ["unknown"]) {
+        this.add("strata_repairs_total", "routes repaired, by the node blamed", { node });
+      }
+      this.add(
+        "strata_repair_seconds_sum",
+        "from a route's failure to the new route's first token, sum",
+        {},
+        r.ms / 1000,
+      );
+      this.add("strata_repair_seconds_count", "repairs timed", {});
+      this.add(
+        "strata_repair_replayed_positions_total",
+        "positions prefilled again by repairs",
+        {},
+        r.replayed_positions,
+      );
     }
     for (const n of nodes) {
       const l = { node: n.node, layers: n.layers };

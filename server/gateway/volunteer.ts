@@ -138,6 +138,7 @@ export async function volunteerRoutes(
       sessionIds?: unknown;
       kvCellsUsed: number;
       queued: number;
+      decodeTokensPerS?: unknown;
     }>(c.req.raw);
     const node = await nameOf(b.token);
     const r = await tracker.heartbeat({
@@ -148,6 +149,8 @@ export async function volunteerRoutes(
       sessionIds: Array.isArray(b.sessionIds) ? b.sessionIds.filter((s) => typeof s === "string") : [],
       kvCellsUsed: b.kvCellsUsed,
       queued: b.queued,
+      // the tracker takes only a finite positive rate
+      decodeTokensPerS: typeof b.decodeTokensPerS === "number" ? b.decodeTokensPerS : 0,
     }, { timeoutMs: 5000 });
     return c.json({ known: r.known, admission: r.admission });
   });

@@ -10,7 +10,8 @@ export async function trackedNodeArgs(o: {
   name: string;
   tracker: string;
   nodeToken: string;
-  listen: string;
+  /** where it serves seams; none: it is reachable through the relay only */
+  listen?: string;
   relay: string;
   relaySecret: string;
   threads: number;
@@ -27,8 +28,7 @@ export async function trackedNodeArgs(o: {
     o.tracker,
     "--tracker-token",
     o.nodeToken,
-    "--listen",
-    o.listen,
+    ...(o.listen ? ["--listen", o.listen] : []),
     "--relay",
     o.relay,
     "--relay-token",

@@ -31,6 +31,8 @@ export interface UpOptions {
   readonly batchInvariant?: boolean;
   /** the gateway's queue for busy routes */
   readonly admission?: { readonly maxWaiting: number; readonly timeoutMs: number };
+  /** how long the gateway waits for a route to take over from one that lost a node */
+  readonly repairDeadlineMs?: number;
   readonly dbPath: string;
   /** nodes' registration token at the tracker (a fresh one when absent) */
   readonly nodeToken?: string;
@@ -240,6 +242,7 @@ export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: stri
     ...(o.admission
       ? ["--queue-max", String(o.admission.maxWaiting), "--queue-timeout-ms", String(o.admission.timeoutMs)]
       : []),
+    ...(o.repairDeadlineMs !== undefined ? ["--repair-deadline-ms", String(o.repairDeadlineMs)] : []),
     "--volunteers",
     volunteers,
   ], { STRATA_RELAY_SECRET: at.relaySecret, STRATA_NODE_TOKEN: at.nodeToken });

@@ -1,5 +1,6 @@
 // Generation Telemetry: what one request cost, attributed to the nodes of its route.
 import type { NodeTelemetry } from "../gen/strata/seam/v1/seam_pb.ts";
+import type { RepairRecord } from "./repair.ts";
 
 export interface NodeShare {
   node: string;
@@ -17,8 +18,14 @@ export class GenerationTelemetry {
   #firstToken?: number;
   #lastToken?: number;
   #decodeSteps = 0;
+  readonly #repairs: RepairRecord[] = [];
 
   constructor(readonly route: string) {}
+
+  /** The route lost a node and another took over (its first token has come). */
+  repaired(r: RepairRecord): void {
+    this.#repairs.push(r);
+  }
 
   /** One reply from the route: the first is the prompt's, the others are decode steps. */
   step(telemetry: readonly NodeTelemetry[]): void {
@@ -59,6 +66,7 @@ export class GenerationTelemetry {
       ttft_ms: this.ttftMs ?? null,
       decode_tokens_per_s: decodeS > 0 ? this.#decodeSteps / decodeS : null,
       total_ms: performance.now() - this.#t0,
+      repairs: [...this.#repairs],
       // last shard first, as replies travel back
       nodes: [...this.#nodes.values()].sort((a, b) =>
         a.layers.localeCompare(b.layers, undefined, { numeric: true })

@@ -49,7 +49,7 @@ export function ggufLayout(
   metadata: readonly MetadataEntry[],
   tensors: readonly GgufTensorInfo[],
 ): GgufLayout {
-  return layout(ggufMetadataBytes(metadata), metadata.length, tensors);
+  return ggufLayoutFromKv(ggufMetadataBytes(metadata), metadata.length, tensors);
 }
 
 /** The size of the file with a metadata section of kvBytes bytes: no header is built. */
@@ -62,7 +62,16 @@ export function ggufFileBytes(kvBytes: number, tensors: readonly GgufTensorInfo[
   return align(at, GGUF_DEFAULT_ALIGNMENT) + data;
 }
 
-function layout(kv: Uint8Array, nKv: number, tensors: readonly GgufTensorInfo[]): GgufLayout {
+/**
+ * The layout of a file with this metadata section (nKv entries, as another file wrote them)
+ * and these tensors, packed in order at `alignment`.
+ */
+export function ggufLayoutFromKv(
+  kv: Uint8Array,
+  nKv: number,
+  tensors: readonly GgufTensorInfo[],
+  alignment = GGUF_DEFAULT_ALIGNMENT,
+): GgufLayout {
   const infos: Uint8Array[] = [];
   const sizes: Array<{ bytes: number; pad: number }> = [];
   let rel = 0;
@@ -83,13 +92,13 @@ function layout(kv: Uint8Array, nKv: number, tensors: readonly GgufTensorInfo[])
     v.setBigUint64(p + 4, BigInt(rel), true);
     infos.push(info);
     const bytes = tensorBytes(t.shape, t.type);
-    const padded = align(bytes, GGUF_DEFAULT_ALIGNMENT);
+    const padded = align(bytes, alignment);
     sizes.push({ bytes, pad: padded - bytes });
     rel += padded;
   }
 
   const unpadded = 24 + kv.length + infos.reduce((a, b) => a + b.length, 0);
-  const header = new Uint8Array(align(unpadded, GGUF_DEFAULT_ALIGNMENT));
+  const header = new Uint8Array(align(unpadded, alignment));
   const hv = new DataView(header.buffer);
   hv.setUint32(0, GGUF_MAGIC, true);
   hv.setUint32(4, 3, true);

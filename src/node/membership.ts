@@ -14,6 +14,8 @@ export interface NodeLoad {
   readonly sessionIds: string[];
   readonly kvCellsUsed: number;
   readonly queued: number;
+  /** one session's decode rate as traffic measured it (0: not yet) */
+  readonly decodeTokensPerS?: number;
 }
 
 /** How a host reaches the tracker: Connect from a server, the gateway's JSON API from a tab. */
@@ -78,6 +80,7 @@ export async function joinTracker(
         sessionIds: n?.sessionIds() ?? [],
         kvCellsUsed: info?.kvCellsUsed ?? 0,
         queued: info?.queued ?? 0,
+        decodeTokensPerS: info?.soloTokensPerS ?? 0,
         // a late answer still renews the lease: wait for it as long as a lease
       }, reg.leaseMs);
       if (!r.known) await register();

@@ -126,6 +126,7 @@ export class ShardNode {
       seamBytesOut: BigInt(this.#counters.bytesOut),
       refusedFrames: BigInt(this.#counters.refused),
       sessionsServed: BigInt(this.#counters.served),
+      soloTokensPerS: b.soloTokensPerS,
     });
   }
 

@@ -258,7 +258,7 @@ export class RouteSession {
       }, timeout);
       this.#pending.set(f.stepId, { resolve, reject, timer, sentAt: performance.now() });
       if (!this.link.send(f)) {
-        this.#fail(new SeamError("unavailable", "the seam to the first shard has ended"));
+        this.#fail(new SeamError("unavailable", `the seam to the first shard ${this.hops[0].url} has ended`));
       }
     });
   }
@@ -303,10 +303,15 @@ export class RouteSession {
         if (r.status) w.reject(new SeamError(code(r.status.code), r.status.message));
         else w.resolve(r);
       }
-      if (!this.#done) this.#fail(new SeamError("unavailable", "the first shard ended the stream"));
+      if (!this.#done) {
+        this.#fail(new SeamError("unavailable", `the first shard ${this.hops[0].url} ended the stream`));
+      }
     } catch (e) {
       this.#fail(
-        new SeamError("unavailable", `seam to the first shard failed: ${e instanceof Error ? e.message : e}`),
+        new SeamError(
+          "unavailable",
+          `seam to the first shard ${this.hops[0].url} failed: ${e instanceof Error ? e.message : e}`,
+        ),
       );
     }
   }

@@ -87,7 +87,12 @@ export interface BatcherStats {
   readonly maxBatchSessions: number;
   readonly prefillTokens: number;
   readonly decodeTokens: number;
+  /** one session's decode rate here, from the recent batches that carried one token (0: too few yet) */
+  readonly soloTokensPerS: number;
 }
+
+/** One-token batches remembered for the decode rate, and how many make it trustworthy. */
+const SOLO_KEPT = 16, SOLO_ENOUGH = 8;
 
 export class Batcher {
   readonly #sessions = new Map<string, SessionSlot>();
@@ -104,6 +109,9 @@ export class Batcher {
     prefillTokens: 0,
     decodeTokens: 0,
   };
+  // engine time of the last one-token batches: what one session costs here, measured on real
+  // traffic (the rate measured at load time ran beside whatever else the machine was doing)
+  readonly #soloMs: number[] = [];
 
   constructor(private readonly engine: RangeEngine, private readonly limits: BatcherLimits) {}
 
@@ -252,6 +260,7 @@ export class Batcher {
       reservedCells: this.#held,
       preempted: this.#preempted,
       ...this.#stats,
+      soloTokensPerS: soloRate(this.#soloMs),
     };
   }
 
@@ -360,6 +369,10 @@ export class Batcher {
     this.#stats.lastBatchTokens = n;
     this.#stats.lastBatchSessions = picked.length;
     this.#stats.maxBatchSessions = Math.max(this.#stats.maxBatchSessions, picked.length);
+    if (n === 1) {
+      this.#soloMs.push(t1 - t0);
+      if (this.#soloMs.length > SOLO_KEPT) this.#soloMs.shift();
+    }
     let row = 0;
     for (const x of picked) {
       const p = x.p;
@@ -380,4 +393,11 @@ export class Batcher {
       });
     }
   }
+}
+
+/** Tokens a second at the median of the remembered one-token batches (the median: a stall or two do not count). */
+function soloRate(ms: readonly number[]): number {
+  if (ms.length < SOLO_ENOUGH) return 0;
+  const sorted = [...ms].sort((a, b) => a - b);
+  return 1000 / Math.max(sorted[sorted.length >> 1], 1e-3);
 }

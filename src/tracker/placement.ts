@@ -1,27 +1,29 @@
 // Placement: which layers each node that asked ("--layers auto") should hold. The network must
 // cover every layer; a route should take as few hops as the nodes' memory caps allow, and the
-// layers of a route are shared by measured speed, so no node is its bottleneck (a node twice as
-// fast gets about twice the layers). Nodes beyond the first route make more routes, and those
-// too few for a route of their own double the slowest ranges. The plan moves as little as it
-// can: assignments that still cover the model stay where they are.
+// work of a route is shared by measured speed, so no node is its bottleneck (a node twice as
+// fast gets about twice the work). Work is what a decode step reads (`decode-work.ts`): the
+// last range's output head counts, so the range that carries it gets fewer layers. Nodes
+// beyond the first route make more routes, and those too few for a route of their own double
+// the slowest ranges. The plan moves as little as it can: assignments that still cover the
+// model stay where they are.
+import type { Span } from "./decode-work.ts";
+
+export type { Span };
 
 export interface Participant {
   readonly node: string;
-  /** layers a second for one session (its decode rate × its range's layers); 0: not measured */
-  readonly layerRate: number;
+  /** work a second for one session (its decode rate × its range's work); 0: not measured */
+  readonly speed: number;
   /** the range it holds now, if any */
   readonly current?: Span;
-}
-
-export interface Span {
-  readonly start: number;
-  readonly end: number;
 }
 
 export interface PlacementModel {
   readonly nLayer: number;
   /** whether `node` can hold [start, end) under its cap (weights, KV, compute) */
   readonly fits: (node: string, span: Span) => boolean;
+  /** what one decode step through [start, end) costs, in the units speeds are in */
+  readonly work: (span: Span) => number;
 }
 
 /** Each participant's range; a node left out (`undefined`) fits nowhere useful yet. */
@@ -48,9 +50,10 @@ export function gaps(nLayer: number, spans: readonly Span[]): Span[] {
  */
 export function plan(
   model: PlacementModel,
-  participants: readonly Participant[],
+  measured: readonly Participant[],
   fixed: readonly Span[] = [],
 ): Placement {
+  const participants = withSpeeds(measured);
   const kept = participants.filter((p) => p.current && model.fits(p.node, p.current));
   const others = participants.filter((p) => !kept.includes(p));
   // first, around what is held now: only the others move in
@@ -139,8 +142,8 @@ function routes(model: PlacementModel, participants: readonly Participant[]): Ma
 }
 
 /**
- * The fewest participants that can cover `span` in a chain, and its split by speed; undefined
- * when all of them together cannot.
+ * The fewest participants that can cover `span` in a chain, in the order and split with the
+ * least-loaded slowest stage; undefined when all of them together cannot.
  */
 function bestChain(
   model: PlacementModel,
@@ -150,20 +153,43 @@ function bestChain(
   const reach = (p: Participant) =>
     longestFrom(model, p.node, span.start + 1 < span.end ? span.start + 1 : span.start, span.end);
   // the roomiest first: fewest hops; faster first among equals
-  const byRoom = [...participants].sort((a, b) => reach(b) - reach(a) || rate(b) - rate(a));
+  const byRoom = [...participants].sort((a, b) => reach(b) - reach(a) || b.speed - a.speed);
   for (let k = 1; k <= byRoom.length; k++) {
     const chosen = byRoom.slice(0, k);
-    // the roomiest at the ends, where the embeddings and the output head add to a range
-    const orders = [chosen, [...chosen.slice(1), chosen[0]], [...chosen].reverse()];
-    for (const order of orders) {
+    let best: { split: Map<string, Span>; cost: number } | undefined;
+    for (const order of orders(chosen)) {
       const split = splitBySpeed(model, order, span);
-      if (split) return split;
+      if (!split) continue;
+      const cost = bottleneck(model, order.map((p) => ({ span: split.get(p.node)!, speed: p.speed })));
+      if (!best || cost < best.cost) best = { split, cost };
     }
+    if (best) return best.split;
   }
   return undefined;
 }
 
-const rate = (p: Participant) => (p.layerRate > 0 ? p.layerRate : 1);
+/**
+ * The orders a chain is tried in: every one for a few nodes; for more, the roomiest at either
+ * end (where the embeddings and the output head add to a range) or reversed.
+ */
+function orders(chosen: readonly Participant[]): Participant[][] {
+  if (chosen.length <= 3) return permutations(chosen);
+  return [[...chosen], [...chosen.slice(1), chosen[0]], [...chosen].reverse()];
+}
+
+function permutations<T>(xs: readonly T[]): T[][] {
+  if (xs.length <= 1) return [[...xs]];
+  return xs.flatMap((x, i) =>
+    permutations([...xs.slice(0, i), ...xs.slice(i + 1)]).map((rest) => [x, ...rest])
+  );
+}
+
+/** Unmeasured nodes count as the measured ones' mean (all unmeasured: all alike). */
+function withSpeeds(participants: readonly Participant[]): Participant[] {
+  const known = participants.filter((p) => p.speed > 0);
+  const mean = known.length ? known.reduce((s, p) => s + p.speed, 0) / known.length : 1;
+  return participants.map((p) => (p.speed > 0 ? p : { ...p, speed: mean }));
+}
 
 /** The longest range from `start` (at most to `end`) that fits the node. */
 function longestFrom(model: PlacementModel, node: string, start: number, end: number): number {
@@ -173,8 +199,9 @@ function longestFrom(model: PlacementModel, node: string, start: number, end: nu
 }
 
 /**
- * Shares `span` over the chain in order: each node's share proportional to its speed among the
- * nodes still to come, cut to what fits where it starts; undefined when the chain falls short.
+ * Shares `span` over the chain in order: each node's share of the work proportional to its
+ * speed among the nodes still to come, cut to what fits where it starts; undefined when the
+ * chain falls short.
  */
 function splitBySpeed(
   model: PlacementModel,
@@ -188,16 +215,50 @@ function splitBySpeed(
     const left = span.end - start;
     const room = longestFrom(model, chain[i].node, start, span.end);
     if (room === 0) return undefined;
-    // those after it must be able to take what it leaves
-    const want = i === chain.length - 1
-      ? left
-      : Math.max(1, Math.round(left * rate(chain[i]) / rest.reduce((s, p) => s + rate(p), 0)));
-    const n = Math.min(room, want, left - (chain.length - 1 - i));
-    if (n < 1) return undefined;
+    // those after it must be able to take what it leaves: at least a layer each, and no
+    // more than they can hold
+    const most = Math.min(room, left - (chain.length - 1 - i));
+    if (most < 1) return undefined;
+    let n = most;
+    if (i < chain.length - 1) {
+      const after = chain.slice(i + 1);
+      const least = leastLeaving(model, after, start, most, span.end);
+      if (least === undefined) return undefined;
+      const share = model.work({ start, end: span.end }) * chain[i].speed /
+        rest.reduce((s, p) => s + p.speed, 0);
+      const off = (k: number) => Math.abs(model.work({ start, end: start + k }) - share);
+      for (let k = least; k <= most; k++) if (off(k) < off(n)) n = k;
+    }
     out.set(chain[i].node, { start, end: start + n });
     start += n;
   }
   return start === span.end ? out : undefined;
+}
+
+/**
+ * The fewest layers (1 to `most`) a node starting at `start` can take so that `after`, in
+ * order, can still cover the rest to `end`; undefined when even `most` leaves too much.
+ * Taking more never leaves more to cover, so a binary search finds it.
+ */
+function leastLeaving(
+  model: PlacementModel,
+  after: readonly Participant[],
+  start: number,
+  most: number,
+  end: number,
+): number | undefined {
+  const covers = (from: number) => {
+    for (const p of after) from += longestFrom(model, p.node, from, end);
+    return from >= end;
+  };
+  if (!covers(start + most)) return undefined;
+  let lo = 1, hi = most;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (covers(start + mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }
 
 /**
@@ -216,14 +277,17 @@ function thinnest(
   const hosts = (s: Span) => held.filter((h) => key(h) === key(s)).length;
   const speed = (s: Span) => {
     const on = participants.filter((q) => q.current && key(q.current) === key(s));
-    return on.length ? on.reduce((sum, q) => sum + rate(q), 0) : hosts(s);
+    return on.length ? on.reduce((sum, q) => sum + q.speed, 0) : hosts(s);
   };
   const fitting = unique.filter((s) => model.fits(p.node, s));
-  fitting.sort((a, b) => (b.end - b.start) / speed(b) - (a.end - a.start) / speed(a));
+  fitting.sort((a, b) => model.work(b) / speed(b) - model.work(a) / speed(a));
   return fitting[0];
 }
 
 /** The time per token of a route's slowest stage (for comparing plans), in seconds. */
-export function bottleneck(chain: ReadonlyArray<{ span: Span; layerRate: number }>): number {
-  return Math.max(...chain.map((c) => (c.span.end - c.span.start) / (c.layerRate > 0 ? c.layerRate : 1)));
+export function bottleneck(
+  model: Pick<PlacementModel, "work">,
+  chain: ReadonlyArray<{ span: Span; speed: number }>,
+): number {
+  return Math.max(...chain.map((c) => model.work(c.span) / (c.speed > 0 ? c.speed : 1)));
 }

@@ -3,7 +3,15 @@
 // changes. Nodes with ranges of their own count as fixed coverage.
 import { memoryMisfit } from "../engine/memory-fit.ts";
 import type { PlaceRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
-import { bottleneck, type Participant, type Placement, plan, type Span } from "./placement.ts";
+import { decodeWork } from "./decode-work.ts";
+import {
+  bottleneck,
+  type Participant,
+  type Placement,
+  type PlacementModel,
+  plan,
+  type Span,
+} from "./placement.ts";
 import { rangeMemoryOf } from "./range-memory.ts";
 import type { TrackedModel } from "./registration.ts";
 import type { NodeRecord } from "./storage.ts";
@@ -24,12 +32,20 @@ export class Placer {
   #plan: Placement = new Map();
   #key = "";
   #changedAt = 0;
+  readonly #planning: PlacementModel;
+  readonly #fitting = new WeakMap<PlaceRequest, Map<number, boolean>>();
 
   constructor(
     private readonly model: TrackedModel,
     private readonly view: PlacedView,
     private readonly leaseMs: number,
-  ) {}
+  ) {
+    this.#planning = {
+      nLayer: model.nLayer,
+      fits: (n, s) => this.#fits(n, s),
+      work: decodeWork(model.manifest),
+    };
+  }
 
   /** A node asks where to go: its range in the plan (undefined: nothing useful fits it). */
   ask(req: PlaceRequest, now: number): Span | undefined {
@@ -61,6 +77,16 @@ export class Placer {
   #fits(node: string, span: Span): boolean {
     const ask = this.#asks.get(node)?.req;
     if (!ask) return false;
+    // a plan asks the same few questions many times over; an ask's answers never change
+    const known = this.#fitting.get(ask);
+    const key = span.start * 65_536 + span.end;
+    const answer = known?.get(key) ?? this.#fitsAsked(ask, span);
+    if (!known) this.#fitting.set(ask, new Map([[key, answer]]));
+    else known.set(key, answer);
+    return answer;
+  }
+
+  #fitsAsked(ask: PlaceRequest, span: Span): boolean {
     const memory = rangeMemoryOf(this.model, span, ask.kvCells, {
       maxSequences: ask.maxSessions,
       batchTokens: ask.batchTokens,
@@ -83,8 +109,9 @@ export class Placer {
       const held = r && this.view.isLive(node, now) ? { start: r.start, end: r.end } : undefined;
       return {
         node,
-        // a node measures its decode rate on the range it holds
-        layerRate: r && r.tokensPerS > 0 ? r.tokensPerS * (r.end - r.start) : 0,
+        // a node measures its decode rate on the range it holds: as work a second, it
+        // compares across ranges
+        speed: r && r.tokensPerS > 0 ? r.tokensPerS * this.#planning.work(r) : 0,
         // where the plan sends it (it may still be loading that), else what it holds
         current: this.#plan.get(node) ?? held,
       };
@@ -96,19 +123,19 @@ export class Placer {
     // (or changes by more than rounding), and once the quiet time after a change has passed
     const quiet = now - this.#changedAt > REBALANCE_QUIET_MS;
     const key = JSON.stringify([
-      participants.map((p) => [p.node, p.current, Number(p.layerRate.toPrecision(2))]),
+      participants.map((p) => [p.node, p.current, Number(p.speed.toPrecision(2))]),
       fixed,
       quiet,
     ]);
     if (key === this.#key) return;
-    const m = { nLayer: this.model.nLayer, fits: (n: string, s: Span) => this.#fits(n, s) };
+    const m = this.#planning;
     let next = plan(m, participants, fixed);
     // measured speeds known everywhere: a plan from scratch may be worth the moves
     if (
-      participants.length > 1 && participants.every((p) => p.layerRate > 0) && quiet
+      participants.length > 1 && participants.every((p) => p.speed > 0) && quiet
     ) {
       const afresh = plan(m, participants.map((p) => ({ ...p, current: undefined })), fixed);
-      if (cost(participants, next) > REBALANCE_GAIN * cost(participants, afresh)) next = afresh;
+      if (cost(m, participants, next) > REBALANCE_GAIN * cost(m, participants, afresh)) next = afresh;
     }
     if (!samePlan(next, this.#plan)) this.#changedAt = now;
     this.#plan = next;
@@ -117,12 +144,12 @@ export class Placer {
 }
 
 /** The slowest stage of a plan at the participants' measured speeds. */
-function cost(participants: readonly Participant[], pl: Placement): number {
+function cost(m: PlacementModel, participants: readonly Participant[], pl: Placement): number {
   const stages = participants.flatMap((p) => {
     const span = pl.get(p.node);
-    return span ? [{ span, layerRate: p.layerRate }] : [];
+    return span ? [{ span, speed: p.speed }] : [];
   });
-  return stages.length ? bottleneck(stages) : Infinity;
+  return stages.length ? bottleneck(m, stages) : Infinity;
 }
 
 function samePlan(a: Placement, b: Placement): boolean {

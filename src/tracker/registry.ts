@@ -13,12 +13,19 @@ export interface Lease {
   readonly assigned: number;
 }
 
+/** A rate differing from the one on record by less than this is the same, as far as routes go. */
+const RATE_CHANGE = 0.15;
+
 export class Registry {
   readonly #records: Map<string, NodeRecord>;
   readonly #leases = new Map<string, Lease>();
+  // which registration a record belongs to: a new rate replaces the record, not the registration
+  readonly #registration = new WeakMap<NodeRecord, number>();
+  #registrations = 0;
 
   constructor(private readonly storage: TrackerStorage, readonly leaseMs: number) {
     this.#records = new Map(storage.nodes().map((r) => [r.node, r]));
+    for (const r of this.#records.values()) this.#registration.set(r, ++this.#registrations);
   }
 
   get size(): number {
@@ -36,6 +43,7 @@ export class Registry {
   /** A registration, new or again: it replaces the old record and starts a lease. */
   add(rec: NodeRecord, now: number): void {
     this.#records.set(rec.node, rec);
+    this.#registration.set(rec, ++this.#registrations);
     this.storage.saveNode(rec);
     this.#leases.set(rec.node, {
       lastBeat: now,
@@ -65,11 +73,28 @@ export class Registry {
    * since the verdict is about a registration that no longer stands.
    */
   settle(rec: NodeRecord, admission: Admission): NodeRecord | undefined {
-    if (this.#records.get(rec.node) !== rec) return undefined;
-    const settled = { ...rec, admission };
-    this.#records.set(rec.node, settled);
-    this.storage.saveNode(settled);
-    return settled;
+    const now = this.#records.get(rec.node);
+    if (!now || this.#registration.get(now) !== this.#registration.get(rec)) return undefined;
+    return this.#replace(now, { ...now, admission });
+  }
+
+  /**
+   * The node's decode rate as its traffic measured it, kept when it differs much from the one
+   * on record (a rate measured at load ran beside whatever else the machine did); the record
+   * as it stands after, undefined when the node is unknown.
+   */
+  remeasured(node: string, tokensPerS: number): NodeRecord | undefined {
+    const rec = this.#records.get(node);
+    if (!rec || !(tokensPerS > 0) || !Number.isFinite(tokensPerS)) return rec;
+    if (Math.abs(tokensPerS - rec.tokensPerS) <= RATE_CHANGE * rec.tokensPerS) return rec;
+    return this.#replace(rec, { ...rec, tokensPerS });
+  }
+
+  #replace(old: NodeRecord, next: NodeRecord): NodeRecord {
+    this.#registration.set(next, this.#registration.get(old)!);
+    this.#records.set(next.node, next);
+    this.storage.saveNode(next);
+    return next;
   }
 
   lease(node: string): Lease | undefined {

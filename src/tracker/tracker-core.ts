@@ -137,8 +137,9 @@ export class TrackerCore {
 
   heartbeat(req: HeartbeatRequest): HeartbeatResponse {
     const now = this.#now();
-    const rec = this.#registry.beat(req.node, req.sessions, now);
-    if (!rec) return create(HeartbeatResponseSchema, { known: false, admission: "" });
+    const beaten = this.#registry.beat(req.node, req.sessions, now);
+    if (!beaten) return create(HeartbeatResponseSchema, { known: false, admission: "" });
+    const rec = this.#registry.remeasured(req.node, req.decodeTokensPerS) ?? beaten;
     this.#loads.report(req.node, { sessions: req.sessions, sessionIds: req.sessionIds }, now);
     // a placed node whose plan changed is told where to go now
     const place = this.#placer.places(req.node) ? this.#placer.placeOf(req.node, now) : undefined;

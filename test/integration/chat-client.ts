@@ -2,6 +2,7 @@
 // how it finished, the route and its per-node telemetry, an error event if one came.
 import { sseData } from "../../src/gateway/sse.ts";
 import type { NodeShare } from "../../src/gateway/telemetry.ts";
+import type { RepairRecord } from "../../src/gateway/repair.ts";
 
 export interface Streamed {
   status: number;
@@ -13,6 +14,10 @@ export interface Streamed {
   done: boolean;
   ms: number;
   firstTokenMs?: number;
+  /** when each piece of text came (performance.now()) */
+  pieceAt: number[];
+  /** the routes that took over from one that lost a node */
+  repairs: RepairRecord[];
 }
 
 /** `onToken` sees each piece as it arrives (a test may act mid-generation). */
@@ -36,6 +41,8 @@ export async function streamChat(
     nodes: [],
     done: false,
     ms: 0,
+    pieceAt: [],
+    repairs: [],
   };
   for await (const data of sseData(r.body!)) {
     if (data === "[DONE]") {
@@ -48,12 +55,14 @@ export async function streamChat(
     if (c?.delta?.content) {
       out.firstTokenMs ??= performance.now() - t0;
       out.text += c.delta.content;
+      out.pieceAt.push(performance.now());
       onToken?.(out.text);
     }
     if (c?.finish_reason) out.finish = c.finish_reason;
     if (j.strata) {
       out.route = j.strata.route;
       out.nodes = j.strata.nodes ?? [];
+      out.repairs = j.strata.repairs ?? [];
     }
   }
   out.ms = performance.now() - t0;

@@ -1,6 +1,7 @@
 // `strata up --routes 2` end to end: chat completions (streamed and not) equal whole-model
 // llama.cpp's greedy text; 16 concurrent streams over both routes; OpenAI-shaped errors; a
-// node whose probe disagrees is refused and never routed; a node killed mid-generation.
+// node whose probe disagrees is refused and never routed; a node gone silent and a node
+// killed mid-generation, their sessions repaired onto the other route.
 // Prints one JSON object; gateway.test.ts asserts on it.
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
@@ -174,7 +175,13 @@ try {
   Deno.kill(silent.pid, "SIGSTOP");
   const stillEnded = await Promise.all(still.map(async (p) => {
     const r = await p;
-    return { route: r.route, error: r.error, done: r.done, endedAfterStopMs: performance.now() - stoppedAt };
+    return {
+      route: r.route,
+      error: r.error,
+      done: r.done,
+      repairs: r.repairs,
+      endedAfterStopMs: performance.now() - stoppedAt,
+    };
   }));
   Deno.kill(silent.pid, "SIGCONT");
   let liveAgain = false;
@@ -211,12 +218,19 @@ try {
   })();
   const ended = await Promise.all(long.map(async (p) => {
     const r = await p;
-    return { route: r.route, error: r.error, done: r.done, endedAfterKillMs: performance.now() - killedAt };
+    return {
+      route: r.route,
+      error: r.error,
+      done: r.done,
+      repairs: r.repairs,
+      endedAfterKillMs: performance.now() - killedAt,
+    };
   }));
   const quietDone = (await Promise.all(quiet)).map((r) => ({
     status: r.status,
     attempts: r.json.strata?.attempts,
     route: r.json.strata?.route,
+    repairs: r.json.strata?.repairs,
     error: r.json.error,
   }));
   // (watched from the kill on, beside the streams that go on: not after the longest of them)
@@ -245,7 +259,8 @@ try {
   };
   const metrics = await (await fetch(`${gw}/metrics`)).text();
   report.metrics = metrics.split("\n").filter((l) =>
-    l.startsWith("strata_route_requests_total") || l.startsWith("strata_ttft")
+    l.startsWith("strata_route_requests_total") || l.startsWith("strata_ttft") ||
+    l.startsWith("strata_repair")
   );
   tracker.close();
 } finally {

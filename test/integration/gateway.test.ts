@@ -38,35 +38,28 @@ describe("strata up: tracker, gateway and two routes (SmolLM2)", () => {
     // a client that disconnects gets its route cancelled
     expect(out.disconnect.sessionsWhileStreaming).toBeGreaterThan(0);
     expect(out.disconnect.sessionsAfter).toBe(0);
-    // a node gone silent mid-generation (stopped, its sockets open): its streams end with a
-    // clear error once its lease lapses, the others finish; resumed, it is live again
-    const silentHit = out.silent.during.filter((d: { error?: unknown }) => d.error);
-    expect(silentHit.length, JSON.stringify(out.silent)).toBeGreaterThanOrEqual(1);
+    // a node gone silent mid-generation (stopped, its sockets open): no seam fails, but once
+    // its lease lapses the gateway's watch sees it gone and its streams go on through the
+    // other route; nobody sees an error; resumed, it is live again
+    const repairedOff = (d: { repairs?: Array<{ nodes: string[] }> }, node: string) =>
+      (d.repairs ?? []).some((r) => r.nodes.includes(node));
     for (const d of out.silent.during) {
-      expect(d.done, JSON.stringify(d)).toBe(true);
-      if (!d.error) continue;
-      expect(d.error.code, JSON.stringify(d)).toBe("route_failed");
-      expect(d.error.message).toContain(`node ${out.silent.node} left the network`);
-      expect(d.endedAfterStopMs, JSON.stringify(d)).toBeLessThan(15_000);
+      expect(d.done && !d.error, JSON.stringify(d)).toBe(true);
     }
+    expect(out.silent.during.some((d: never) => repairedOff(d, out.silent.node)), JSON.stringify(out.silent))
+      .toBe(true);
     expect(out.silent.liveAgain).toBe(true);
-    // a node killed mid-generation: its requests end with a clear error at once, the others
-    // finish, later requests succeed, the node leaves the tracker when its lease lapses
-    const hit = out.kill.during.filter((d: { error?: unknown }) => d.error);
-    expect(hit.length).toBeGreaterThanOrEqual(1);
-    for (const d of out.kill.during) {
-      expect(d.done).toBe(true);
-      if (d.error) {
-        expect(d.error.code, JSON.stringify(d)).toBe("route_failed");
-        // the seam's own failure, or at the latest the tracker's lease lapse (the gateway's watch)
-        expect(d.endedAfterKillMs, JSON.stringify(d)).toBeLessThan(10_000);
-      }
-    }
-    // non-streamed requests all succeed: retried once on other nodes when theirs died
-    for (const q of out.kill.non_streamed) {
-      expect(q.status, JSON.stringify(q)).toBe(200);
-      if (q.attempts > 1) expect(q.route).not.toContain(out.kill.victim);
-    }
+    // a node killed mid-generation: its streams are repaired (blaming it) and finish without
+    // an error, as do the non-streamed requests; later requests succeed; the node leaves the
+    // tracker when its lease lapses
+    for (const d of out.kill.during) expect(d.done && !d.error, JSON.stringify(d)).toBe(true);
+    const repaired = [...out.kill.during, ...out.kill.non_streamed].filter((d) =>
+      repairedOff(d, out.kill.victim)
+    );
+    expect(repaired.length, JSON.stringify(out.kill)).toBeGreaterThanOrEqual(1);
+    for (const q of out.kill.non_streamed) expect(q.status, JSON.stringify(q)).toBe(200);
+    expect(out.metrics.some((l: string) => l.startsWith("strata_repairs_total")), JSON.stringify(out.metrics))
+      .toBe(true);
     for (const l of out.kill.later) expect(l.ok, JSON.stringify(l)).toBe(true);
     // the lease is 3 s; polling the tracker on two busy cores can add to what is seen
     expect(out.kill.left_tracker_after_ms).toBeGreaterThan(1_000);

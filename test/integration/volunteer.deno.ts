@@ -31,6 +31,8 @@ const net = await up({
   dbPath: `${dir}/tracker.db`,
   browserShard: layerRange(10, 20),
   wasmShards: [layerRange(20, 30)],
+  // the tab is 10:20's only host: a stream it leaves waits this long for another, then ends
+  repairDeadlineMs: 3000,
 });
 const gw = net.gateway;
 const tab = net.browser!;

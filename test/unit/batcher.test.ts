@@ -187,6 +187,31 @@ describe("batcher: batching", () => {
   });
 });
 
+describe("batcher: decode rate", () => {
+  it("measures one session's rate from one-token batches only, once there are enough", async () => {
+    const e = firstShard();
+    // each engine call takes at least 4 ms
+    e.failWhen(() => {
+      const until = performance.now() + 4;
+      while (performance.now() < until) { /* busy: the call's cost */ }
+      return undefined;
+    });
+    const b = new Batcher(e, limits());
+    b.open("a", 64);
+    b.open("b", 64);
+    // a prompt and two-session batches say nothing about one session's step
+    await b.submit("a", tokens(1, 2, 3));
+    for (let i = 0; i < 8; i++) await Promise.all([b.submit("a", tokens(4)), b.submit("b", tokens(5))]);
+    expect(b.stats().soloTokensPerS).toBe(0);
+    for (let i = 0; i < 7; i++) await b.submit("a", tokens(6));
+    expect(b.stats().soloTokensPerS).toBe(0);
+    await b.submit("a", tokens(7));
+    const rate = b.stats().soloTokensPerS;
+    expect(rate).toBeGreaterThan(0);
+    expect(rate).toBeLessThanOrEqual(1000 / 4);
+  });
+});
+
 describe("batcher: queue limits and bad input", () => {
   it("pushes back a session past maxQueuedPerSession with overloaded; others are not affected", async () => {
     const e = firstShard();

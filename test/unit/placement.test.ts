@@ -4,11 +4,14 @@ import { bottleneck, gaps, type Participant, plan, type Span } from "../../src/t
 // 24 layers of 10 MB; the first range also holds 40 MB of embeddings, the last 40 MB of head
 const LAYER = 10;
 const need = (s: Span) => (s.end - s.start) * LAYER + (s.start === 0 ? 40 : 0) + (s.end === 24 ? 40 : 0);
+// a step reads every layer of a range, and the head if it is the last (the embeddings: one row)
+const work = (s: Span) => (s.end - s.start) * LAYER + (s.end === 24 ? 40 : 0);
 const model = (caps: Record<string, number>) => ({
   nLayer: 24,
   fits: (node: string, s: Span) => need(s) <= caps[node],
+  work,
 });
-const p = (node: string, layerRate = 0, current?: Span): Participant => ({ node, layerRate, current });
+const p = (node: string, speed = 0, current?: Span): Participant => ({ node, speed, current });
 const spans = (pl: ReadonlyMap<string, Span | undefined>) =>
   Object.fromEntries([...pl].map(([n, s]) => [n, s ? `${s.start}:${s.end}` : "-"]));
 
@@ -23,21 +26,45 @@ describe("placement", () => {
     expect(spans(plan(model({ big: 400, a: 130 }), [p("a"), p("big")]))).toMatchObject({ big: "0:24" });
   });
 
-  it("a node twice as fast gets about twice the layers, within its cap", () => {
+  it("a node twice as fast gets about twice the work, within its cap", () => {
     const m = model({ fast: 400, slow: 400 });
     // both fit the whole model alone: one route of one hop, the faster one
-    expect(spans(plan(m, [p("slow", 10), p("fast", 20)]))).toMatchObject({ fast: "0:24" });
+    expect(spans(plan(m, [p("slow", 100), p("fast", 200)]))).toMatchObject({ fast: "0:24" });
     // neither does alone: the split follows speed
     const m2 = model({ fast: 250, slow: 250 });
-    const pl = plan(m2, [p("slow", 10), p("fast", 20)]);
-    const len = (n: string) => pl.get(n)!.end - pl.get(n)!.start;
-    expect(len("fast") + len("slow")).toBe(24);
-    expect(len("fast")).toBeGreaterThan(len("slow"));
-    const speedSplit = bottleneck([{ span: pl.get("fast")!, layerRate: 20 }, {
-      span: pl.get("slow")!,
-      layerRate: 10,
+    const pl = plan(m2, [p("slow", 100), p("fast", 200)]);
+    const fast = pl.get("fast")!, slow = pl.get("slow")!;
+    expect(fast.end - fast.start + slow.end - slow.start).toBe(24);
+    expect(work(fast) / 200).toBeCloseTo(work(slow) / 100, -1);
+    const speedSplit = bottleneck(m2, [{ span: fast, speed: 200 }, { span: slow, speed: 100 }]);
+    const equal = bottleneck(m2, [{ span: { start: 0, end: 12 }, speed: 100 }, {
+      span: { start: 12, end: 24 },
+      speed: 200,
     }]);
-    expect(speedSplit).toBeLessThan(bottleneck([{ span: { start: 0, end: 12 }, layerRate: 10 }]));
+    expect(speedSplit).toBeLessThan(equal);
+  });
+
+  it("counts the output head: the last range gets fewer layers than an equal node before it", () => {
+    const pl = plan(model({ a: 250, b: 250 }), [p("a", 100), p("b", 100)]);
+    const last = [...pl.values()].find((s) => s!.end === 24)!;
+    // 280 units of work in all: 14 layers before, 10 layers and the head after
+    expect(last).toEqual({ start: 14, end: 24 });
+    // an unmeasured node counts as the measured ones' mean, not as nothing
+    const mixed = plan(model({ a: 250, b: 250 }), [p("a", 100), p("b")]);
+    expect([...mixed.values()].find((s) => s!.end === 24)).toEqual({ start: 14, end: 24 });
+  });
+
+  it("puts the faster node where the head is when that unloads the slowest stage", () => {
+    // the fast node is 4x: it should carry the head and most layers
+    const pl = plan(model({ fast: 250, slow: 250 }), [p("slow", 100), p("fast", 400)]);
+    expect(pl.get("fast")!.end).toBe(24);
+    expect(pl.get("fast")!.end - pl.get("fast")!.start).toBeGreaterThan(12);
+  });
+
+  it("gives a slow node more than its share when the fast one cannot hold the rest", () => {
+    // 10x faster, but the fast node holds 16 layers and the head at most: the slow one takes 8
+    const pl = plan(model({ fast: 200, slow: 200 }), [p("slow", 100), p("fast", 1000)]);
+    expect(spans(pl)).toEqual({ slow: "0:8", fast: "8:24" });
   });
 
   it("keeps what still covers the model; a newcomer adds a route or doubles the slowest range", () => {

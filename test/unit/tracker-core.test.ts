@@ -179,6 +179,30 @@ describe("tracker core: registration", () => {
     ]);
   });
 
+  it("keeps a rate the node's traffic measured when it differs much; the admission in flight still lands", async () => {
+    const verdicts: Array<(v: ProbeVerdict) => void> = [];
+    const { core } = await tracker({ probe: () => new Promise((r) => verdicts.push(r)) });
+    const req = registration("a", 0, 6);
+    req.shard!.decodeTokensPerS = 10;
+    core.register(req);
+    const rate = () => core.nodes().nodes[0].shard!.decodeTokensPerS;
+    // within 15 %: the same rate as far as routes go (nothing is written)
+    core.heartbeat(create(HeartbeatRequestSchema, { node: "a", decodeTokensPerS: 11 }));
+    expect(rate()).toBe(10);
+    core.heartbeat(create(HeartbeatRequestSchema, { node: "a", decodeTokensPerS: 30 }));
+    expect(rate()).toBe(30);
+    // nothing measured, or nonsense: kept as it was
+    for (const r of [0, -5, Number.NaN, Infinity]) {
+      core.heartbeat(create(HeartbeatRequestSchema, { node: "a", decodeTokensPerS: r }));
+    }
+    expect(rate()).toBe(30);
+    // the probe began before the new rate: its verdict is about the same registration
+    verdicts[0](pass);
+    await core.admissionsSettled();
+    expect(core.nodes().nodes[0].admission).toBe("admitted");
+    expect(rate()).toBe(30);
+  });
+
   it("drops a verdict on a registration that was replaced meanwhile; a thrown probe refuses", async () => {
     const verdicts: Array<(v: ProbeVerdict) => void> = [];
     const { core } = await tracker({ probe: () => new Promise((r) => verdicts.push(r)) });
@@ -461,11 +485,11 @@ describe("tracker core: placement", () => {
     const b = core.place(placeAsk("b", BigInt(need(0, 5) + 1))).range!;
     expect([span(a), span(b)]).toEqual(["0:3", "3:6"]);
     // a measures 10 tok/s on its 3 layers (30 layers/s), b 100 (300 layers/s)
-    const registered = (node: string, r: { start: number; end: number }, tokensPerS: number) =>
-      core.register(create(RegisterRequestSchema, {
-        ...registration(node, r.start, r.end),
-        shard: { ...registration(node, r.start, r.end).shard, decodeTokensPerS: tokensPerS },
-      }));
+    const registered = (node: string, r: { start: number; end: number }, tokensPerS: number) => {
+      const req = registration(node, r.start, r.end);
+      req.shard!.decodeTokensPerS = tokensPerS;
+      core.register(req);
+    };
     registered("a", a, 10);
     registered("b", b, 100);
     await core.admissionsSettled();

@@ -1,6 +1,6 @@
 // The WASM engine under Deno: each engine in a worker of its own (one module instance,
-// its own memory and pthread workers), so a node's event loop never computes; the model's
-// bytes read from disk and moved there.
+// its own memory and pthread workers), so a node's event loop never computes; the range's
+// bytes of the model read from disk and moved there.
 import type { ShardSpec } from "../../../src/engine/range-engine.ts";
 import { instantiateStrata as instantiateWith } from "../../../src/engine/wasm/load-engine.ts";
 import type { StrataModule } from "../../../src/engine/wasm/strata-module.ts";
@@ -11,6 +11,7 @@ import { cacheDir } from "../../paths.ts";
 import { addressLimit, checkFileMemory } from "../memory-cap.ts";
 import { WASM64_MEMORY_CAP, type WasmBuildOptions } from "./build.ts";
 import { cachedWasmFiles } from "./cache-files.ts";
+import { readRangeBytes } from "../../model/range-bytes.ts";
 import { moduleWorkersOnly } from "./module-workers.ts";
 
 const engineLog = () => Boolean(Deno.env.get("STRATA_ENGINE_LOG"));
@@ -51,7 +52,8 @@ export async function loadWasmEngine(
   const worker = new Worker(new URL("./engine-worker.ts", import.meta.url), { type: "module" });
   const { engine, fallback } = await WorkerEngine.start(worker, cachedWasmFiles({ memory64: o.memory64 }), {
     spec,
-    model: await Deno.readFile(spec.modelPath),
+    // the header and the range's tensors only: no process of a route holds the whole model
+    model: await readRangeBytes(spec.modelPath, spec.range),
     webgpu: o.webgpu,
     ...(o.memory64 ? { memory64: true, memoryCap: WASM64_MEMORY_CAP } : {}),
     engineLog: engineLog(),

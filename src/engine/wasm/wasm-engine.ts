@@ -7,6 +7,7 @@ import { contextFlags, type ShardSpec } from "../range-engine.ts";
 import { engineRecipe } from "../recipe.ts";
 import { loadModel, openContext, type Opened, StrataEngine } from "../strata-engine.ts";
 import { presentBytes, type SparseModel } from "../../artifact/sparse.ts";
+import { rangeFile } from "../../artifact/compact-shard.ts";
 import { parseGgufHeader } from "../../gguf/reader.ts";
 import { checkMemoryCap, headerModel, type RangeModel } from "../memory-fit.ts";
 import { WasmAbi } from "./abi.ts";
@@ -101,7 +102,9 @@ export class WasmEngine extends StrataEngine<number> {
     const calls = new WasmCalls(m, new WasmAbi(m, o.memory64 ?? false, o.suspends ?? false));
     const path = `/models/${spec.modelPath.split("/").pop() || "model.gguf"}`;
     m.FS.mkdirTree("/models");
-    placeModel(m, path, file);
+    // wasm32 llama.cpp cannot open an artifact whose data passes 4 GiB: a range loads from
+    // a shard file of its own (views of the same bytes)
+    placeModel(m, path, spec.range === "whole" ? file : rangeFile(file, spec.range) ?? file);
     let model: number;
     try {
       model = await loadModel(calls, path, spec.range, gpuLayers, false);
