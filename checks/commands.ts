@@ -228,6 +228,7 @@ export function addCheckCommands(program: Command): void {
     .option("--sessions <n>", "concurrent streamed chats", int("sessions"), 16)
     .option("--tokens <n>", "tokens each chat asks for", int("tokens"), 96)
     .option("--tab", "a headless tab holds the first range too, and is closed first")
+    .option("--restart-tracker", "kill the tracker halfway too (strata up starts it again)")
     .option("--json", "print one JSON object")
     .action(async (o) => {
       await ensureNativeLibrary("cpu");
@@ -237,6 +238,7 @@ export function addCheckCommands(program: Command): void {
         sessions: o.sessions,
         tokens: o.tokens,
         tab: !!o.tab,
+        restartTracker: !!o.restartTracker,
         say: (line) => console.error(line),
       });
       const { chats: _, ...summary } = r;

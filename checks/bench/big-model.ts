@@ -89,6 +89,8 @@ export async function benchBigModel(o: BigBenchOptions) {
     dbPath: `${dir}/tracker.db`,
     kvCells: 4096,
     maxSessions: o.sessions,
+    // a tab takes 8 sessions at once: the rest wait their turn in the gateway's queue
+    admission: { maxWaiting: 64, timeoutMs: 3_600_000 },
     placed: { capBytes: o.capBytes, tabs: 1, wasm: 1 },
     progress: (w) => console.error(`  ${w}`),
   });

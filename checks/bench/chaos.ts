@@ -24,6 +24,8 @@ export interface ChaosOptions {
   readonly tokens: number;
   /** a headless tab holds the first range too, and is the first kill (closed) */
   readonly tab?: boolean;
+  /** the tracker is killed too, halfway (strata up starts it again at the same address) */
+  readonly restartTracker?: boolean;
   /** sessions each node takes at once (the nodes' default when absent) */
   readonly maxSessions?: number;
   /** progress lines go here */
@@ -107,8 +109,19 @@ export async function runChaos(o: ChaosOptions) {
       if (s.phase !== "serving") throw new Error(`the tab did not serve: ${s.phase}`);
     }
     const expected = upNodes.length + spares.size + (tab ? 1 : 0);
+    // (the tracker may be restarting: ask until it answers)
+    const nodes = async () => {
+      for (let i = 0;; i++) {
+        try {
+          return (await tracker.client.nodes({}, { timeoutMs: 5000 })).nodes;
+        } catch (e) {
+          if (i >= 300) throw e;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    };
     const members = async (): Promise<Member[]> =>
-      (await tracker.client.nodes({}, { timeoutMs: 5000 })).nodes
+      (await nodes())
         .filter((n) => n.live && n.admission === "admitted")
         .map((n) => ({
           node: n.node,
@@ -194,8 +207,17 @@ export async function runChaos(o: ChaosOptions) {
       );
     };
     let started = 0;
+    let trackerKilled: Promise<number> | undefined;
+    const killTracker = async () => {
+      const at = performance.now();
+      Deno.kill(Number(net.ready.tracker_pid), "SIGKILL");
+      say("  killed the tracker");
+      await nodes();
+      return performance.now() - at;
+    };
     const chaos = await all(() => {
       seen++;
+      if (o.restartTracker && !trackerKilled && seen * 2 >= pieces) trackerKilled = killTracker();
       // kill k once (k+1)/(kills+1) of the reference's tokens have come, one at a time
       const due = Math.min(o.kills, Math.floor((seen * (o.kills + 1)) / pieces));
       while (started < due) {
@@ -204,6 +226,7 @@ export async function runChaos(o: ChaosOptions) {
       }
     });
     await killing;
+    const trackerBackMs = trackerKilled ? await trackerKilled : undefined;
 
     // every node still up ends with no sessions (the tracker's count of each) and, for nodes
     // it can reach directly, no KV cells in use
@@ -213,13 +236,17 @@ export async function runChaos(o: ChaosOptions) {
       if (left.length === 0) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    const direct = (await tracker.client.nodes({}, { timeoutMs: 5000 })).nodes
+    const direct = (await nodes())
       .filter((n) => n.live && !kills.some((k) => k.node === n.node))
       .flatMap((n) => n.urls.filter((u) => u.startsWith("http")).map((u) => ({ node: n.node, url: u })));
     const kvCells = await Promise.all(
       direct.map(async (d) => ({ node: d.node, kvCellsUsed: (await seams.info(d.url, 5000)).kvCellsUsed })),
     );
-    return summarize(reference, chaos, kills, { left, kvCells }, nearTie);
+    return {
+      ...summarize(reference, chaos, kills, { left, kvCells }, nearTie),
+      // killed once halfway: how long until it answered again
+      tracker_back_ms: trackerBackMs === undefined ? null : Math.round(trackerBackMs),
+    };
   } finally {
     seams.close();
     tracker.close();

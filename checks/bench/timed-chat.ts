@@ -29,6 +29,7 @@ export async function timedChat(
       messages: [{ role: "user", content: question }],
     }),
   });
+  if (r.status !== 200) throw new Error(`chat: HTTP ${r.status}: ${await r.text()}`);
   const at: number[] = [];
   let text = "";
   let nodes: NodeShare[] = [];

@@ -129,7 +129,10 @@ export async function generate(
     let kvEnded = false;
     // set while a repair is under way: when the failure came, why, and whom it blamed
     let broken: { at: number; why: string; nodes: string[] } | undefined;
+    // routes that refused the session as full before giving it a token
+    let refusedFull = 0;
     for (;;) {
+      let progressed = false;
       try {
         on = await onRoute(ctx, route, req, window.kvCells, signal);
         const prefix = out.length ? Int32Array.from([...ids, ...out]) : ids;
@@ -153,6 +156,7 @@ export async function generate(
             broken = undefined;
           }
           first = false;
+          progressed = true;
           telemetry.step(r.telemetry);
           if (tok.isEndOfGeneration(r.token)) {
             finishReason = "stop";
@@ -181,7 +185,16 @@ export async function generate(
         const failed = on;
         on = undefined;
         failed?.abandon(e);
-        if (!repairable(e) || signal.aborted || !ctx.repair) throw e;
+        // a node may still hold slots of sessions whose routes just died (the tracker's count
+        // has let them go): a route refused as full before its first token is tried again,
+        // a few times, after a pause
+        const full = e instanceof SeamError && (e.code === "kv_full" || e.code === "overloaded") &&
+          !progressed && refusedFull < FULL_RETRIES;
+        if ((!repairable(e) && !full) || signal.aborted || !ctx.repair) throw e;
+        if (full) {
+          refusedFull++;
+          await new Promise((r) => setTimeout(r, FULL_PAUSE_MS));
+        }
         const at = broken?.at ?? performance.now();
         if (performance.now() - at > ctx.repair.deadlineMs) {
           throw new SeamError(
@@ -246,6 +259,9 @@ export async function generate(
 }
 
 type Lease = Pick<RouteLease, "sessionId" | "route"> & Partial<Pick<RouteLease, "end">>;
+
+/** A route refused as full is tried again this many times, this long apart. */
+const FULL_RETRIES = 4, FULL_PAUSE_MS = 500;
 
 /** How often a repair asks again while the tracker cannot be reached (it may be restarting). */
 const TRACKER_RETRY_MS = 250;

@@ -147,6 +147,7 @@ export function upCommand(): Command {
         event: "ready",
         gateway: net.gateway,
         tracker: net.tracker,
+        tracker_pid: net.trackerPid(),
         relay: net.relay,
         model: name,
         nodes: net.nodes.map((n) => ({

@@ -62,6 +62,8 @@ export interface NodeProc {
 export interface Network {
   readonly gateway: string;
   readonly tracker: string;
+  /** the tracker's process now (it is started again if it dies) */
+  trackerPid(): number;
   readonly relay: string;
   readonly nodes: NodeProc[];
   /** the browser shard's tab, when asked for (the first, with several) */
@@ -78,7 +80,9 @@ export async function up(o: UpOptions): Promise<Network> {
   const started: ServiceProcess[] = [];
   let browser: VolunteerTab | undefined;
   const tabs: VolunteerTab[] = [];
+  let stopping = false;
   const stop = async () => {
+    stopping = true;
     // the tabs first (they leave the tracker), the edge, the nodes (together: each ends on its
     // own, and one by one they would outlast a parent's grace period), then the control plane
     for (const t of [...tabs].reverse()) await t.close();
@@ -101,7 +105,7 @@ export async function up(o: UpOptions): Promise<Network> {
     started.push(relay);
     const relayUrl = String(relay.ready.url);
     say(`relay    ${relayUrl}`);
-    const tracker = await ServiceProcess.start("tracker", [
+    const trackerArgs = async (listen: string) => [
       "tracker",
       "--model",
       o.model,
@@ -109,7 +113,7 @@ export async function up(o: UpOptions): Promise<Network> {
       // this machine holds the model: it may certify the tracker's reference itself
       o.reference ?? await ensureReference((await resolveModel(o.model)).path, { backend: o.backend }),
       "--listen",
-      "127.0.0.1:0",
+      listen,
       "--db",
       o.dbPath,
       "--token",
@@ -120,14 +124,41 @@ export async function up(o: UpOptions): Promise<Network> {
       relayUrl,
       "--relay-token",
       await peerToken(relaySecret, "tracker"),
-    ]);
+    ];
+    const tracker = await ServiceProcess.start("tracker", await trackerArgs("127.0.0.1:0"));
     started.push(tracker);
     const trackerUrl = String(tracker.ready.url);
     say(`tracker  ${trackerUrl}`);
+    // a tracker that dies is started again at the same address from its database: routes in
+    // use go on (nodes keep serving, repairs wait for it), nodes beat to it again
+    const keepUp = (p: ServiceProcess) =>
+      void p.child.status.then(async (status) => {
+        if (stopping) return;
+        say(`tracker  exited (${status.signal ?? status.code}); starting it again at ${trackerUrl}`);
+        const again = await ServiceProcess.start("tracker", await trackerArgs(new URL(trackerUrl).host))
+          .catch((e) => {
+            say(`tracker  could not start again: ${e instanceof Error ? e.message : e}`);
+            return undefined;
+          });
+        if (!again) return;
+        started.splice(started.indexOf(p), 1, again);
+        trackerPid = again.child.pid;
+        keepUp(again);
+      });
+    let trackerPid = tracker.child.pid;
+    keepUp(tracker);
     if (o.placed) {
       const at = { trackerUrl, relayUrl, relaySecret, nodeToken };
       const net = await placedNetwork(o, at, started, tabs, say);
-      return { ...net, tracker: trackerUrl, relay: relayUrl, browser: tabs[0], tabs, stop };
+      return {
+        ...net,
+        tracker: trackerUrl,
+        trackerPid: () => trackerPid,
+        relay: relayUrl,
+        browser: tabs[0],
+        tabs,
+        stop,
+      };
     }
     const nodes: NodeProc[] = [];
     for (let r = 0; r < o.routes; r++) {
@@ -189,7 +220,16 @@ export async function up(o: UpOptions): Promise<Network> {
       );
       await waitAdmitted(trackerUrl, nodes.length + 1);
     }
-    return { gateway: gatewayUrl, tracker: trackerUrl, relay: relayUrl, nodes, browser, tabs, stop };
+    return {
+      gateway: gatewayUrl,
+      tracker: trackerUrl,
+      trackerPid: () => trackerPid,
+      relay: relayUrl,
+      nodes,
+      browser,
+      tabs,
+      stop,
+    };
   } catch (e) {
     await stop();
     throw e;

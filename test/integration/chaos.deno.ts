@@ -1,12 +1,14 @@
 // Routes that repair themselves: 16 streamed chats (greedy and seeded) of 96 tokens while
-// four nodes are killed one at a time (a first node, a last node, a relay-only node, any),
+// four nodes are killed one at a time (a first node, a last node, a relay-only node, any) and
+// the tracker is killed and started again,
 // then 8 chats while a headless tab holding a range is closed (when Chromium is here).
 // Prints one JSON object; chaos.test.ts asserts on it.
 import { existsSync } from "node:fs";
 import { runChaos } from "../../checks/bench/chaos.ts";
 
 const say = (line: string) => console.error(line);
-const kills = await runChaos({ kills: 4, sessions: 16, tokens: 96, say });
+// the tracker is killed halfway too: strata up starts it again, and no request may notice
+const kills = await runChaos({ kills: 4, sessions: 16, tokens: 96, restartTracker: true, say });
 const chromium = existsSync(Deno.env.get("STRATA_CHROMIUM") ?? "/usr/bin/chromium");
 // nodes take 4 sessions at once: the first range's three other holders cannot take all 16,
 // so the tab carries some when it is closed

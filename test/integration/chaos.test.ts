@@ -29,6 +29,8 @@ describe("routes repair themselves", () => {
     expectRepaired(out.kills, 4);
     // native nodes only: every chat exactly as without the failures
     expect(out.kills.near_ties).toBe(0);
+    // the tracker was killed halfway and came back; no request failed because of it
+    expect(out.kills.tracker_back_ms).toBeGreaterThan(0);
     // a first node, a last node, a relay-only node
     expect(out.kills.kills.slice(0, 3).map((k: { kind: string }) => k.kind)).toEqual([
       "first",
