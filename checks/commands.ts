@@ -229,6 +229,7 @@ export function addCheckCommands(program: Command): void {
     .option("--tokens <n>", "tokens each chat asks for", int("tokens"), 96)
     .option("--tab", "a headless tab holds the first range too, and is closed first")
     .option("--restart-tracker", "kill the tracker halfway too (strata up starts it again)")
+    .option("--restart-gateway", "at the end, kill the gateway under 4 streams (strata up starts it again)")
     .option("--json", "print one JSON object")
     .action(async (o) => {
       await ensureNativeLibrary("cpu");
@@ -239,6 +240,7 @@ export function addCheckCommands(program: Command): void {
         tokens: o.tokens,
         tab: !!o.tab,
         restartTracker: !!o.restartTracker,
+        restartGateway: !!o.restartGateway,
         say: (line) => console.error(line),
       });
       const { chats: _, ...summary } = r;

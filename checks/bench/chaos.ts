@@ -26,6 +26,11 @@ export interface ChaosOptions {
   readonly tab?: boolean;
   /** the tracker is killed too, halfway (strata up starts it again at the same address) */
   readonly restartTracker?: boolean;
+  /**
+   * at the end, the gateway is killed under 4 streams (strata up starts it again): its
+   * sessions must end on every node, and the new one must serve
+   */
+  readonly restartGateway?: boolean;
   /** sessions each node takes at once (the nodes' default when absent) */
   readonly maxSessions?: number;
   /** progress lines go here */
@@ -157,6 +162,45 @@ export async function runChaos(o: ChaosOptions) {
     const all = (onToken?: () => void) =>
       Promise.all(Array.from({ length: o.sessions }, (_, i) => streamChat(gateway, {}, body(i), onToken)));
 
+    // the gateway killed under 4 streams: every node frees their sessions, the gateway is
+    // started again and serves
+    const killGateway = async () => {
+      const streams = Array.from(
+        { length: 4 },
+        (_, i) => streamChat(gateway, {}, { ...body(i), max_tokens: 400 }).catch((e) => String(e)),
+      );
+      for (let i = 0; i < 100 && (await members()).every((m) => m.sessions === 0); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const at = performance.now();
+      Deno.kill(Number(net.ready.gateway_pid), "SIGKILL");
+      say("  killed the gateway");
+      await Promise.all(streams);
+      let backMs = -1;
+      while (backMs < 0 && performance.now() - at < 60_000) {
+        const up = await fetch(`${gateway}/v1/models`).then((r) => r.ok, () => false);
+        if (up) backMs = performance.now() - at;
+        else await new Promise((r) => setTimeout(r, 100));
+      }
+      let freedMs = -1;
+      while (freedMs < 0 && performance.now() - at < 60_000) {
+        if ((await members()).every((m) => m.sessions === 0)) freedMs = performance.now() - at;
+        else await new Promise((r) => setTimeout(r, 100));
+      }
+      const kv = await Promise.all(
+        (await nodes()).filter((n) => n.live && !kills.some((k) => k.node === n.node))
+          .flatMap((n) => n.urls.filter((u) => u.startsWith("http")))
+          .map(async (u) => (await seams.info(u, 5000)).kvCellsUsed),
+      );
+      const after = await streamChat(gateway, {}, body(0));
+      return {
+        back_ms: Math.round(backMs),
+        sessions_freed_ms: Math.round(freedMs),
+        kv_cells_used: kv,
+        serves_after: after.done && !after.error && after.text.length > 0,
+      };
+    };
+
     say("reference: the chats with every node up");
     const reference = await all();
     const pieces = reference.reduce((n, r) => n + r.pieceAt.length, 0);
@@ -199,6 +243,7 @@ export async function runChaos(o: ChaosOptions) {
       else if (spares.has(victim.node)) Deno.kill(spares.get(victim.node)!.child.pid, "SIGKILL");
       else Deno.kill(upNodes.find((n) => n.name === victim.node)!.pid, "SIGKILL");
       if (victim.node === tabName) tab = undefined;
+      if (k === 1) setTimeout(() => leaver.abort(), 50);
       kills.push({ ...victim, kind, at });
       say(
         `  killed ${victim.node} ${victim.range}${
@@ -206,6 +251,10 @@ export async function runChaos(o: ChaosOptions) {
         }, ${victim.sessions} sessions`,
       );
     };
+    // one more client leaves right as the second node dies (maybe while its route is being
+    // repaired): nothing of it may stay on any node
+    const leaver = new AbortController();
+    const leaving = streamChat(gateway, {}, body(0), undefined, leaver.signal).catch(() => undefined);
     let started = 0;
     let trackerKilled: Promise<number> | undefined;
     const killTracker = async () => {
@@ -226,6 +275,8 @@ export async function runChaos(o: ChaosOptions) {
       }
     });
     await killing;
+    leaver.abort();
+    await leaving;
     const trackerBackMs = trackerKilled ? await trackerKilled : undefined;
 
     // every node still up ends with no sessions (the tracker's count of each) and, for nodes
@@ -242,8 +293,10 @@ export async function runChaos(o: ChaosOptions) {
     const kvCells = await Promise.all(
       direct.map(async (d) => ({ node: d.node, kvCellsUsed: (await seams.info(d.url, 5000)).kvCellsUsed })),
     );
+    const gatewayRestart = o.restartGateway ? await killGateway() : undefined;
     return {
       ...summarize(reference, chaos, kills, { left, kvCells }, nearTie),
+      gateway_restart: gatewayRestart ?? null,
       // killed once halfway: how long until it answered again
       tracker_back_ms: trackerBackMs === undefined ? null : Math.round(trackerBackMs),
     };

@@ -147,7 +147,8 @@ export function upCommand(): Command {
         event: "ready",
         gateway: net.gateway,
         tracker: net.tracker,
-        tracker_pid: net.trackerPid(),
+        tracker_pid: net.pid("tracker"),
+        gateway_pid: net.pid("gateway"),
         relay: net.relay,
         model: name,
         nodes: net.nodes.map((n) => ({

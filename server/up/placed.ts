@@ -9,6 +9,7 @@ import { gaps, type Span } from "../../src/tracker/placement.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
 import { trackedNodeArgs } from "./node-args.ts";
 import { gatewayProcess, type NodeProc, type UpOptions, type UpPlane, waitAdmitted } from "./up.ts";
+import type { KeepUp } from "./keep-up.ts";
 
 /** More native nodes than this and the cap is too small for the model. */
 const MAX_NATIVE = 32;
@@ -19,11 +20,13 @@ export async function placedNetwork(
   started: ServiceProcess[],
   tabs: VolunteerTab[],
   say: (what: string) => void,
+  keep: KeepUp,
 ): Promise<{ gateway: string; nodes: NodeProc[] }> {
   const { capBytes, tabs: nTabs, wasm } = o.placed!;
   const gateway = await gatewayProcess(o, at, "auto");
   started.push(gateway);
   const gatewayUrl = String(gateway.ready.url);
+  keep.watch(gateway, gatewayUrl, (listen) => gatewayProcess({ ...o, gatewayListen: listen }, at, "auto"));
   say(`gateway  ${gatewayUrl}`);
   let members = 0;
   for (let i = 0; i < nTabs; i++) {

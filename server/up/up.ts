@@ -10,6 +10,7 @@ import { ServiceProcess } from "../process/service-process.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
 import { trackedNodeArgs } from "./node-args.ts";
 import { placedNetwork } from "./placed.ts";
+import { KeepUp } from "./keep-up.ts";
 
 export interface UpOptions {
   /** "smollm2" or a GGUF path, as every part resolves it */
@@ -62,8 +63,8 @@ export interface NodeProc {
 export interface Network {
   readonly gateway: string;
   readonly tracker: string;
-  /** the tracker's process now (it is started again if it dies) */
-  trackerPid(): number;
+  /** the tracker's or gateway's process now (each is started again if it dies) */
+  pid(service: "tracker" | "gateway"): number;
   readonly relay: string;
   readonly nodes: NodeProc[];
   /** the browser shard's tab, when asked for (the first, with several) */
@@ -80,9 +81,9 @@ export async function up(o: UpOptions): Promise<Network> {
   const started: ServiceProcess[] = [];
   let browser: VolunteerTab | undefined;
   const tabs: VolunteerTab[] = [];
-  let stopping = false;
+  const keep = new KeepUp(started, say);
   const stop = async () => {
-    stopping = true;
+    keep.stop();
     // the tabs first (they leave the tracker), the edge, the nodes (together: each ends on its
     // own, and one by one they would outlast a parent's grace period), then the control plane
     for (const t of [...tabs].reverse()) await t.close();
@@ -129,31 +130,18 @@ export async function up(o: UpOptions): Promise<Network> {
     started.push(tracker);
     const trackerUrl = String(tracker.ready.url);
     say(`tracker  ${trackerUrl}`);
-    // a tracker that dies is started again at the same address from its database: routes in
-    // use go on (nodes keep serving, repairs wait for it), nodes beat to it again
-    const keepUp = (p: ServiceProcess) =>
-      void p.child.status.then(async (status) => {
-        if (stopping) return;
-        say(`tracker  exited (${status.signal ?? status.code}); starting it again at ${trackerUrl}`);
-        const again = await ServiceProcess.start("tracker", await trackerArgs(new URL(trackerUrl).host))
-          .catch((e) => {
-            say(`tracker  could not start again: ${e instanceof Error ? e.message : e}`);
-            return undefined;
-          });
-        if (!again) return;
-        started.splice(started.indexOf(p), 1, again);
-        trackerPid = again.child.pid;
-        keepUp(again);
-      });
-    let trackerPid = tracker.child.pid;
-    keepUp(tracker);
+    keep.watch(
+      tracker,
+      trackerUrl,
+      async (listen) => ServiceProcess.start("tracker", await trackerArgs(listen)),
+    );
     if (o.placed) {
       const at = { trackerUrl, relayUrl, relaySecret, nodeToken };
-      const net = await placedNetwork(o, at, started, tabs, say);
+      const net = await placedNetwork(o, at, started, tabs, say, keep);
       return {
         ...net,
         tracker: trackerUrl,
-        trackerPid: () => trackerPid,
+        pid: (service: "tracker" | "gateway") => keep.pid(service),
         relay: relayUrl,
         browser: tabs[0],
         tabs,
@@ -198,13 +186,16 @@ export async function up(o: UpOptions): Promise<Network> {
     }
     await waitAdmitted(trackerUrl, nodes.length);
     say(`admitted ${nodes.length} nodes`);
-    const gateway = await gatewayProcess(
-      o,
-      { trackerUrl, relayUrl, relaySecret, nodeToken },
-      o.split.map(formatRange).join(","),
-    );
+    const plane = { trackerUrl, relayUrl, relaySecret, nodeToken };
+    const offered = o.split.map(formatRange).join(",");
+    const gateway = await gatewayProcess(o, plane, offered);
     started.push(gateway);
     const gatewayUrl = String(gateway.ready.url);
+    keep.watch(
+      gateway,
+      gatewayUrl,
+      (listen) => gatewayProcess({ ...o, gatewayListen: listen }, plane, offered),
+    );
     say(`gateway  ${gatewayUrl} (volunteer page ${gatewayUrl}/volunteer/)`);
     if (o.browserShard) {
       browser = await openVolunteerTab(gatewayUrl, {
@@ -223,7 +214,7 @@ export async function up(o: UpOptions): Promise<Network> {
     return {
       gateway: gatewayUrl,
       tracker: trackerUrl,
-      trackerPid: () => trackerPid,
+      pid: (service: "tracker" | "gateway") => keep.pid(service),
       relay: relayUrl,
       nodes,
       browser,

@@ -8,7 +8,15 @@ import { runChaos } from "../../checks/bench/chaos.ts";
 
 const say = (line: string) => console.error(line);
 // the tracker is killed halfway too: strata up starts it again, and no request may notice
-const kills = await runChaos({ kills: 4, sessions: 16, tokens: 96, restartTracker: true, say });
+// (and at the end the gateway, under 4 streams: its sessions end on every node)
+const kills = await runChaos({
+  kills: 4,
+  sessions: 16,
+  tokens: 96,
+  restartTracker: true,
+  restartGateway: true,
+  say,
+});
 const chromium = existsSync(Deno.env.get("STRATA_CHROMIUM") ?? "/usr/bin/chromium");
 // nodes take 4 sessions at once: the first range's three other holders cannot take all 16,
 // so the tab carries some when it is closed

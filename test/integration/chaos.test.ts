@@ -31,6 +31,13 @@ describe("routes repair themselves", () => {
     expect(out.kills.near_ties).toBe(0);
     // the tracker was killed halfway and came back; no request failed because of it
     expect(out.kills.tracker_back_ms).toBeGreaterThan(0);
+    // the gateway killed under 4 streams: started again, it serves; its sessions ended on
+    // every node and nothing holds KV
+    const g = out.kills.gateway_restart;
+    expect(g.back_ms, JSON.stringify(g)).toBeGreaterThan(0);
+    expect(g.sessions_freed_ms, JSON.stringify(g)).toBeGreaterThanOrEqual(0);
+    expect(g.kv_cells_used.every((n: number) => n === 0), JSON.stringify(g)).toBe(true);
+    expect(g.serves_after, JSON.stringify(g)).toBe(true);
     // a first node, a last node, a relay-only node
     expect(out.kills.kills.slice(0, 3).map((k: { kind: string }) => k.kind)).toEqual([
       "first",

@@ -26,9 +26,11 @@ export async function streamChat(
   headers: Record<string, string>,
   body: Record<string, unknown>,
   onToken?: (text: string) => void,
+  signal?: AbortSignal,
 ): Promise<Streamed> {
   const t0 = performance.now();
   const r = await fetch(`${gateway}/v1/chat/completions`, {
+    signal,
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify({ ...body, stream: true }),
