@@ -1,7 +1,8 @@
 // `strata node --layers auto`: three nodes whose memory caps hold about half of SmolLM2 each
 // ask the tracker where to go. They cover every layer, a route through them gives the whole
-// model's greedy tokens, and when a node dies the one that doubled a range moves into the hole
-// (loading its new range before it drops the old) and the route works again.
+// model's greedy tokens, and when a node dies mid-stream the one that doubled a range moves
+// into the hole (loading its new range before it drops the old): the stream's repair waits for
+// it and goes on, and the route works again.
 import { ensureReference } from "../../server/model/reference-file.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
@@ -9,6 +10,7 @@ import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { routeTokens, trackedNode } from "./tracked.ts";
+import { streamChat } from "./chat-client.ts";
 
 const PROMPT = Int32Array.of(1, 504, 3575, 282, 253);
 const STEPS = 8;
@@ -126,12 +128,50 @@ try {
   report.first = first;
   report.firstCovered = covered(first);
   report.firstRoute = await routed();
-  // the node whose range c does not double dies; c moves into its hole
-  const c = first.find((x) => x.node === "c")!;
-  const victim = first.find((x) => x.node !== "c" && x.layers !== c.layers)!;
-  report.victim = victim;
-  await nodes.get(victim.node)!.stop();
-  nodes.delete(victim.node);
+  // a gateway on this tracker: a chat answered with every node up is the reference
+  const gateway = await ServiceProcess.start("gateway", [
+    "gateway",
+    "--model",
+    model,
+    "--tracker",
+    url,
+    "--listen",
+    "127.0.0.1:0",
+    "--repair-deadline-ms",
+    "60000",
+  ]);
+  try {
+    const gw = String(gateway.ready.url);
+    const id = (await (await fetch(`${gw}/v1/models`)).json()).data[0].id;
+    const ask = {
+      model: id,
+      messages: [{ role: "user", content: "List three prime numbers." }],
+      max_tokens: 48,
+    };
+    const reference = await streamChat(gw, {}, { ...ask, temperature: 0 });
+    // the node whose range c does not double dies mid-stream (every route runs through it):
+    // the stream's repair waits while c moves into the hole and loads it, then goes on
+    const c = first.find((x) => x.node === "c")!;
+    const victim = first.find((x) => x.node !== "c" && x.layers !== c.layers)!;
+    report.victim = victim;
+    let killedAt = 0;
+    const cut = await streamChat(gw, {}, { ...ask, temperature: 0 }, () => {
+      if (killedAt) return;
+      killedAt = performance.now();
+      nodes.get(victim.node)!.kill();
+    });
+    nodes.delete(victim.node);
+    report.repaired = {
+      same: cut.text === reference.text,
+      chars: cut.text.length,
+      error: cut.error ?? null,
+      done: cut.done,
+      repairs: cut.repairs,
+      ms: Math.round(performance.now() - killedAt),
+    };
+  } finally {
+    await gateway.stop();
+  }
   const after = await until(live, (xs) => xs.length === 2 && covered(xs));
   report.after = after;
   report.afterCovered = covered(after);
