@@ -25,7 +25,7 @@ import { generate, type GenerationContext, promptTokens, routeError } from "./ge
 import { Metrics } from "./metrics.ts";
 import { RouteGate } from "./route-gate.ts";
 
-/** The admission line repairs wait in (API keys are hex: no client shares it). */
+/** The admission line repairs wait in, beside each client key's line (and the keyless one). */
 const REPAIR_LINE = "repair:";
 
 export interface GatewayOptions {
