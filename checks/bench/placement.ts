@@ -8,10 +8,10 @@ import { formatRange, layerRange } from "../../src/engine/layer-range.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { ensureReference } from "../../server/model/reference-file.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { Dialer } from "../../server/seam/dialer.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
+import { localTracker, trackedNode } from "../../test/integration/tracked.ts";
 
 const PROMPT = Int32Array.of(1, 9690, 28, 2683, 314, 260, 3575, 282, 4649, 47);
 // with these settings SmolLM2 needs 134 MB whole; 110 MB holds 24 of its 30 layers, or 20
@@ -39,21 +39,7 @@ async function network(layers: { slow: string; fast: string }, waitForMove: bool
   const dir = await Deno.makeTempDir({ prefix: "strata-bench-place-" });
   const token = crypto.randomUUID();
   const procs: ServiceProcess[] = [];
-  const tracker = await ServiceProcess.start("tracker", [
-    "tracker",
-    "--reference",
-    await ensureReference(defaultModelPath(), { backend: "cpu" }),
-    "--listen",
-    "127.0.0.1:0",
-    "--db",
-    `${dir}/tracker.db`,
-    "--token",
-    token,
-    "--lease-ms",
-    "3000",
-    "--spot-check-ms",
-    "0",
-  ]);
+  const tracker = await localTracker(dir, token, ["--lease-ms", "3000", "--spot-check-ms", "0"]);
   procs.push(tracker);
   const url = String(tracker.ready.url);
   const t = trackerClient(url);
@@ -69,21 +55,7 @@ async function network(layers: { slow: string; fast: string }, waitForMove: bool
   try {
     for (const [name, engine] of [["slow", SLOW], ["fast", FAST]] as const) {
       procs.push(
-        await ServiceProcess.start(name, [
-          "node",
-          "--layers",
-          layers[name],
-          "--name",
-          name,
-          "--tracker",
-          url,
-          "--tracker-token",
-          token,
-          "--listen",
-          "127.0.0.1:0",
-          ...SETTINGS,
-          ...engine,
-        ]),
+        await trackedNode(name, url, token, ["--layers", layers[name], ...SETTINGS, ...engine]),
       );
     }
     const covered = (ms: Member[]) =>

@@ -3,13 +3,12 @@
 // model's greedy tokens, and when a node dies mid-stream the one that doubled a range moves
 // into the hole (loading its new range before it drops the old): the stream's repair waits for
 // it and goes on, and the route works again.
-import { ensureReference } from "../../server/model/reference-file.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
-import { routeTokens, trackedNode } from "./tracked.ts";
+import { localTracker, routeTokens, trackedNode } from "./tracked.ts";
 import { streamChat } from "./chat-client.ts";
 
 const PROMPT = Int32Array.of(1, 504, 3575, 282, 253);
@@ -56,21 +55,7 @@ async function wholeGreedy(): Promise<number[]> {
 }
 const want = await wholeGreedy();
 
-const tracker = await ServiceProcess.start("tracker", [
-  "tracker",
-  "--reference",
-  await ensureReference(model, { backend: "cpu" }),
-  "--listen",
-  "127.0.0.1:0",
-  "--db",
-  `${dir}/tracker.db`,
-  "--token",
-  token,
-  "--lease-ms",
-  "2000",
-  "--spot-check-ms",
-  "0",
-]);
+const tracker = await localTracker(dir, token, ["--lease-ms", "2000", "--spot-check-ms", "0"]);
 const url = String(tracker.ready.url);
 const t = trackerClient(url);
 const nodes = new Map<string, ServiceProcess>();

@@ -1,28 +1,13 @@
 // Spot checks: two honest nodes and two that pass admission and lie afterwards (one before
 // the last layer, checked through the tracker posing as its next shard; one last, checked by
 // its sampled token and margin). The liars leave; the honest nodes stay through every check.
-import { ensureReference } from "../../server/model/reference-file.ts";
-import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
-import { trackedNode } from "./tracked.ts";
+import { localTracker, trackedNode } from "./tracked.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "strata-spot-" });
 const token = crypto.randomUUID();
-const reference = await ensureReference(defaultModelPath(), { backend: "cpu" });
-const tracker = await ServiceProcess.start("tracker", [
-  "tracker",
-  "--reference",
-  reference,
-  "--listen",
-  "127.0.0.1:0",
-  "--db",
-  `${dir}/tracker.db`,
-  "--token",
-  token,
-  "--spot-check-ms",
-  "250",
-]);
+const tracker = await localTracker(dir, token, ["--spot-check-ms", "250"]);
 const url = String(tracker.ready.url);
 const procs: ServiceProcess[] = [tracker];
 const node = async (name: string, layers: string, fault?: string) =>

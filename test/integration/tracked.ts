@@ -1,11 +1,36 @@
-// What the tests that run a tracker share: starting a node that joins it, and a route it hands
-// out, driven for a few greedy tokens.
+// What the tests and benches that run a tracker share: starting one, starting a node that joins
+// it, and a route it hands out, driven for a few greedy tokens.
+import { defaultModelPath } from "../../server/model/fetch.ts";
+import { ensureReference } from "../../server/model/reference-file.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { Dialer } from "../../server/seam/dialer.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
 
-/** `strata node` on loopback, one engine thread, registered with the tracker at `url`. */
+/** `strata tracker` for SmolLM2 on loopback (its reference certified once and cached), its state in `dir`. */
+export async function localTracker(
+  dir: string,
+  token: string,
+  args: string[] = [],
+): Promise<ServiceProcess> {
+  return ServiceProcess.start("tracker", [
+    "tracker",
+    "--reference",
+    await ensureReference(defaultModelPath(), { backend: "cpu" }),
+    "--listen",
+    "127.0.0.1:0",
+    "--db",
+    `${dir}/tracker.db`,
+    "--token",
+    token,
+    ...args,
+  ]);
+}
+
+/**
+ * `strata node` on loopback, one engine thread, registered with the tracker at `url`; `args`
+ * come last, so they may set the threads too.
+ */
 export function trackedNode(
   name: string,
   url: string,
@@ -14,7 +39,6 @@ export function trackedNode(
 ): Promise<ServiceProcess> {
   return ServiceProcess.start(name, [
     "node",
-    ...args,
     "--name",
     name,
     "--threads",
@@ -25,6 +49,7 @@ export function trackedNode(
     token,
     "--listen",
     "127.0.0.1:0",
+    ...args,
   ]);
 }
 
