@@ -24,6 +24,10 @@ program.command("build")
   .description("build (or find in the cache) the native engine library")
   .addOption(backendOption())
   .option("--cached-only", "only report a cached build; exit 1 when there is none")
+  .option(
+    "--cuda-arch <sm>",
+    "with --backend cuda: the one GPU architecture to compile for, e.g. 90 (default: this machine's GPU, else 90)",
+  )
   .option("--wasm", "build the WebAssembly engine instead (needs emscripten)")
   .option("--webgpu", "with --wasm: the flavor with ggml's WebGPU backend")
   .option("--wasm64", "with --wasm: 64-bit memory past 4 GiB (needs emscripten ≥ 4.0)")
@@ -37,6 +41,7 @@ program.command("build")
       return;
     }
     const backend = nativeBackend(o.backend);
+    if (o.cudaArch) Deno.env.set("STRATA_CUDA_ARCH", String(o.cudaArch).replace(/^sm_/, ""));
     const lib = o.cachedOnly ? await findNativeLibrary(backend) : await ensureNativeLibrary(backend);
     if (lib) console.log(lib);
     else Deno.exitCode = 1;

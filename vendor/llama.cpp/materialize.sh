@@ -9,12 +9,13 @@ tree="${1:-$here/tree}"
 cache="${STRATA_CACHE:-$HOME/.cache/strata}/pkg"
 pin() { node -p "require('$here/pin.json').$1"; }
 
-package="$(pin package)@$(pin version)"
-want="$(pin sha256)"
+# the stamp first: a tree carried to a machine without node (checks/gpu/carry.sh) needs no pin lookups
 stamp="$(cat "$here/pin.json" "$here"/patches/*.patch | sha256sum | cut -c1-16)"
 if [ -f "$tree/.strata-stamp" ] && [ "$(cat "$tree/.strata-stamp")" = "$stamp" ]; then
   exit 0
 fi
+package="$(pin package)@$(pin version)"
+want="$(pin sha256)"
 
 mkdir -p "$cache"
 tgz="$cache/$(pin package)-$(pin version).tgz"

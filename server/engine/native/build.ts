@@ -9,6 +9,7 @@ import { log } from "../../log/log.ts";
 import { sha256Hex } from "../../../src/gguf/manifest.ts";
 import { nativeCpuFeatures } from "../smoke/cpu-features.ts";
 import { smokeCheck } from "../smoke/smoke-check.ts";
+import { cudaKeyFacts, cudaToolkit } from "../../toolchain/cuda.ts";
 
 export type NativeBackend = "cpu" | "vulkan" | "cuda";
 export const NATIVE_BACKENDS: readonly NativeBackend[] = ["cpu", "vulkan", "cuda"];
@@ -16,8 +17,12 @@ export const NATIVE_BACKENDS: readonly NativeBackend[] = ["cpu", "vulkan", "cuda
 const FLAGS: Record<NativeBackend, string[]> = {
   cpu: [],
   vulkan: ["-DGGML_VULKAN=ON"],
+  // the toolkit's paths and the GPU architecture come from cudaToolkit() at build time
   cuda: ["-DGGML_CUDA=ON"],
 };
+
+/** Build-key facts beyond the flags: a CUDA build is per toolkit and GPU architecture. */
+const backendFacts = (backend: NativeBackend) => backend === "cuda" ? cudaKeyFacts() : {};
 
 export const forkDir = join(repoRoot, "vendor", "llama.cpp");
 
@@ -44,7 +49,12 @@ export async function forkBuildKey(settings: unknown): Promise<string> {
 const CPU_FEATURES = nativeCpuFeatures();
 
 async function libraryPath(backend: NativeBackend): Promise<string> {
-  const key = await forkBuildKey({ backend, flags: FLAGS[backend], cpu: CPU_FEATURES });
+  const key = await forkBuildKey({
+    backend,
+    flags: FLAGS[backend],
+    cpu: CPU_FEATURES,
+    ...backendFacts(backend),
+  });
   return join(cacheDir("native", `${backend}-${key}`), "libstrata.so");
 }
 
@@ -67,12 +77,19 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
   const started = performance.now();
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
 
-  const buildDir = cacheDir("native", `build-${backend}`);
+  // a CUDA build folder per toolkit and architecture: CMake refuses a changed CUDA compiler
+  const buildDir = cacheDir("native", backend === "cuda" ? `build-cuda-${key}` : `build-${backend}`);
   const env: Record<string, string> = { CCACHE_BASEDIR: repoRoot, CCACHE_NOHASHDIR: "1" };
   const launcher = hasCommand("ccache")
-    ? ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    ? ["C", "CXX", ...(backend === "cuda" ? ["CUDA"] : [])].map((l) =>
+      `-DCMAKE_${l}_COMPILER_LAUNCHER=ccache`
+    )
     : [];
   const generator = hasCommand("ninja") ? ["-G", "Ninja"] : [];
+  const cuda = backend === "cuda" ? await cudaToolkit() : undefined;
+  if (cuda) {
+    console.error(`engine: CUDA from ${cuda.source} (${cuda.nvcc}), GPU architecture sm_${cuda.arch}`);
+  }
   console.error(`engine: building the native ${backend} library (first use only; a few minutes)`);
   await runCommand("cmake", [
     "-S",
@@ -82,7 +99,7 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
     ...generator,
     "-DCMAKE_BUILD_TYPE=Release",
     ...launcher,
-    ...FLAGS[backend],
+    ...(cuda?.cmakeArgs ?? FLAGS[backend]),
   ], { env });
 
   const seconds = await cmakeBuild(`engine: compiling (${backend})`, buildDir, ["strata"], env, started);
@@ -90,7 +107,8 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
   await installChecked(join(buildDir, "libstrata.so"), lib, {
     backend,
     key,
-    flags: FLAGS[backend],
+    flags: cuda?.cmakeArgs ?? FLAGS[backend],
+    ...backendFacts(backend),
     cpu_features: CPU_FEATURES,
     seconds,
     built: new Date().toISOString(),
