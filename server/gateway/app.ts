@@ -68,7 +68,7 @@ export async function startGateway(o: GatewayOptions) {
     }),
     repair: {
       // repairs wait in a line of their own: a turn comes soon even behind a long queue
-      reroute: (avoid, signal) => gate.acquire(REPAIR_LINE, signal, avoid),
+      reroute: (ask, signal) => gate.acquire(REPAIR_LINE, signal, ask),
       dead: async (nodes) => {
         const r = await tracker.client.nodes({ nodes: [...nodes] }, { timeoutMs: 5000 }).catch(() =>
           undefined
@@ -195,7 +195,7 @@ export async function startGateway(o: GatewayOptions) {
   /** A route, after a wait in the queue if every one is busy; a refusal counts in /metrics. */
   async function lease(kind: string, key: string, signal: AbortSignal, avoid: string[] = []) {
     try {
-      return await gate.acquire(key, signal, avoid);
+      return await gate.acquire(key, signal, { avoid });
     } catch (e) {
       metrics.request(kind, routeError(e).status);
       throw e;

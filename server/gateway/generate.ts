@@ -11,7 +11,7 @@ import { contextCap, contextWindow } from "../../src/route/context-window.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { Dialer } from "../seam/dialer.ts";
-import type { RouteLease } from "./route-gate.ts";
+import type { RepairAsk, RouteLease } from "./route-gate.ts";
 import type { NodeWatch } from "../../src/gateway/node-watch.ts";
 import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 import { blamedHops, repairable } from "../../src/gateway/repair.ts";
@@ -35,8 +35,8 @@ export interface GenerationContext {
 
 /** What a repair asks of the gateway. */
 export interface RepairPort {
-  /** a new route for the session, avoiding these nodes (waits its turn while routes are busy) */
-  reroute(avoid: readonly string[], signal: AbortSignal): Promise<RouteLease>;
+  /** a new route for the session without the lost nodes (waits its turn while routes are busy) */
+  reroute(ask: RepairAsk, signal: AbortSignal): Promise<RouteLease>;
   /** of these nodes, those the tracker no longer sees as live */
   dead(nodes: readonly string[]): Promise<string[]>;
   /** a session that cannot get a new route this long after its failure ends with it */
@@ -127,15 +127,19 @@ export async function generate(
     // a session whose KV cells ran out (its own cap, or the node's pool ran short and it gave
     // way) ends like one that reached max_tokens: finish_reason length, the text so far
     let kvEnded = false;
-    // set while a repair is under way: when the failure came, why, and whom it blamed
-    let broken: { at: number; why: string; nodes: string[] } | undefined;
+    // set while a repair is under way: when the failure came, why, whom it blamed, and the
+    // route whose nodes may still hold the session (parked: a lost-hop repair resumes it)
+    let broken: { at: number; why: string; nodes: string[]; parked?: Lease } | undefined;
     // routes that refused the session as full before giving it a token
     let refusedFull = 0;
     for (;;) {
       let progressed = false;
       try {
-        on = await onRoute(ctx, route, req, window.kvCells, signal);
         const prefix = out.length ? Int32Array.from([...ids, ...out]) : ids;
+        // a repair with tokens sent resumes: the route holds the prefix but its last token
+        const held = broken?.parked ? prefix.subarray(0, prefix.length - 1) : undefined;
+        on = await onRoute(ctx, route, req, window.kvCells, signal, held);
+        if (broken?.parked) releaseParked(ctx, broken.parked, [...broken.nodes, ...nodesOf(route)]);
         let first = true;
         for await (
           const r of on.session.generate(
@@ -146,11 +150,17 @@ export async function generate(
         ) {
           if (signal.aborted) throw new SeamError("cancelled", "the client went away");
           if (broken && first) {
+            const kept = new Set(broken.parked ? nodesOf(broken.parked) : []);
+            const rebuilt = on.resumed
+              ? nodesOf(route).filter((n) => !kept.has(n)).length
+              : route.route.hops.length;
             telemetry.repaired({
               nodes: broken.nodes,
               why: broken.why,
               ms: performance.now() - broken.at,
-              replayed_positions: prefix.length,
+              kind: on.resumed ? "lost_hop" : "whole_route",
+              hops_rebuilt: rebuilt,
+              replayed_positions: rebuilt ? (on.resumed ? prefix.length - 1 : prefix.length) : 0,
               route: route.route.name,
             });
             broken = undefined;
@@ -184,13 +194,23 @@ export async function generate(
         }
         const failed = on;
         on = undefined;
-        failed?.abandon(e);
         // a node may still hold slots of sessions whose routes just died (the tracker's count
         // has let them go): a route refused as full before its first token is tried again,
         // a few times, after a pause
         const full = e instanceof SeamError && (e.code === "kv_full" || e.code === "overloaded") &&
           !progressed && refusedFull < FULL_RETRIES;
-        if ((!repairable(e) && !full) || signal.aborted || !ctx.repair) throw e;
+        const repairing = (repairable(e) || full) && !signal.aborted && !!ctx.repair;
+        // with tokens sent, the nodes still there keep the session (parked) for a resume;
+        // otherwise they free it now
+        const resumable = repairing && repairable(e) && out.length > 0;
+        if (resumable) failed?.detach();
+        else failed?.abandon(e);
+        if (broken?.parked && (!resumable || failed)) {
+          // an earlier repair's parked route is not the one to resume from any more
+          releaseParked(ctx, broken.parked, broken.nodes);
+          broken.parked = undefined;
+        }
+        if (!repairing) throw e;
         if (full) {
           refusedFull++;
           await new Promise((r) => setTimeout(r, FULL_PAUSE_MS));
@@ -210,7 +230,8 @@ export async function generate(
             ...await ctx.repair.dead(hops.map((h) => h.node)),
           ]),
         ];
-        broken = { at, why: `${e.code}: ${e.message}`, nodes };
+        const parked = resumable && failed ? route : broken?.parked;
+        broken = { at, why: `${e.code}: ${e.message}`, nodes, parked };
         log.info("repairing a route", {
           session: route.sessionId,
           route: route.route.name,
@@ -218,7 +239,10 @@ export async function generate(
           why: broken.why,
         });
         await route.end?.();
-        route = await rerouted(ctx.repair, nodes, signal, at).catch((r) => {
+        const keep = parked ? nodesOf(parked).filter((n) => !nodes.includes(n)) : [];
+        const ask = { sessionId: route.sessionId, avoid: nodes, keep };
+        route = await rerouted(ctx.repair, ask, signal, at).catch((r) => {
+          if (parked) releaseParked(ctx, parked, nodes);
           if (!(r instanceof ConnectError)) throw r;
           const lost = nodes.length ? `lost ${nodes.join(", ")}` : `failed (${e.message})`;
           throw new ApiError(
@@ -269,13 +293,13 @@ const TRACKER_RETRY_MS = 250;
 /** A new route, waiting out a tracker that cannot be reached until the repair's deadline. */
 async function rerouted(
   repair: RepairPort,
-  avoid: readonly string[],
+  ask: RepairAsk,
   signal: AbortSignal,
   brokenAt: number,
 ): Promise<RouteLease> {
   for (;;) {
     try {
-      return await repair.reroute(avoid, signal);
+      return await repair.reroute(ask, signal);
     } catch (e) {
       const down = e instanceof ConnectError &&
         (e.code === Code.Unavailable || e.code === Code.DeadlineExceeded);
@@ -285,37 +309,70 @@ async function rerouted(
   }
 }
 
+const nodesOf = (lease: Lease) => lease.route.hops.map((h) => h.node);
+
+const hopsOf = (lease: Lease) =>
+  lease.route.hops.map((h) => ({ url: h.url, range: h.range!, ticket: h.routeTicket }));
+
+/**
+ * Frees the session on the nodes of a broken route that still park it (a client that left
+ * during a repair, or a repair that did not resume there), except on `skip`: lost nodes, and
+ * those the new route took over. In the background: parking ends by itself too.
+ */
+function releaseParked(ctx: GenerationContext, parked: Lease, skip: readonly string[]): void {
+  const o = { sessionId: parked.sessionId, epoch: parked.route.epoch, artifactSha256: ctx.artifact };
+  const hops = hopsOf(parked);
+  parked.route.hops.forEach((h, i) => {
+    if (!skip.includes(h.node)) void RouteSession.releaseParked(ctx.dialer.dial, hops[i], o);
+  });
+}
+
 /** A session open on one route, with what watches it. */
 interface OnRoute {
   readonly session: RouteSession;
+  /** a repair that resumed: the nodes still there kept the session */
+  readonly resumed: boolean;
   /** the route failed: work in flight ends, the nodes still there free the session */
   abandon(e: unknown): void;
+  /** the route failed and a repair resumes it: the nodes still there keep the session */
+  detach(): void;
   close(): void;
 }
 
+/** Opens the session on the lease's route; with `held`, resumes it where the broken route stood. */
 async function onRoute(
   ctx: GenerationContext,
   lease: Lease,
   req: GenerationRequest,
   kvCells: number,
   signal: AbortSignal,
+  held?: Int32Array,
 ): Promise<OnRoute> {
   const { sessionId, route } = lease;
-  const session = await RouteSession.open(
-    ctx.dialer.dial,
-    route.hops.map((h) => ({ url: h.url, range: h.range!, ticket: h.routeTicket })),
-    {
-      sessionId,
-      epoch: route.epoch,
-      artifactSha256: ctx.artifact,
-      sampling: { temperature: req.temperature, topK: req.topK, topP: req.topP, seed: req.seed },
-      kvCells,
-      // the tracker's choice for this route (q8 rows through the relay)
-      compression: route.seamCompression,
-      // the prompt follows OPEN at once: the OPEN round trip leaves TTFT
-      pipelineOpen: true,
-    },
-  );
+  const hops = hopsOf(lease);
+  const options = {
+    sessionId,
+    epoch: route.epoch,
+    artifactSha256: ctx.artifact,
+    sampling: { temperature: req.temperature, topK: req.topK, topP: req.topP, seed: req.seed },
+    kvCells,
+    // the tracker's choice for this route (q8 rows through the relay)
+    compression: route.seamCompression,
+  };
+  let session: RouteSession | undefined;
+  if (held?.length) {
+    session = await RouteSession.resume(ctx.dialer.dial, hops, options, held).then((r) => r.session, (e) => {
+      // a route that cannot go on from there re-prefills the whole prefix instead
+      if (e instanceof SeamError && e.code === "resume_failed") {
+        log.info("repair re-prefills the whole route", { session: sessionId, why: e.message });
+        return undefined;
+      }
+      throw e;
+    });
+  }
+  const resumed = session !== undefined;
+  // the prompt follows OPEN at once: the OPEN round trip leaves TTFT
+  session ??= await RouteSession.open(ctx.dialer.dial, hops, { ...options, pipelineOpen: true });
   const abort = () => void session.cancel();
   signal.addEventListener("abort", abort);
   // a node of the route that left the tracker ends the session, even if its seam said
@@ -324,7 +381,8 @@ async function onRoute(
   const unwatch = ctx.watch.watch(route.hops.map((h) => h.node), (node) => {
     const { waitingMs, usualStepMs } = session.stalled();
     if (waitingMs >= Math.max(STUCK_MS, 4 * usualStepMs)) {
-      session.abandon(new SeamError("unavailable", `node ${node} left the network`));
+      // the nodes still there keep the session for the repair this failure starts
+      session.detach(new SeamError("unavailable", `node ${node} left the network`));
     }
   });
   if (signal.aborted) abort(); // the client left while the session opened
@@ -338,8 +396,13 @@ async function onRoute(
   };
   return {
     session,
+    resumed,
     abandon: (e) => {
       session.abandon(e instanceof SeamError ? e : new SeamError("unavailable", String(e)));
+      close();
+    },
+    detach: () => {
+      session.detach();
       close();
     },
     close,

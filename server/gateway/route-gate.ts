@@ -21,6 +21,16 @@ export interface RouteLease {
   end(): Promise<void>;
 }
 
+/**
+ * A route for a session whose route broke: its own id (nodes that still hold the session know
+ * it by it), without the lost nodes, keeping the others where it can.
+ */
+export interface RepairAsk {
+  readonly sessionId?: string;
+  readonly avoid?: readonly string[];
+  readonly keep?: readonly string[];
+}
+
 export class RouteGate {
   readonly admission: Admission<Route>;
 
@@ -37,12 +47,19 @@ export class RouteGate {
    * `QueueRefused` past the bound or the deadline, `ClientLeft` when `signal` aborts first,
    * or the tracker's error (no route at all).
    */
-  async acquire(key: string, signal: AbortSignal, avoid: readonly string[] = []): Promise<RouteLease> {
-    const sessionId = crypto.randomUUID();
+  async acquire(key: string, signal: AbortSignal, repair?: RepairAsk): Promise<RouteLease> {
+    // a repair keeps its session's id: nodes that still hold the session know it by it
+    const sessionId = repair?.sessionId ?? crypto.randomUUID();
     const attempt = async () => {
       try {
         const { routes } = await this.tracker.route(
-          { artifactSha256: this.artifact, sessionId, count: 1, avoidNodes: [...avoid] },
+          {
+            artifactSha256: this.artifact,
+            sessionId,
+            count: 1,
+            avoidNodes: [...repair?.avoid ?? []],
+            keepNodes: [...repair?.keep ?? []],
+          },
           { timeoutMs: 10_000 },
         );
         return routes[0];

@@ -51,6 +51,14 @@ export abstract class QueuedEngine implements RangeEngine {
     });
   }
 
+  trimSequence(seq: SeqId, pos: number): Promise<void> {
+    return this.queue.run(async () => {
+      if (pos === this.#seqs.nextPosition(seq)) return;
+      this.#seqs.trim(seq, pos);
+      await this.trimCells(seq, pos);
+    });
+  }
+
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {
     return this.queue.run(() => {
       this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
@@ -86,6 +94,7 @@ export abstract class QueuedEngine implements RangeEngine {
    */
   protected abstract compute(batch: DecodeBatch, accepted: () => void): Promise<DecodeOutputs>;
   protected abstract freeCells(seq: SeqId): void | Promise<void>;
+  protected abstract trimCells(seq: SeqId, pos: number): void | Promise<void>;
   protected abstract kvCells(): KvCells | Promise<KvCells>;
   protected abstract free(): void | Promise<void>;
 }

@@ -101,6 +101,11 @@ export interface RangeEngine {
   openSequence(): SeqId;
   /** Frees the sequence's KV cells; other sequences are untouched. */
   releaseSequence(seq: SeqId): Promise<void>;
+  /**
+   * Forgets the sequence's positions from `pos` on (a repaired route takes back a step that
+   * some of its hops ran); its next position becomes `pos`.
+   */
+  trimSequence(seq: SeqId, pos: number): Promise<void>;
   /** Next position the sequence expects. */
   nextPosition(seq: SeqId): number;
   decode(batch: DecodeBatch): Promise<DecodeOutputs>;

@@ -34,6 +34,15 @@ export class SequenceTable {
     return p;
   }
 
+  /** Takes the sequence back to `pos` (at most where it is). */
+  trim(seq: SeqId, pos: number): void {
+    const next = this.nextPosition(seq);
+    if (!(Number.isInteger(pos) && pos >= 0 && pos <= next)) {
+      throw new EngineError("bad_position", `sequence ${seq} is at ${next}; cannot trim it to ${pos}`);
+    }
+    this.#next.set(seq, pos);
+  }
+
   /** Validates a batch against the shard's facts and the open sequences' positions. */
   check(batch: DecodeBatch, facts: ModelFacts, input: "tokens" | "hidden", batchTokens: number): number {
     const n = batch.seq.length;

@@ -42,4 +42,6 @@ export interface StrataCalls<H> {
   /** strata_outputs into `out` */
   outputs(ctx: H, out: Float32Array): number | Promise<number>;
   seqRelease(ctx: H, seq: number): number;
+  /** strata_seq_trim: forget positions >= pos */
+  seqTrim(ctx: H, seq: number, pos: number): number;
 }

@@ -110,6 +110,10 @@ export abstract class StrataEngine<H> extends QueuedEngine {
     this.check(this.calls.seqRelease(this.ctx, seq));
   }
 
+  protected trimCells(seq: SeqId, pos: number): void {
+    this.check(this.calls.seqTrim(this.ctx, seq, pos));
+  }
+
   protected kvCells(): KvCells {
     const s = new BigInt64Array(5);
     this.check(this.calls.ctxStats(this.ctx, s));

@@ -26,7 +26,14 @@ export interface RepairRecord {
   readonly why: string;
   /** from the failure to the new route's first token */
   readonly ms: number;
-  /** positions the new route prefilled again: prompt and tokens so far */
+  /**
+   * "lost_hop": the nodes still there kept the session and only the hops that joined were
+   * rebuilt; "whole_route": the new route prefilled everything again
+   */
+  readonly kind: "lost_hop" | "whole_route";
+  /** hops of the new route that computed the session's positions again */
+  readonly hops_rebuilt: number;
+  /** positions computed again on each rebuilt hop: prompt and tokens so far */
   readonly replayed_positions: number;
   /** the route that took over */
   readonly route: string;

@@ -1,10 +1,17 @@
 // One Route Session as a shard node holds it: its epoch, where its cache stands, the
 // replies it may have to give again, and its stream to the next shard.
-import type { NodeTelemetry, Open, SeamFrame } from "../gen/strata/seam/v1/seam_pb.ts";
+import type { NodeTelemetry, Open, SeamFrame, Tensor } from "../gen/strata/seam/v1/seam_pb.ts";
 import type { SeamLink } from "../seam/link.ts";
 
 /** Replies kept per session for duplicate step ids. */
 const REMEMBERED = 32;
+
+/** Hidden states this shard sent on for some positions, as the next shard received them. */
+export interface Sent {
+  readonly start: number;
+  readonly rows: number;
+  readonly tensor: Tensor;
+}
 
 export class NodeSession {
   /** the position the next frame must start at (tokens this shard holds or has queued) */
@@ -19,6 +26,17 @@ export class NodeSession {
   readonly #replies = new Map<bigint, SeamFrame>();
   /** this node's share of a step's telemetry, added when the step's reply passes back */
   readonly ownTelemetry = new Map<bigint, NodeTelemetry>();
+  /**
+   * What went to the next shard, position by position from 0: it rebuilds a shard that
+   * replaces the next one. Undefined once incomplete (the node's history budget ran out).
+   */
+  sent: Sent[] | undefined = [];
+  sentBytes = 0;
+  /** set when the route broke around the session: its KV waits for a repair until then */
+  parkedUntil = 0;
+  /** rebuild frames this shard sent down, waiting for their replies */
+  readonly rebuilds = new Map<bigint, { resolve: (f: SeamFrame) => void; reject: (e: unknown) => void }>();
+  rebuildStep = 0n;
 
   constructor(
     readonly id: string,
@@ -36,7 +54,7 @@ export class NodeSession {
 
   /** Sends a reply up the route and keeps it for a duplicate of its step. */
   answer(f: SeamFrame): void {
-    if (f.stepId > 0n && !f.status) {
+    if (f.stepId > 0n && !f.status && !f.rebuild) {
       this.#replies.set(f.stepId, f);
       if (this.#replies.size > REMEMBERED) this.#replies.delete(this.#replies.keys().next().value!);
     }

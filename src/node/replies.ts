@@ -4,7 +4,9 @@ import { create } from "@bufbuild/protobuf";
 import { Phase, type SeamFrame, SeamFrameSchema, StatusSchema } from "../gen/strata/seam/v1/seam_pb.ts";
 import { SCHEMA_VERSION } from "../seam/limits.ts";
 
-type Fields = Partial<Pick<SeamFrame, "cacheResult" | "telemetry" | "sampled" | "status" | "tensors">>;
+type Fields = Partial<
+  Pick<SeamFrame, "cacheResult" | "telemetry" | "sampled" | "status" | "tensors" | "rebuild" | "hopPositions">
+>;
 
 export function replyTo(f: SeamFrame, fields: Fields = {}): SeamFrame {
   return create(SeamFrameSchema, {

@@ -13,6 +13,7 @@ import {
   SampledSchema,
   type SeamFrame,
   SeamFrameSchema,
+  type Tensor,
 } from "../gen/strata/seam/v1/seam_pb.ts";
 import { bytesToHex } from "../bytes/hex.ts";
 import type { RangeEngine } from "../engine/range-engine.ts";
@@ -25,6 +26,8 @@ import { checkFrame } from "../seam/frame.ts";
 import type { SeamDialer, SeamServe } from "../seam/link.ts";
 import { packTensor, unpackTensor } from "../seam/tensor.ts";
 import { NodeSession } from "./node-session.ts";
+import { rebuildChunks } from "./rebuild.ts";
+import { PREFILL_CHUNK_TOKENS, SCHEMA_VERSION } from "../seam/limits.ts";
 import { errorCode, errorText, refusal, replyTo, sessionFailure, tensorBytes } from "./replies.ts";
 
 export interface ShardNodeOptions {
@@ -36,7 +39,14 @@ export interface ShardNodeOptions {
   readonly limits: BatcherLimits;
   /** a session with no step for this long is released */
   readonly leaseMs: number;
+  /** a session whose route broke keeps its KV this long for a repair (default 10 s; 0: freed at once) */
+  readonly parkMs?: number;
+  /** hidden states kept for rebuilding a next shard, all sessions together (default 256 MiB) */
+  readonly historyBytes?: number;
 }
+
+const PARK_MS = 10_000;
+const HISTORY_BYTES = 256 * 2 ** 20;
 
 const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((v, i) => v === b[i]);
 const hex8 = (b: Uint8Array) => b.length ? bytesToHex(b.subarray(0, 4)) : "(none)";
@@ -45,13 +55,14 @@ export class ShardNode {
   readonly #batcher: Batcher;
   readonly #sessions = new Map<string, NodeSession>();
   readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0, served: 0 };
+  #historyBytes = 0;
   readonly #leaseTimer: ReturnType<typeof setInterval>;
 
   constructor(readonly engine: RangeEngine, readonly options: ShardNodeOptions) {
     this.#batcher = new Batcher(engine, options.limits);
     this.#leaseTimer = setInterval(
       () => void this.#expire(),
-      Math.min(60_000, Math.max(250, options.leaseMs / 4)),
+      Math.min(60_000, Math.max(250, Math.min(options.leaseMs, options.parkMs ?? PARK_MS) / 4)),
     );
   }
 
@@ -89,7 +100,8 @@ export class ShardNode {
         ),
       );
     } finally {
-      if (session && !session.closed && !session.ending) await this.#drop(session, why);
+      // the previous shard or the driver is gone: a repair may resume the session here
+      if (session && !session.closed && !session.ending) await this.#park(session, why);
     }
   };
 
@@ -151,6 +163,7 @@ export class ShardNode {
       throw new SeamError("wrong_shard", "frame for another model artifact");
     }
     if (f.phase === Phase.OPEN) return await this.#open(f, session, reply);
+    if (!session && f.phase === Phase.CANCEL && f.open) return await this.#cancelParked(f, reply);
     if (!session || session.closed) {
       throw new SeamError("unknown_session", `session ${f.sessionId} is not open on this stream`);
     }
@@ -162,6 +175,9 @@ export class ShardNode {
         "wrong_epoch",
         `session ${session.id} is at epoch ${session.epoch}, frame at ${f.routeEpoch}`,
       );
+    }
+    if (session.parkedUntil && f.phase !== Phase.CANCEL && f.phase !== Phase.RELEASE) {
+      throw new SeamError("unavailable", `session ${session.id} lost its route here; it waits for a repair`);
     }
     if (f.phase === Phase.PREFILL || f.phase === Phase.DECODE) {
       if (!sameBytes(f.recipeFingerprint, session.upstreamRecipe)) {
@@ -200,20 +216,24 @@ export class ShardNode {
       throw new SeamError("malformed", `the next hop starts at layer ${next.range?.start}, not ${range.end}`);
     }
     const existing = this.#sessions.get(f.sessionId);
-    if (existing) {
-      if (f.routeEpoch <= existing.epoch) {
-        throw new SeamError("wrong_epoch", `session ${f.sessionId} is open at epoch ${existing.epoch}`);
-      }
-      // a newer epoch supersedes the old route of the same session
-      existing.reply(sessionFailure(existing.identity, "wrong_epoch", `re-opened at epoch ${f.routeEpoch}`));
-      await this.#drop(existing, "superseded");
+    if (existing && f.routeEpoch <= existing.epoch) {
+      throw new SeamError("wrong_epoch", `session ${f.sessionId} is open at epoch ${existing.epoch}`);
     }
-    this.#batcher.open(f.sessionId, open.kvCells);
     const s = new NodeSession(f.sessionId, f.routeEpoch, f.workId, open, reply, f.recipeFingerprint);
+    if (!(existing && open.resume && await this.#adopt(existing, s, f.cacheExpect))) {
+      if (existing) {
+        // a newer epoch supersedes the old route of the same session
+        existing.reply(
+          sessionFailure(existing.identity, "wrong_epoch", `re-opened at epoch ${f.routeEpoch}`),
+        );
+        await this.#drop(existing, "superseded");
+      }
+      this.#batcher.open(f.sessionId, open.kvCells);
+    }
     this.#sessions.set(s.id, s);
     this.#counters.served++;
     if (!next) {
-      s.answer(replyTo(f, { cacheResult: 0 }));
+      s.answer(replyTo(f, { cacheResult: s.nextPos, hopPositions: open.resume ? [s.nextPos] : [] }));
       return s;
     }
     try {
@@ -235,7 +255,8 @@ export class ShardNode {
   /** Takes a prefill chunk or decode step: checks it whole, then queues it for a batch. */
   #step(s: NodeSession, f: SeamFrame): void {
     if (f.stepId === 0n) throw new SeamError("malformed", "a step needs a step id");
-    if (f.stepId <= s.lastStep) {
+    // rebuild frames come from the previous shard, numbered apart from the driver's steps
+    if (!f.rebuild && f.stepId <= s.lastStep) {
       // a duplicate never runs twice: answered again if done, otherwise its reply is coming
       const again = s.remembered(f.stepId);
       if (again) s.reply(again);
@@ -254,7 +275,10 @@ export class ShardNode {
     if (f.tensors.length !== 1) {
       throw new SeamError("bad_tensor", `${f.tensors.length} tensors; a step carries one`);
     }
-    const wantLogits = this.#last &&
+    if (f.rebuild && f.phase !== Phase.PREFILL) {
+      throw new SeamError("malformed", "a rebuild frame is a prefill");
+    }
+    const wantLogits = this.#last && !f.rebuild &&
       (f.phase === Phase.DECODE || f.chunkIndex === f.chunkCount - 1);
     const step: Step = this.#first ? { tokens: this.#tokens(f, count), wantLogits } : {
       hidden: unpackTensor(f.tensors[0], {
@@ -267,7 +291,7 @@ export class ShardNode {
     };
     this.#batcher.check(s.id, step);
     s.nextPos += count;
-    s.lastStep = f.stepId;
+    if (!f.rebuild) s.lastStep = f.stepId;
     this.#batcher.submit(s.id, step).then(
       (r) => this.#stepDone(s, f, r),
       (e) => this.#stepFailed(s, f, e),
@@ -317,6 +341,14 @@ export class ShardNode {
         recipeFingerprint: this.engine.recipe,
         tensors: [packTensor("hidden_states", r.data, [r.rows, r.dim], s.open.seamCompression || undefined)],
       });
+      this.#keepSent(s, f.positions!.start, r.rows, out.tensors[0]);
+      if (f.rebuild || !s.downstream) {
+        // rebuilt positions: the next shard holds them already (parked: nobody to send to)
+        if (f.rebuild) {
+          s.answer(replyTo(f, { cacheResult: s.nextPos, rebuild: true, telemetry: [telemetry] }));
+        }
+        return;
+      }
       telemetry.bytesOut = tensorBytes(out);
       this.#counters.bytesOut += telemetry.bytesOut;
       s.ownTelemetry.set(f.stepId, telemetry);
@@ -324,6 +356,10 @@ export class ShardNode {
       return;
     }
     const { start, count } = f.positions!;
+    if (f.rebuild) {
+      s.answer(replyTo(f, { cacheResult: start + count, rebuild: true, telemetry: [telemetry] }));
+      return;
+    }
     const t0 = performance.now();
     const sampled = r.rows === 1
       ? create(SampledSchema, choose(r.data, s.open.sampling, start + count - 1))
@@ -343,6 +379,7 @@ export class ShardNode {
   async #end(s: NodeSession, f: SeamFrame): Promise<void> {
     if (s.ending) return;
     s.ending = true;
+    this.#forgetSent(s);
     this.#sessions.delete(s.id);
     await this.#batcher.release(s.id, f.phase === Phase.CANCEL ? "cancelled" : "released").catch(() => {});
     if (!s.downstream) {
@@ -364,15 +401,30 @@ export class ShardNode {
     const link = s.downstream!;
     try {
       for await (const r of link.replies) {
+        if (r.rebuild) {
+          const w = s.rebuilds.get(r.stepId);
+          s.rebuilds.delete(r.stepId);
+          if (r.status) w?.reject(new SeamError("unavailable", r.status.message));
+          else w?.resolve(r);
+          continue;
+        }
+        if (r.phase === Phase.OPEN && s.open.resume && !r.status) {
+          // the OPEN goes back up once the next shard holds what this one does (rebuilt if it joined)
+          void this.#catchUp(s, r).then(() => {
+            r.hopPositions.push(s.nextPos);
+            s.answer(r);
+          });
+          continue;
+        }
         const own = s.ownTelemetry.get(r.stepId);
         if (own) {
           s.ownTelemetry.delete(r.stepId);
           if (!r.status) r.telemetry.push(own);
         }
         if (r.stepId === 0n && r.status) {
-          // the rest of the route lost the session: so does this shard
+          // the rest of the route lost the session: this shard keeps its part for a repair
           s.reply(r);
-          await this.#drop(s, r.status.message);
+          await this.#park(s, r.status.message);
           return;
         }
         s.answer(r);
@@ -390,25 +442,145 @@ export class ShardNode {
         return;
       }
       s.reply(sessionFailure(s.identity, "unavailable", `next shard ${url}: ${errorText(e)}`));
-      await this.#drop(s, "next shard gone");
+      await this.#park(s, "next shard gone");
     }
+  }
+
+  /**
+   * A repair's OPEN found this session here at an older epoch: `s` takes over its KV, cut
+   * back to the positions the repaired route continues from. False when that cannot be.
+   */
+  async #adopt(old: NodeSession, s: NodeSession, at: number): Promise<boolean> {
+    if (old.closed || old.ending || old.nextPos < at) return false;
+    old.closed = true; // its late results are dropped; its stream answers nothing more
+    old.downstream?.abort("re-routed");
+    for (const w of old.rebuilds.values()) w.reject(new SeamError("cancelled", "re-routed"));
+    try {
+      await this.#batcher.trim(old.id, at);
+    } catch {
+      old.closed = false;
+      return false;
+    }
+    s.nextPos = at;
+    const sent = old.sent?.filter((e) => e.start < at);
+    s.sent = sent && sent.every((e) => e.start + e.rows <= at) ? sent : undefined;
+    s.sentBytes = s.sent
+      ? s.sent.reduce((n, e) => n + e.tensor.data.length + e.tensor.rowScales.length, 0)
+      : 0;
+    this.#historyBytes += s.sentBytes - old.sentBytes;
+    old.sent = undefined;
+    old.sentBytes = 0;
+    return true;
+  }
+
+  /** Keeps what went to the next shard, while the node's history budget lasts. */
+  #keepSent(s: NodeSession, start: number, rows: number, tensor: Tensor): void {
+    if (!s.sent) return;
+    const bytes = tensor.data.length + tensor.rowScales.length;
+    const at = s.sent.length ? s.sent[s.sent.length - 1].start + s.sent[s.sent.length - 1].rows : 0;
+    if (start !== at || this.#historyBytes + bytes > (this.options.historyBytes ?? HISTORY_BYTES)) {
+      this.#forgetSent(s);
+      return;
+    }
+    s.sent.push({ start, rows, tensor });
+    s.sentBytes += bytes;
+    this.#historyBytes += bytes;
+  }
+
+  #forgetSent(s: NodeSession): void {
+    this.#historyBytes -= s.sentBytes;
+    s.sent = undefined;
+    s.sentBytes = 0;
+  }
+
+  /**
+   * After a resuming OPEN: a next shard that joined empty gets this shard's past outputs as
+   * rebuild frames, so it holds the same positions. Other mismatches are left for the driver.
+   */
+  async #catchUp(s: NodeSession, r: SeamFrame): Promise<void> {
+    const last = r.hopPositions.length - 1;
+    if (last < 0 || r.hopPositions[last] !== 0 || s.nextPos === 0 || !s.sent || !s.downstream) return;
+    const hop = s.open.nextHops[0];
+    const nEmbd = this.engine.facts.nEmbd;
+    const chunks = rebuildChunks(s.sent, nEmbd, PREFILL_CHUNK_TOKENS);
+    try {
+      const replies = chunks.map((c, i) =>
+        new Promise<SeamFrame>((resolve, reject) => {
+          const stepId = ++s.rebuildStep;
+          s.rebuilds.set(stepId, { resolve, reject });
+          s.downstream!.send(create(SeamFrameSchema, {
+            schemaVersion: SCHEMA_VERSION,
+            workId: `${s.workId}/rebuild/${stepId}`,
+            sessionId: s.id,
+            routeEpoch: s.epoch,
+            artifactSha256: this.options.artifactSha256,
+            recipeFingerprint: this.engine.recipe,
+            range: hop.range,
+            phase: Phase.PREFILL,
+            positions: { start: c.start, count: c.rows },
+            stepId,
+            cacheExpect: c.start,
+            chunkIndex: i,
+            chunkCount: chunks.length,
+            rebuild: true,
+            tensors: [packTensor("hidden_states", c.data, [c.rows, nEmbd])],
+          }));
+        })
+      );
+      await Promise.all(replies);
+      r.hopPositions[last] = s.nextPos;
+    } catch {
+      // left as it was: the driver sees the next shard empty and re-prefills the whole route
+    }
+  }
+
+  /** A driver frees a session it can no longer reach through its route (parked here). */
+  async #cancelParked(f: SeamFrame, reply: (f: SeamFrame) => void): Promise<undefined> {
+    await verifyTicket(await this.options.routeKey, f.open!.routeTicket, {
+      sessionId: f.sessionId,
+      routeEpoch: f.routeEpoch,
+      artifactSha256: this.options.artifactSha256,
+      range: this.engine.facts.range,
+    });
+    const s = this.#sessions.get(f.sessionId);
+    if (s && s.epoch === f.routeEpoch) await this.#drop(s, "cancelled by its driver");
+    reply(replyTo(f, { cacheResult: 0 }));
+    return undefined;
+  }
+
+  /** The route broke around this session: its KV stays for a repair's OPEN, for a while. */
+  async #park(s: NodeSession, why: string): Promise<void> {
+    if (s.closed || s.ending || s.parkedUntil) return;
+    const parkMs = this.options.parkMs ?? PARK_MS;
+    if (parkMs === 0) return await this.#drop(s, why);
+    s.parkedUntil = Date.now() + parkMs;
+    s.downstream?.abort(why);
+    s.downstream = undefined;
+    for (const w of s.rebuilds.values()) w.reject(new SeamError("unavailable", why));
+    s.rebuilds.clear();
   }
 
   /** Ends a session this node cannot keep: frees its KV and tears down its downstream. */
   async #drop(s: NodeSession, why: string): Promise<void> {
     if (s.closed) return;
     s.closed = true;
+    this.#forgetSent(s);
     if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id);
     if (!s.ending) await this.#batcher.release(s.id, why).catch(() => {});
     s.downstream?.abort(why);
   }
 
   async #expire(): Promise<void> {
+    const now = Date.now();
+    for (const s of [...this.#sessions.values()]) {
+      if (s.parkedUntil && now > s.parkedUntil) await this.#drop(s, "no repair resumed it");
+    }
     const ids = await this.#batcher.expireIdle(this.options.leaseMs);
     for (const id of ids) {
       const s = this.#sessions.get(id);
       if (!s) continue;
       s.ending = true; // the batcher already freed its KV
+      this.#forgetSent(s);
       s.reply(
         sessionFailure(s.identity, "expired", `session ${id} idle past its ${this.options.leaseMs} ms lease`),
       );

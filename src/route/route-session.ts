@@ -60,8 +60,17 @@ export interface StepReply {
   readonly ms: number;
 }
 
+/** A session re-opened on a repaired route: how much was rebuilt. */
+export interface Resumed {
+  readonly session: RouteSession;
+  /** positions the first shard was given again (it joined empty); the others rebuild each other */
+  readonly replayedByDriver: number;
+}
+
 interface FrameFields {
   readonly positions?: { start: number; count: number };
+  readonly cacheExpect?: number;
+  readonly rebuild?: boolean;
   readonly chunkIndex?: number;
   readonly chunkCount?: number;
   readonly tensors?: Tensor[];
@@ -115,6 +124,112 @@ export class RouteSession {
     }
     await s.#accepted(opening);
     return s;
+  }
+
+  /**
+   * Re-opens a session whose route broke, on a repaired route (a new epoch): shards that
+   * still hold it keep its first `held.length` positions, taking back any later ones; a shard
+   * that joined empty is rebuilt by the shard before it, or from `held` when it is the first.
+   * Throws SeamError "resume_failed" (the new route cancelled) when the route cannot go on
+   * from there; the caller then re-prefills the whole route.
+   */
+  static async resume(
+    dial: SeamDialer,
+    hops: readonly RouteHop[],
+    o: SessionOptions,
+    held: Int32Array,
+  ): Promise<Resumed> {
+    if (hops.length === 0 || held.length === 0) throw new SeamError("malformed", "nothing to resume");
+    const s = new RouteSession(dial(hops[0].url), hops, o);
+    void s.#pump();
+    const n = held.length;
+    await s.#accepted(
+      s.#call(s.#frame(Phase.OPEN, {
+        cacheExpect: n,
+        open: create(OpenSchema, {
+          routeTicket: hops[0].ticket,
+          sampling: o.sampling ?? GREEDY,
+          nextHops: hops.slice(1).map((h) =>
+            create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })
+          ),
+          kvCells: o.kvCells,
+          seamCompression: o.compression ?? Compression.NONE,
+          resume: true,
+        }),
+      })).then((r) => s.#resumed(r, n)),
+    );
+    let replayed = 0;
+    if (s.#pos === 0) {
+      // the first shard joined empty: it gets the tokens again and answers itself
+      const chunks = prefillChunks(0, n, o.prefillChunk ?? PREFILL_CHUNK_TOKENS);
+      await Promise.all(chunks.map((c) =>
+        s.#call(
+          s.#frame(Phase.PREFILL, {
+            positions: { start: c.start, count: c.tokens },
+            chunkIndex: c.index,
+            chunkCount: c.count,
+            rebuild: true,
+            tensors: [packTensor("token_ids", held.subarray(c.start, c.start + c.tokens), [c.tokens])],
+          }),
+          c.tokens,
+        )
+      )).catch(async (e) => {
+        await s.cancel();
+        throw e;
+      });
+      replayed = n;
+    }
+    return { session: s, replayedByDriver: replayed };
+  }
+
+  /** A resuming OPEN's answer: every shard past the first must hold n positions. */
+  async #resumed(r: SeamFrame, n: number): Promise<SeamFrame> {
+    const at = [...r.hopPositions].reverse();
+    const ok = at.length === this.hops.length && at.slice(1).every((p) => p === n) &&
+      (at[0] === n || at[0] === 0);
+    if (!ok) {
+      await this.cancel();
+      throw new SeamError(
+        "resume_failed",
+        `the repaired route holds [${at.join(", ")}] positions per hop; it continues from ${n}`,
+      );
+    }
+    this.#pos = at[0];
+    return r;
+  }
+
+  /**
+   * Frees a session parked on a shard of a broken route (the driver cannot reach it through
+   * that route any more), with the hop's ticket for the old epoch.
+   */
+  static async releaseParked(
+    dial: SeamDialer,
+    hop: RouteHop,
+    o: Pick<SessionOptions, "sessionId" | "epoch" | "artifactSha256">,
+    timeoutMs = 2_000,
+  ): Promise<void> {
+    const link = dial(hop.url);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      link.send(create(SeamFrameSchema, {
+        schemaVersion: SCHEMA_VERSION,
+        workId: `${o.sessionId}/release-parked`,
+        sessionId: o.sessionId,
+        routeEpoch: o.epoch,
+        artifactSha256: o.artifactSha256,
+        range: hop.range,
+        phase: Phase.CANCEL,
+        stepId: 1n,
+        open: create(OpenSchema, { routeTicket: hop.ticket }),
+      }));
+      const answered = link.replies[Symbol.asyncIterator]().next();
+      await Promise.race([answered, new Promise((r) => timer = setTimeout(r, timeoutMs))]);
+    } catch {
+      // a hop that cannot be reached frees the session when its parking ends
+    } finally {
+      clearTimeout(timer);
+      link.close();
+    }
   }
 
   /** OPEN's answer: a refusal ends the link and is the error the caller sees. */
@@ -178,13 +293,19 @@ export class RouteSession {
     return this.#reply(await reply, t0);
   }
 
-  /** Prefill, then decode until `stop` says so or `maxNew` tokens came; yields every sampled token. */
+  /**
+   * Prefill, then decode until `stop` says so or `maxNew` tokens came; yields every sampled
+   * token. A resumed session holds all of `prompt` but its last token, which it decodes.
+   */
   async *generate(
     prompt: Int32Array,
     maxNew: number,
     stop: (token: number) => boolean,
   ): AsyncGenerator<StepReply> {
-    let r = await this.prefill(prompt);
+    if (this.#pos > 0 && this.#pos !== prompt.length - 1) {
+      throw new SeamError("bad_position", `the route holds ${this.#pos} of ${prompt.length} tokens`);
+    }
+    let r = this.#pos > 0 ? await this.decode(prompt[this.#pos]) : await this.prefill(prompt);
     yield r;
     for (let i = 1; i < maxNew && !stop(r.token); i++) {
       r = await this.decode(r.token);
@@ -219,6 +340,17 @@ export class RouteSession {
     this.link.close();
   }
 
+  /**
+   * The route lost a node and a repair will resume the session: work in flight fails with
+   * `e`, the stream ends without a cancel, and the nodes still there park the session.
+   */
+  detach(e = new SeamError("unavailable", "the route was left for a repair")): void {
+    if (this.#done) return;
+    this.#fail(e);
+    this.#done = true;
+    this.link.close();
+  }
+
   async #finish(phase: Phase.RELEASE | Phase.CANCEL): Promise<void> {
     if (this.#done) return;
     try {
@@ -241,7 +373,7 @@ export class RouteSession {
       range: this.hops[0].range,
       phase,
       stepId: this.#step,
-      cacheExpect: fields.positions ? this.#pos : 0,
+      cacheExpect: fields.cacheExpect ?? (fields.positions ? this.#pos : 0),
       ...fields,
     });
   }

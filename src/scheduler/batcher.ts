@@ -242,6 +242,31 @@ export class Batcher {
     await this.engine.releaseSequence(s.seq);
   }
 
+  /**
+   * Takes a session back to `pos` positions for a repaired route: its queued steps (the old
+   * route's) are refused, the step in the engine finishes first, then the later positions go.
+   */
+  async trim(sessionId: string, pos: number, now = Date.now()): Promise<void> {
+    const s = this.#sessions.get(sessionId);
+    if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
+    for (const p of s.queue.splice(0)) {
+      p.reject(new SeamError("cancelled", `session ${sessionId} was re-routed`));
+    }
+    while (s.inEngine > 0 && !s.closed) await new Promise((r) => setTimeout(r, 2));
+    if (s.closed) throw new SeamError("unknown_session", `session ${sessionId} ended while re-routed`);
+    await this.engine.trimSequence(s.seq, pos);
+    this.#held -= s.cells - pos;
+    s.cells = pos;
+    s.lastUsed = now;
+  }
+
+  /** Positions the session holds in the engine. */
+  position(sessionId: string): number {
+    const s = this.#sessions.get(sessionId);
+    if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
+    return this.engine.nextPosition(s.seq);
+  }
+
   /** Releases sessions idle for longer than leaseMs; returns their ids. */
   async expireIdle(leaseMs: number, now = Date.now()): Promise<string[]> {
     const idle = [...this.#sessions].filter(([, s]) =>

@@ -19,6 +19,7 @@ export type SeamErrorCode =
   | "kv_full"
   | "context_full" // the session's KV cells are used up (its own cap, or the shared pool ran short): it ends with length
   | "overloaded" // queue bound reached
+  | "resume_failed" // a repaired route could not continue the session where it stood
   | "cancelled"; // the session was released or cancelled before the step ran
 
 export class SeamError extends Error {

@@ -13,6 +13,8 @@ export interface Candidate {
   readonly kvCells: number;
   /** the most cells one session may hold there */
   readonly sessionCells: number;
+  /** holds the session already (a repair): keeping it saves rebuilding its range */
+  readonly kept?: boolean;
 }
 
 /** One extra hop costs as much as this many ms a token (transport, encode, decode). */
@@ -20,8 +22,9 @@ const HOP_MS = 3;
 /** Assumed time a token for a node that has not measured itself. */
 const UNKNOWN_MS = 50;
 
-/** Expected ms a token through this node at its load. */
+/** Expected ms a token through this node at its load; a node kept by a repair costs nothing. */
 function cost(c: Candidate): number {
+  if (c.kept) return 0;
   const ms = c.tokensPerS > 0 ? 1000 / c.tokensPerS : UNKNOWN_MS;
   return (ms + HOP_MS) * (1 + c.load);
 }
@@ -35,7 +38,8 @@ export function bestRoute(cands: readonly Candidate[], nLayer: number): Candidat
     const here = best[l];
     if (!here) continue;
     for (const c of cands) {
-      if (c.range.start !== l || c.range.end > nLayer || c.load >= 1) continue;
+      // a kept node's load already counts this session
+      if (c.range.start !== l || c.range.end > nLayer || (c.load >= 1 && !c.kept)) continue;
       const total = here.cost + cost(c);
       const there = best[c.range.end];
       if (

@@ -199,7 +199,9 @@ export class TrackerCore {
     }
     if (!req.sessionId) throw new TrackerError("invalid_argument", "a route is asked for one session");
     const now = this.#now();
-    const chosen = chooseRoutes(this.#candidates(req.avoidNodes, now), this.#o.model.nLayer, req.count);
+    const cands = this.#candidates(req.avoidNodes, now)
+      .map((c) => req.keepNodes.includes(c.node) ? { ...c, kept: true } : c);
+    const chosen = chooseRoutes(cands, this.#o.model.nLayer, req.count);
     const picked = chosen.map((rt) => {
       for (const c of rt) {
         this.#registry.assigned(c.node);

@@ -174,6 +174,10 @@ export class FakeEngine implements RangeEngine {
     });
   }
 
+  trimSequence(seq: SeqId, pos: number): Promise<void> {
+    return this.#queue.run(() => this.#seqs.trim(seq, pos));
+  }
+
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {
     return this.#queue.run(async () => {
       const call: FakeCall = {

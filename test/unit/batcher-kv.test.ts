@@ -38,6 +38,10 @@ function fakeEngine(): RangeEngine & { released: number[] } {
       released.push(s);
       return Promise.resolve();
     },
+    trimSequence: (s: SeqId, pos: number) => {
+      next.set(s, pos);
+      return Promise.resolve();
+    },
     decode: (b: DecodeBatch) => {
       for (const s of b.seq) next.set(s, (next.get(s) ?? 0) + 1);
       const rows = b.outputs?.reduce((n, o) => n + o, 0) ?? 0;

@@ -77,6 +77,7 @@ async function servedTail(tail: RelayPeer) {
     },
     limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256 },
     leaseMs: 60_000,
+    parkMs: 0,
   });
   created.push(node);
   tail.listen(node.serve);

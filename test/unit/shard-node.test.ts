@@ -37,7 +37,7 @@ interface Route {
 /** Nodes at http://n0, http://n1, … holding consecutive ranges of a 4-layer model. */
 async function route(
   ranges: Array<[number, number]>,
-  o: { limits?: Partial<BatcherLimits>; leaseMs?: number; engine?: FakeEngineOptions } = {},
+  o: { limits?: Partial<BatcherLimits>; leaseMs?: number; parkMs?: number; engine?: FakeEngineOptions } = {},
 ): Promise<Route> {
   const seams = new MemorySeams();
   const { publicKey } = await routeKey();
@@ -50,6 +50,8 @@ async function route(
       dial: seams.dial,
       limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256, ...o.limits },
       leaseMs: o.leaseMs ?? 60_000,
+      // most tests here: a broken route frees at once (parking for repairs: its own tests)
+      parkMs: o.parkMs ?? 0,
     });
     seams.listen(`http://n${i}`, n.serve);
     created.push(n);

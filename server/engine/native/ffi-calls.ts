@@ -89,4 +89,8 @@ export class FfiCalls implements StrataCalls<Handle> {
   seqRelease(ctx: Handle, seq: number): number {
     return this.lib.strata_seq_release(ctx, seq);
   }
+
+  seqTrim(ctx: Handle, seq: number, pos: number): number {
+    return this.lib.strata_seq_trim(ctx, seq, pos);
+  }
 }

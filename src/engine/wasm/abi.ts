@@ -20,6 +20,7 @@ export const SIGNATURES = {
   strata_output_dim: "p",
   strata_outputs: "ppl",
   strata_seq_release: "pi",
+  strata_seq_trim: "pii",
   strata_ctx_stats: "ppi",
 } as const satisfies Record<string, string>;
 

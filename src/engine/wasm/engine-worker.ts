@@ -53,6 +53,8 @@ export function serveEngineWorker(scope: EnginePort): void {
       }
       case "release":
         return [await need().releaseSequence(q.seq as SeqId), []];
+      case "trim":
+        return [await need().trimSequence(q.seq as SeqId, q.pos), []];
       case "memory":
         return [await need().memory(), []];
       case "close":

@@ -93,6 +93,10 @@ export class WasmCalls implements StrataCalls<number> {
     return this.abi.now("strata_seq_release", ctx, seq);
   }
 
+  seqTrim(ctx: number, seq: number, pos: number): number {
+    return this.abi.now("strata_seq_trim", ctx, seq, pos);
+  }
+
   /** fn with `bytes` of heap, freed after (after the Promise, when fn returns one) */
   #scratch<T>(bytes: number, fn: (p: number) => T): T {
     const p = this.abi.now("malloc", bytes);

@@ -60,6 +60,10 @@ export class WorkerEngine extends QueuedEngine {
     await this.link.request({ op: "release", seq });
   }
 
+  protected async trimCells(seq: SeqId, pos: number): Promise<void> {
+    await this.link.request({ op: "trim", seq, pos });
+  }
+
   protected async kvCells(): Promise<KvCells> {
     return await this.link.request({ op: "memory" }) as EngineMemory;
   }

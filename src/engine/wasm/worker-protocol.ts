@@ -20,6 +20,7 @@ export type WorkerRequest =
   | { id: number; op: "open"; seq: number }
   | { id: number; op: "decode"; batch: DecodeBatch }
   | { id: number; op: "release"; seq: number }
+  | { id: number; op: "trim"; seq: number; pos: number }
   | { id: number; op: "memory" }
   | { id: number; op: "close" };
 

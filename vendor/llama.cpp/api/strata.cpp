@@ -722,6 +722,18 @@ int32_t strata_seq_release(strata_ctx * ctx, int32_t seq) {
     });
 }
 
+int32_t strata_seq_trim(strata_ctx * ctx, int32_t seq, int32_t pos) {
+    if (!ctx) return STRATA_ERR_INPUT;
+    if (seq < 0 || seq >= ctx->n_seq_max) return fail(ctx->err, STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));
+    if (pos < 0) return fail(ctx->err, STRATA_ERR_INPUT, "trim to a negative position");
+    return guarded(ctx->err, STRATA_ERR_ENGINE, [&] {
+        if (!llama_memory_seq_rm(llama_get_memory(ctx->c), seq, pos, -1)) {
+            return fail(ctx->err, STRATA_ERR_ENGINE, "this KV cache cannot forget part of a sequence");
+        }
+        return 0;
+    });
+}
+
 int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq) {
     if (!ctx) return STRATA_ERR_INPUT;
     if (seq < 0 || seq >= ctx->n_seq_max) return fail(ctx->err, STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));

@@ -1,0 +1,216 @@
+// A route that loses one node resumes on a repaired route: the nodes still there keep their
+// KV (parked), the node that joins is rebuilt from what the shard before it sent on (or from
+// the tokens when it is the first), and the tokens go on exactly as without the loss.
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { ShardNode } from "../../src/node/shard-node.ts";
+import { RouteSession, type SessionOptions } from "../../src/route/route-session.ts";
+import { expectedToken, FakeEngine } from "../fakes/fake-engine.ts";
+import { MemorySeams } from "../fakes/memory-seams.ts";
+import { ARTIFACT, routeKey, signedHops } from "../fakes/route-keys.ts";
+
+vi.setConfig({ testTimeout: 5_000 });
+
+const RANGES = { a: { start: 0, end: 1 }, b: { start: 1, end: 3 }, c: { start: 3, end: 4 } } as const;
+type Part = keyof typeof RANGES;
+
+const created: ShardNode[] = [];
+afterEach(async () => {
+  for (const n of created.splice(0)) await n.close();
+});
+
+/** Nodes http://a0, http://b0, http://c0 (the route) and a spare of each range (a1, b1, c1). */
+async function network(parkMs = 5_000) {
+  const seams = new MemorySeams();
+  const { publicKey } = await routeKey();
+  const nodes = new Map<string, { node: ShardNode; engine: FakeEngine }>();
+  for (const part of ["a", "b", "c"] as Part[]) {
+    for (const i of [0, 1]) {
+      const engine = new FakeEngine({ range: RANGES[part] });
+      const node = new ShardNode(engine, {
+        nodeId: `${part}${i}`,
+        artifactSha256: ARTIFACT,
+        routeKey: publicKey,
+        dial: seams.dial,
+        limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256 },
+        leaseMs: 60_000,
+        parkMs,
+      });
+      created.push(node);
+      seams.listen(`http://${part}${i}`, node.serve);
+      nodes.set(`${part}${i}`, { node, engine });
+    }
+  }
+  const hops = (names: string[], epoch: bigint) =>
+    signedHops(names.map((n) => ({ url: `http://${n}`, range: RANGES[n[0] as Part] })), "s", epoch);
+  return { seams, nodes, hops };
+}
+
+const options = (epoch: bigint): SessionOptions => ({
+  sessionId: "s",
+  epoch,
+  artifactSha256: ARTIFACT,
+  kvCells: 64,
+});
+
+/** The fake model's greedy tokens after a prompt. */
+function predicted(prompt: number[], n: number): number[] {
+  const out: number[] = [];
+  let t = prompt[prompt.length - 1], pos = prompt.length - 1;
+  for (let i = 0; i < n; i++) out.push(t = expectedToken(t, pos++));
+  return out;
+}
+
+/** Positions each engine was asked to compute, in order. */
+const computed = (e: FakeEngine) => e.calls.flatMap((c) => c.pos);
+
+const PROMPT = [1, 2, 3];
+
+/** A session that prefilled the prompt and decoded until it has `n` tokens (the last not yet fed). */
+async function started(net: Awaited<ReturnType<typeof network>>, names: string[], n: number) {
+  const s = await RouteSession.open(net.seams.dial, await net.hops(names, 1n), options(1n));
+  const out: number[] = [];
+  let r = await s.prefill(Int32Array.from(PROMPT));
+  out.push(r.token);
+  while (out.length < n) {
+    r = await s.decode(r.token);
+    out.push(r.token);
+  }
+  return { s, out };
+}
+
+/** Breaks every seam into `name` (its upstream) and every seam it opened (its downstream). */
+function kill(net: Awaited<ReturnType<typeof network>>, name: string, range: { start: number; end: number }) {
+  for (const l of net.seams.links) {
+    const into = l.url === `http://${name}`;
+    // a node's downstream links carry frames for the range right after its own
+    const outOf = !into && l.sent[0]?.open !== undefined && l.sent[0].range?.start === range.end;
+    if (into || outOf) l.vanish(`${name} is gone`);
+  }
+}
+
+describe("route repair: resuming on a repaired route", () => {
+  it("a middle node lost: the others keep their KV, the spare is rebuilt from the first node's outputs", async () => {
+    const net = await network();
+    const { s, out } = await started(net, ["a0", "b0", "c0"], 5);
+    expect(out).toEqual(predicted(PROMPT, 5));
+    const a = net.nodes.get("a0")!.engine, c = net.nodes.get("c0")!.engine;
+    const [aBefore, cBefore] = [a.calls.length, c.calls.length];
+    kill(net, "b0", RANGES.b);
+    await expect(s.decode(out[4])).rejects.toMatchObject({ code: "unavailable" });
+    s.detach();
+    await vi.waitFor(() => expect(net.nodes.get("c0")!.node.sessionIds()).toEqual(["s"]));
+
+    const held = Int32Array.from([...PROMPT, ...out.slice(0, 4)]); // 7 positions; out[4] not fed yet
+    const { session, replayedByDriver } = await RouteSession.resume(
+      net.seams.dial,
+      await net.hops(["a0", "b1", "c0"], 2n),
+      options(2n),
+      held,
+    );
+    expect(replayedByDriver).toBe(0);
+    // the spare computed the 7 positions; nobody else computed anything again
+    expect(computed(net.nodes.get("b1")!.engine)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    expect([a.calls.length - aBefore, c.calls.length - cBefore]).toEqual([0, 0]);
+    const more: number[] = [];
+    for await (const r of session.generate(Int32Array.from([...PROMPT, ...out]), 3, () => false)) {
+      more.push(r.token);
+    }
+    expect([...out, ...more]).toEqual(predicted(PROMPT, 8));
+    await session.release();
+    for (const n of ["a0", "b1", "c0"]) {
+      expect([n, net.nodes.get(n)!.engine.cellsUsed, net.nodes.get(n)!.node.sessionIds()]).toEqual([
+        n,
+        0,
+        [],
+      ]);
+    }
+  });
+
+  it("the first node lost: the driver gives the spare the tokens again", async () => {
+    const net = await network();
+    const { s, out } = await started(net, ["a0", "b0", "c0"], 4);
+    kill(net, "a0", RANGES.a);
+    await expect(s.decode(out[3])).rejects.toMatchObject({ code: "unavailable" });
+    s.detach();
+    await vi.waitFor(() => expect(net.nodes.get("b0")!.node.sessionIds()).toEqual(["s"]));
+    const held = Int32Array.from([...PROMPT, ...out.slice(0, 3)]);
+    const { session, replayedByDriver } = await RouteSession.resume(
+      net.seams.dial,
+      await net.hops(["a1", "b0", "c0"], 2n),
+      options(2n),
+      held,
+    );
+    expect(replayedByDriver).toBe(6);
+    const more: number[] = [];
+    for await (const r of session.generate(Int32Array.from([...PROMPT, ...out]), 2, () => false)) {
+      more.push(r.token);
+    }
+    expect([...out, ...more]).toEqual(predicted(PROMPT, 6));
+    await session.cancel();
+  });
+
+  it("a step some hops ran before the loss is taken back (the KV trimmed), then run again", async () => {
+    const net = await network();
+    const { s, out } = await started(net, ["a0", "b0", "c0"], 3);
+    const c = net.nodes.get("c0")!.engine;
+    c.pause();
+    const inFlight = s.decode(out[2]).catch((e) => e);
+    await c.called(c.calls.length + 1); // a0 and b0 ran position 5; c0 holds it
+    kill(net, "c0", RANGES.c);
+    c.resume(); // what the lost node computes goes nowhere
+    expect(await inFlight).toMatchObject({ code: "unavailable" });
+    s.detach();
+    await vi.waitFor(() => expect(net.nodes.get("b0")!.node.sessionIds()).toEqual(["s"]));
+    const held = Int32Array.from([...PROMPT, ...out.slice(0, 2)]); // 5 positions
+    const { session } = await RouteSession.resume(
+      net.seams.dial,
+      await net.hops(["a0", "b0", "c1"], 2n),
+      options(2n),
+      held,
+    );
+    expect(computed(net.nodes.get("c1")!.engine)).toEqual([0, 1, 2, 3, 4]);
+    const more: number[] = [];
+    for await (const r of session.generate(Int32Array.from([...PROMPT, ...out]), 2, () => false)) {
+      more.push(r.token);
+    }
+    expect([...out, ...more]).toEqual(predicted(PROMPT, 5));
+    // a0 and b0 ran position 5 twice: before the loss, and again after the trim
+    expect(computed(net.nodes.get("a0")!.engine).filter((p) => p === 5)).toHaveLength(2);
+    await session.release();
+    expect(net.nodes.get("b0")!.engine.cellsUsed).toBe(0);
+  });
+
+  it("parking ends: a resume finds nothing kept and says so (the caller re-prefills the whole route)", async () => {
+    const net = await network(100);
+    const { s, out } = await started(net, ["a0", "b0", "c0"], 3);
+    kill(net, "b0", RANGES.b);
+    await expect(s.decode(out[2])).rejects.toMatchObject({ code: "unavailable" });
+    s.detach();
+    await vi.waitFor(() => expect(net.nodes.get("c0")!.node.sessionIds()).toEqual([]), { timeout: 2_000 });
+    expect(net.nodes.get("a0")!.engine.cellsUsed).toBe(0);
+    await expect(
+      RouteSession.resume(
+        net.seams.dial,
+        await net.hops(["a0", "b1", "c0"], 2n),
+        options(2n),
+        Int32Array.from([...PROMPT, ...out.slice(0, 2)]),
+      ),
+    ).rejects.toMatchObject({ code: "resume_failed" });
+    for (const n of ["a0", "b1", "c0"]) expect(net.nodes.get(n)!.node.sessionIds()).toEqual([]);
+  });
+
+  it("a driver frees a parked session with the old epoch's ticket", async () => {
+    const net = await network();
+    const { s, out } = await started(net, ["a0", "b0", "c0"], 2);
+    kill(net, "b0", RANGES.b);
+    await expect(s.decode(out[1])).rejects.toMatchObject({ code: "unavailable" });
+    s.detach();
+    await vi.waitFor(() => expect(net.nodes.get("c0")!.node.sessionIds()).toEqual(["s"]));
+    const old = await net.hops(["a0", "b0", "c0"], 1n);
+    await RouteSession.releaseParked(net.seams.dial, old[2], options(1n));
+    await RouteSession.releaseParked(net.seams.dial, old[0], options(1n));
+    for (const n of ["a0", "c0"]) {
+      expect([net.nodes.get(n)!.node.sessionIds(), net.nodes.get(n)!.engine.cellsUsed]).toEqual([[], 0]);
+    }
+  });
+});
