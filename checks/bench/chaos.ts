@@ -343,9 +343,14 @@ function summarize(
     replayed_positions_mean: repairs.length
       ? repairs.reduce((n, r) => n + r.replayed_positions, 0) / repairs.length
       : 0,
-    // every repair prefills the whole new route again; rebuilding only the lost hop is not built
-    recover_ms_whole_route_p50: percentile(repairs.map((r: RepairRecord) => r.ms), 0.5),
-    recover_ms_lost_hop_p50: null,
+    // failure → first token of the new route, by how the repair rebuilt the session
+    recover_ms_whole_route_p50: percentile(
+      repairs.filter((r) => r.kind === "whole_route").map((r) => r.ms),
+      0.5,
+    ),
+    recover_ms_lost_hop_p50: percentile(repairs.filter((r) => r.kind === "lost_hop").map((r) => r.ms), 0.5),
+    repairs_lost_hop: repairs.filter((r) => r.kind === "lost_hop").length,
+    repairs_whole_route: repairs.filter((r: RepairRecord) => r.kind === "whole_route").length,
     kills: kills.map(({ at: _, ...k }) => k),
     chats: chaos.map((c, i) => ({
       same: same[i],
@@ -355,6 +360,8 @@ function summarize(
       repairs: c.repairs.map((r) => ({
         nodes: r.nodes,
         ms: Math.round(r.ms),
+        kind: r.kind,
+        hops_rebuilt: r.hops_rebuilt,
         replayed: r.replayed_positions,
       })),
     })),

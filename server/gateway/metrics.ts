@@ -36,7 +36,10 @@ export class Metrics {
     }
     for (const r of g.repairs) {
       for (const node of r.nodes.length ? r.nodes : ["unknown"]) {
-        this.add("strata_repairs_total", "routes repaired, by the node blamed", { node });
+        this.add("strata_repairs_total", "routes repaired, by the node blamed and how", {
+          node,
+          kind: r.kind,
+        });
       }
       this.add(
         "strata_repair_seconds_sum",

@@ -16,6 +16,9 @@ function expectRepaired(r: any, kills: number) {
   expect(r.repairs, detail).toBeGreaterThanOrEqual(kills);
   expect(r.recover_ms_p50, detail).toBeGreaterThan(0);
   expect(r.replayed_positions_mean, detail).toBeGreaterThan(0);
+  // the nodes still there kept the session: repairs rebuilt only the lost hop (a repair
+  // before the first token, or one the parking outlasted, re-prefills the whole route)
+  expect(r.repairs_lost_hop, detail).toBeGreaterThan(0);
   // every node still up ends with no sessions and (where it can be asked directly) no KV
   expect(r.sessions_left, detail).toEqual([]);
   for (const n of r.kv_cells_used) expect(n.kvCellsUsed, detail).toBe(0);

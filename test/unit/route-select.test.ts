@@ -24,6 +24,16 @@ describe("route selection", () => {
     expect(disjointRoutes([cand("a", 0, 10), cand("b", 12, 30)], 30, 1)).toEqual([]);
   });
 
+  it("a repair keeps the nodes that still hold the session, even slower or full ones", () => {
+    // b0 is slow and full, but holds the session's KV for 10:30: only the lost 0:10 is replaced
+    const cs = [cand("a1", 0, 10), cand("b0", 10, 30, 1, 5), { ...cand("b0", 10, 30, 1, 5), kept: true }];
+    expect(disjointRoutes(cs.slice(0, 2), 30, 1)).toEqual([]);
+    expect(disjointRoutes([cs[0], cs[2], cand("b1", 10, 30)], 30, 1)[0].map((c) => c.node)).toEqual([
+      "a1",
+      "b0",
+    ]);
+  });
+
   it("checks a static route's coverage", () => {
     expect(() =>
       checkCoverage(
