@@ -74,6 +74,9 @@ export async function runChaos(o: ChaosOptions) {
       "0",
       "--lease-ms",
       "3000",
+      // a session slot on every layer stays free of new chats, for the repairs
+      "--repair-reserve",
+      "1",
       ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
     ],
     { STRATA_NODE_TOKEN: nodeToken, STRATA_RELAY_SECRET: relaySecret },

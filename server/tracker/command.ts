@@ -43,6 +43,12 @@ export function trackerCommand(): Command {
       )
         .choices(["none", "q8", "auto"]).default("none"),
     )
+    .option(
+      "--repair-reserve <slots>",
+      "session slots on every layer that new sessions leave free, for routes repairing a lost node",
+      num("repair-reserve"),
+      0,
+    )
     .action(async (o) => {
       const token = o.token ?? Deno.env.get("STRATA_NODE_TOKEN");
       if (!token) throw new InvalidArgumentError("give --token or set STRATA_NODE_TOKEN");
@@ -60,6 +66,7 @@ export function trackerCommand(): Command {
         port,
         relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
         seamCompression: o.seamCompression,
+        repairReserve: o.repairReserve,
       });
       console.log(JSON.stringify({ event: "ready", url: t.url, pid: Deno.pid }));
       await untilSignal();

@@ -39,6 +39,8 @@ export interface TrackerOptions {
   readonly spotCheckMs?: number;
   /** how routes' seams carry hidden states (default none: f32); auto: q8 where a hop goes through the relay */
   readonly seamCompression?: SeamCompressionPolicy;
+  /** session slots on every layer that new sessions leave free for repairs (default 0) */
+  readonly repairReserve?: number;
 }
 
 function logEvent(e: TrackerEvent): void {
@@ -81,6 +83,7 @@ export async function startTracker(o: TrackerOptions) {
     // the tracker's own URL poses as the next shard; known once it listens
     spot: (target, key) => spotCheck(dialer.dial, key, reference, { url: server.url, sink }, target),
     seamCompression: o.seamCompression,
+    repairReserve: o.repairReserve,
     onEvent: logEvent,
   });
   const server = await listenConnect(

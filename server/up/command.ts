@@ -38,6 +38,16 @@ export function upCommand(): Command {
     )
     .option("--kv-cells <n>", "KV cells per node (the node's default: 8192)", int("kv-cells"))
     .option(
+      "--repair-reserve <slots>",
+      "session slots on every layer that new sessions leave free for repairs (default 0)",
+      int("repair-reserve"),
+    )
+    .option(
+      "--repair-deadline-ms <n>",
+      "how long a repair waits for a route to take over from one that lost a node",
+      int("repair-deadline-ms"),
+    )
+    .option(
       "--no-batch-invariant",
       "nodes share one KV pool and run the fastest kernels: faster prefill, but a greedy answer may change with load",
     )
@@ -132,6 +142,8 @@ export function upCommand(): Command {
         leaseMs: o.leaseMs,
         maxSessions: o.maxSessions,
         kvCells: o.kvCells,
+        repairReserve: o.repairReserve,
+        repairDeadlineMs: o.repairDeadlineMs,
         batchInvariant: o.batchInvariant !== false,
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
         dbPath: `${dir}/tracker.db`,

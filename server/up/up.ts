@@ -34,6 +34,8 @@ export interface UpOptions {
   readonly admission?: { readonly maxWaiting: number; readonly timeoutMs: number };
   /** how long the gateway waits for a route to take over from one that lost a node */
   readonly repairDeadlineMs?: number;
+  /** session slots on every layer the tracker keeps free of new sessions, for repairs */
+  readonly repairReserve?: number;
   readonly dbPath: string;
   /** nodes' registration token at the tracker (a fresh one when absent) */
   readonly nodeToken?: string;
@@ -125,6 +127,7 @@ export async function up(o: UpOptions): Promise<Network> {
       relayUrl,
       "--relay-token",
       await peerToken(relaySecret, "tracker"),
+      ...(o.repairReserve ? ["--repair-reserve", String(o.repairReserve)] : []),
     ];
     const tracker = await ServiceProcess.start("tracker", await trackerArgs("127.0.0.1:0"));
     started.push(tracker);

@@ -3,8 +3,8 @@
 import { TrackerError } from "./errors.ts";
 import { type Candidate, disjointRoutes, noRouteReason } from "./select.ts";
 
-/** A route's load is its fullest node's. */
-const routeLoad = (rt: readonly Candidate[]) => Math.max(...rt.map((c) => c.load));
+/** A route's load is its fullest node's (a node a repair keeps already counts the session). */
+const routeLoad = (rt: readonly Candidate[]) => Math.max(...rt.map((c) => c.kept ? 0 : c.load));
 
 /** Up to `count` (at least one) routes; a TrackerError when none is free. */
 export function chooseRoutes(cands: readonly Candidate[], nLayer: number, count: number): Candidate[][] {

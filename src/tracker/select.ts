@@ -15,6 +15,8 @@ export interface Candidate {
   readonly sessionCells: number;
   /** holds the session already (a repair): keeping it saves rebuilding its range */
   readonly kept?: boolean;
+  /** sessions it could still take (the repair reserve counts them) */
+  readonly freeSlots?: number;
 }
 
 /** One extra hop costs as much as this many ms a token (transport, encode, decode). */

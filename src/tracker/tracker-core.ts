@@ -41,6 +41,7 @@ import { routeCompression, type SeamCompressionPolicy } from "./route-compressio
 import { chooseRoutes } from "./route-choice.ts";
 import { loadRouteKey, type TrackerRouteKey } from "./route-key.ts";
 import type { Candidate } from "./select.ts";
+import { reserved } from "./repair-reserve.ts";
 import type { NodeRecord, TrackerStorage } from "./storage.ts";
 
 /** Milliseconds since the epoch; injected so tests can move time. */
@@ -73,6 +74,8 @@ export interface TrackerCoreOptions {
   readonly spot?: (target: ProbeTarget, routeKey: CryptoKey) => Promise<ProbeVerdict | undefined>;
   /** default none (f32) */
   readonly seamCompression?: SeamCompressionPolicy;
+  /** session slots on every layer that new sessions leave free for repairs (default 0) */
+  readonly repairReserve?: number;
   /** default Date.now */
   readonly clock?: Clock;
   readonly onEvent?: (e: TrackerEvent) => void;
@@ -201,7 +204,14 @@ export class TrackerCore {
     const now = this.#now();
     const cands = this.#candidates(req.avoidNodes, now)
       .map((c) => req.keepNodes.includes(c.node) ? { ...c, kept: true } : c);
-    const chosen = chooseRoutes(cands, this.#o.model.nLayer, req.count);
+    // a repair (or a retry on other nodes) may take the slots new sessions leave free
+    const repair = req.avoidNodes.length > 0 || req.keepNodes.length > 0;
+    const nLayer = this.#o.model.nLayer;
+    const chosen = chooseRoutes(
+      repair ? cands : reserved(cands, nLayer, this.#o.repairReserve ?? 0),
+      nLayer,
+      req.count,
+    );
     const picked = chosen.map((rt) => {
       for (const c of rt) {
         this.#registry.assigned(c.node);
@@ -285,6 +295,7 @@ export class TrackerCore {
         tokensPerS: r.tokensPerS,
         kvCells: r.kvCells,
         sessionCells: r.sessionCells,
+        freeSlots: Math.max(0, r.maxSessions - this.#loads.load(r.node, now)),
       });
     }
     return cands;

@@ -297,6 +297,36 @@ describe("tracker core: leases and routes", () => {
     expect((await core.route(ask("s4"))).routes).toHaveLength(1);
   });
 
+  it("keeps a reserve of slots for repairs; a repair keeps the nodes that still hold its session", async () => {
+    const { core } = await tracker({ repairReserve: 1 });
+    await admitted(core, [["a0", 0, 3, 1], ["b0", 0, 3, 1], ["a1", 3, 6, 1], ["b1", 3, 6, 1], [
+      "c1",
+      3,
+      6,
+      1,
+    ]]);
+    // layers 0:3 have two slots: one new session takes one, the other is kept for repairs
+    const s1 = (await core.route(ask("s1"))).routes[0].hops.map((h) => h.node);
+    expect(await refusal(() => core.route(ask("s2")))).toBe("resource_exhausted: all routes are busy");
+    // s1 loses its node for 3:6: the repair keeps its first node (full, but it holds s1) and
+    // replaces only the lost one
+    const repaired = await core.route(
+      create(RouteRequestSchema, {
+        artifactSha256: hexToBytes(ARTIFACT),
+        sessionId: "s1",
+        count: 1,
+        avoidNodes: [s1[1]],
+        keepNodes: [s1[0]],
+      }),
+    );
+    const hops = repaired.routes[0].hops.map((h) => h.node);
+    expect(hops[0]).toBe(s1[0]);
+    expect(hops[1]).not.toBe(s1[1]);
+    // a repair of another session takes the reserve a new session could not
+    const other = (await core.route(ask("s3", 1, [s1[1]]))).routes[0].hops.map((h) => h.node);
+    expect(other[0]).toBe(s1[0] === "a0" ? "b0" : "a0");
+  });
+
   it("counts sessions from claims and heartbeats once each, and routes assigned", async () => {
     const { core } = await tracker();
     await admitted(core, [["a", 0, 6]]);
