@@ -354,6 +354,7 @@ function summarize(
     recover_ms_lost_hop_p50: percentile(repairs.filter((r) => r.kind === "lost_hop").map((r) => r.ms), 0.5),
     repairs_lost_hop: repairs.filter((r) => r.kind === "lost_hop").length,
     repairs_whole_route: repairs.filter((r: RepairRecord) => r.kind === "whole_route").length,
+    whole_route_why: repairs.flatMap((r) => r.whole_route_why ?? []),
     kills: kills.map(({ at: _, ...k }) => k),
     chats: chaos.map((c, i) => ({
       same: same[i],
@@ -364,6 +365,7 @@ function summarize(
         nodes: r.nodes,
         ms: Math.round(r.ms),
         kind: r.kind,
+        whole_route_why: r.whole_route_why,
         hops_rebuilt: r.hops_rebuilt,
         replayed: r.replayed_positions,
       })),

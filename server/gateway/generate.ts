@@ -159,6 +159,7 @@ export async function generate(
               why: broken.why,
               ms: performance.now() - broken.at,
               kind: on.resumed ? "lost_hop" : "whole_route",
+              ...(on.resumed ? {} : { whole_route_why: on.notResumed ?? "no token had been sent" }),
               hops_rebuilt: rebuilt,
               replayed_positions: rebuilt ? (on.resumed ? prefix.length - 1 : prefix.length) : 0,
               route: route.route.name,
@@ -332,6 +333,8 @@ interface OnRoute {
   readonly session: RouteSession;
   /** a repair that resumed: the nodes still there kept the session */
   readonly resumed: boolean;
+  /** a repair that tried to resume and could not: why */
+  readonly notResumed?: string;
   /** the route failed: work in flight ends, the nodes still there free the session */
   abandon(e: unknown): void;
   /** the route failed and a repair resumes it: the nodes still there keep the session */
@@ -360,11 +363,13 @@ async function onRoute(
     compression: route.seamCompression,
   };
   let session: RouteSession | undefined;
+  let notResumed: string | undefined;
   if (held?.length) {
     session = await RouteSession.resume(ctx.dialer.dial, hops, options, held).then((r) => r.session, (e) => {
       // a route that cannot go on from there re-prefills the whole prefix instead
       if (e instanceof SeamError && e.code === "resume_failed") {
         log.info("repair re-prefills the whole route", { session: sessionId, why: e.message });
+        notResumed = e.message;
         return undefined;
       }
       throw e;
@@ -397,6 +402,7 @@ async function onRoute(
   return {
     session,
     resumed,
+    notResumed,
     abandon: (e) => {
       session.abandon(e instanceof SeamError ? e : new SeamError("unavailable", String(e)));
       close();

@@ -31,6 +31,8 @@ export interface RepairRecord {
    * rebuilt; "whole_route": the new route prefilled everything again
    */
   readonly kind: "lost_hop" | "whole_route";
+  /** why a whole route was prefilled again: no token yet, or what stopped the resume */
+  readonly whole_route_why?: string;
   /** hops of the new route that computed the session's positions again */
   readonly hops_rebuilt: number;
   /** positions computed again on each rebuilt hop: prompt and tokens so far */

@@ -6,10 +6,13 @@ import { type Candidate, disjointRoutes, noRouteReason } from "./select.ts";
 /** A route's load is its fullest node's (a node a repair keeps already counts the session). */
 const routeLoad = (rt: readonly Candidate[]) => Math.max(...rt.map((c) => c.kept ? 0 : c.load));
 
+const keptNodes = (rt: readonly Candidate[]) => rt.filter((c) => c.kept).length;
+
 /** Up to `count` (at least one) routes; a TrackerError when none is free. */
 export function chooseRoutes(cands: readonly Candidate[], nLayer: number, count: number): Candidate[][] {
   const all = disjointRoutes(cands, nLayer, cands.length);
-  all.sort((a, b) => routeLoad(a) - routeLoad(b));
+  // a repair's route keeps as many of the nodes that hold its session as it can
+  all.sort((a, b) => keptNodes(b) - keptNodes(a) || routeLoad(a) - routeLoad(b));
   const chosen = all.slice(0, Math.max(1, count));
   if (chosen.length > 0) return chosen;
   // full is not absent: a gateway waits for a full route, and fails on no route

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { checkCoverage } from "../../src/route/plan.ts";
 import { type Candidate, disjointRoutes } from "../../src/tracker/select.ts";
+import { chooseRoutes } from "../../src/tracker/route-choice.ts";
 
 const cand = (node: string, start: number, end: number, load = 0, tokensPerS = 100): Candidate => ({
   node,
@@ -32,6 +33,11 @@ describe("route selection", () => {
       "a1",
       "b0",
     ]);
+    // and it comes first beside a less loaded route: the fast but busy a1 joins the kept b0
+    // (the cheapest route), while the slower a2 and b2 are idle
+    const kept = [cand("a1", 0, 10, 0.5, 100), cs[2]];
+    const idle = [cand("a2", 0, 10, 0, 15), cand("b2", 10, 30, 0, 15)];
+    expect(chooseRoutes([...kept, ...idle], 30, 1)[0].map((c) => c.node)).toEqual(["a1", "b0"]);
   });
 
   it("checks a static route's coverage", () => {
