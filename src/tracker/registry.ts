@@ -1,6 +1,6 @@
 // The nodes the tracker knows: their registrations (saved through the storage port, so
-// they survive a restart) and their leases (kept in memory only: a restarted tracker
-// re-learns who is live from heartbeats).
+// they survive a restart) and their leases (kept in memory only: a restarted tracker gives
+// each node it knew one lease to beat again, then re-learns who is live from heartbeats).
 import type { Admission } from "./admission.ts";
 import type { NodeRecord, TrackerStorage } from "./storage.ts";
 
@@ -23,8 +23,17 @@ export class Registry {
   readonly #registration = new WeakMap<NodeRecord, number>();
   #registrations = 0;
 
-  constructor(private readonly storage: TrackerStorage, readonly leaseMs: number) {
+  /**
+   * `now`: when the tracker (re)started. The nodes it knew were serving until then: each gets
+   * one lease from the restart to beat again, so running routes and their repairs keep them.
+   */
+  constructor(private readonly storage: TrackerStorage, readonly leaseMs: number, now?: number) {
     this.#records = new Map(storage.nodes().map((r) => [r.node, r]));
+    if (now !== undefined) {
+      for (const r of this.#records.values()) {
+        this.#leases.set(r.node, { lastBeat: now, sessions: 0, assigned: 0 });
+      }
+    }
     for (const r of this.#records.values()) this.#registration.set(r, ++this.#registrations);
   }
 

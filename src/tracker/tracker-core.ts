@@ -97,7 +97,7 @@ export class TrackerCore {
     this.#o = o;
     this.#key = key;
     this.#now = o.clock ?? Date.now;
-    this.#registry = new Registry(o.storage, o.leaseMs);
+    this.#registry = new Registry(o.storage, o.leaseMs, this.#now());
     this.#loads = new SessionLoad({
       claimTtlMs: Math.max(CLAIM_TTL_MS, o.leaseMs),
       // a heartbeat older than a lease says nothing any more
