@@ -230,21 +230,48 @@ export function addCheckCommands(program: Command): void {
     .option("--tab", "a headless tab holds the first range too, and is closed first")
     .option("--restart-tracker", "kill the tracker halfway too (strata up starts it again)")
     .option("--restart-gateway", "at the end, kill the gateway under 4 streams (strata up starts it again)")
+    .option(
+      "--no-compare",
+      "skip the second run in which every repair re-prefills the whole route (strata up --no-repair-resume)",
+    )
     .option("--json", "print one JSON object")
     .action(async (o) => {
       await ensureNativeLibrary("cpu");
       await resolveModel(DEFAULT_MODEL.name);
-      const r = await runChaos({
-        kills: o.kills,
-        sessions: o.sessions,
-        tokens: o.tokens,
-        tab: !!o.tab,
-        restartTracker: !!o.restartTracker,
-        restartGateway: !!o.restartGateway,
-        say: (line) => console.error(line),
-      });
-      const { chats: _, ...summary } = r;
-      console.log(o.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+      const run = (wholeRoute: boolean) =>
+        runChaos({
+          kills: o.kills,
+          sessions: o.sessions,
+          tokens: o.tokens,
+          tab: !!o.tab,
+          restartTracker: !!o.restartTracker,
+          restartGateway: !!o.restartGateway,
+          wholeRoute,
+          say: (line) => console.error(line),
+        });
+      const { chats: _, ...summary } = await run(false);
+      // the same chaos again with the lost-hop rebuild off: whole-route repairs, side by side
+      const whole = o.compare === false ? undefined : await run(true);
+      const out = {
+        ...summary,
+        recover_ms_whole_route_p50: summary.recover_ms_whole_route_p50 ?? whole?.recover_ms_whole_route_p50 ??
+          null,
+        ...(whole
+          ? {
+            whole_route_run: {
+              errors: whole.errors,
+              wrong_tokens: whole.wrong_tokens,
+              repairs: whole.repairs,
+              recover_ms_p50: whole.recover_ms_p50,
+              recover_ms_p95: whole.recover_ms_p95,
+              recover_ms_whole_route_p50: whole.recover_ms_whole_route_p50,
+              replayed_positions_mean: whole.replayed_positions_mean,
+              replayed_layer_positions_mean: whole.replayed_layer_positions_mean,
+            },
+          }
+          : {}),
+      };
+      console.log(o.json ? JSON.stringify(out) : JSON.stringify(out, null, 2));
     });
 
   bench.command("wasm")

@@ -33,6 +33,8 @@ export interface ChaosOptions {
   readonly restartGateway?: boolean;
   /** sessions each node takes at once (the nodes' default when absent) */
   readonly maxSessions?: number;
+  /** repairs re-prefill whole routes (strata up --no-repair-resume): the figures to compare with */
+  readonly wholeRoute?: boolean;
   /** progress lines go here */
   readonly say?: (line: string) => void;
 }
@@ -77,6 +79,7 @@ export async function runChaos(o: ChaosOptions) {
       // a session slot on every layer stays free of new chats, for the repairs
       "--repair-reserve",
       "1",
+      ...(o.wholeRoute ? ["--no-repair-resume"] : []),
       ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
     ],
     { STRATA_NODE_TOKEN: nodeToken, STRATA_RELAY_SECRET: relaySecret },
@@ -346,6 +349,10 @@ function summarize(
     replayed_positions_mean: repairs.length
       ? repairs.reduce((n, r) => n + r.replayed_positions, 0) / repairs.length
       : 0,
+    // the work a repair redid: positions × layers computed again
+    replayed_layer_positions_mean: repairs.length
+      ? repairs.reduce((n, r) => n + r.replayed_positions * r.layers_rebuilt, 0) / repairs.length
+      : 0,
     // failure → first token of the new route, by how the repair rebuilt the session
     recover_ms_whole_route_p50: percentile(
       repairs.filter((r) => r.kind === "whole_route").map((r) => r.ms),
@@ -365,6 +372,8 @@ function summarize(
         nodes: r.nodes,
         ms: Math.round(r.ms),
         kind: r.kind,
+        route_ms: Math.round(r.route_ms),
+        open_ms: Math.round(r.open_ms),
         whole_route_why: r.whole_route_why,
         hops_rebuilt: r.hops_rebuilt,
         replayed: r.replayed_positions,

@@ -43,6 +43,8 @@ export interface GatewayOptions {
   readonly admission?: Partial<AdmissionOptions>;
   /** a session whose route lost a node and got no new one this long after ends (default 30 s) */
   readonly repairDeadlineMs?: number;
+  /** false: every repair re-prefills the whole new route (the lost-hop rebuild off, to compare) */
+  readonly repairResume?: boolean;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -78,6 +80,7 @@ export async function startGateway(o: GatewayOptions) {
         return nodes.filter((n) => !live.has(n));
       },
       deadlineMs: o.repairDeadlineMs ?? 30_000,
+      resume: o.repairResume !== false,
     },
   };
   const metrics = new Metrics();

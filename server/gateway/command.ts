@@ -59,6 +59,10 @@ export function gatewayCommand(): Command {
       int("repair-deadline-ms"),
       30_000,
     )
+    .option(
+      "--no-repair-resume",
+      "repairs re-prefill the whole new route instead of rebuilding only the lost hop (to compare)",
+    )
     .action(async (o) => {
       const { path, name } = await resolveModel(o.model);
       const { host, port } = hostPort(o.listen);
@@ -90,6 +94,7 @@ export function gatewayCommand(): Command {
         port,
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
         repairDeadlineMs: o.repairDeadlineMs,
+        repairResume: o.repairResume !== false,
       });
       console.log(JSON.stringify({ event: "ready", url: g.url, pid: Deno.pid }));
       await untilSignal();

@@ -41,6 +41,8 @@ export interface RepairPort {
   dead(nodes: readonly string[]): Promise<string[]>;
   /** a session that cannot get a new route this long after its failure ends with it */
   readonly deadlineMs: number;
+  /** nodes still there keep the session and only lost hops are rebuilt (false: re-prefill it all) */
+  readonly resume: boolean;
 }
 
 export interface Generated {
@@ -129,7 +131,9 @@ export async function generate(
     let kvEnded = false;
     // set while a repair is under way: when the failure came, why, whom it blamed, and the
     // route whose nodes may still hold the session (parked: a lost-hop repair resumes it)
-    let broken: { at: number; why: string; nodes: string[]; parked?: Lease } | undefined;
+    let broken:
+      | { at: number; why: string; nodes: string[]; parked?: Lease; routed?: number; opened?: number }
+      | undefined;
     // routes that refused the session as full before giving it a token
     let refusedFull = 0;
     for (;;) {
@@ -139,6 +143,7 @@ export async function generate(
         // a repair with tokens sent resumes: the route holds the prefix but its last token
         const held = broken?.parked ? prefix.subarray(0, prefix.length - 1) : undefined;
         on = await onRoute(ctx, route, req, window.kvCells, signal, held);
+        if (broken) broken.opened = performance.now();
         if (broken?.parked) releaseParked(ctx, broken.parked, [...broken.nodes, ...nodesOf(route)]);
         let first = true;
         for await (
@@ -151,17 +156,18 @@ export async function generate(
           if (signal.aborted) throw new SeamError("cancelled", "the client went away");
           if (broken && first) {
             const kept = new Set(broken.parked ? nodesOf(broken.parked) : []);
-            const rebuilt = on.resumed
-              ? nodesOf(route).filter((n) => !kept.has(n)).length
-              : route.route.hops.length;
+            const rebuilt = route.route.hops.filter((h) => !on!.resumed || !kept.has(h.node));
             telemetry.repaired({
               nodes: broken.nodes,
               why: broken.why,
               ms: performance.now() - broken.at,
+              route_ms: (broken.routed ?? broken.at) - broken.at,
+              open_ms: (broken.opened ?? broken.at) - (broken.routed ?? broken.at),
               kind: on.resumed ? "lost_hop" : "whole_route",
-              ...(on.resumed ? {} : { whole_route_why: on.notResumed ?? "no token had been sent" }),
-              hops_rebuilt: rebuilt,
-              replayed_positions: rebuilt ? (on.resumed ? prefix.length - 1 : prefix.length) : 0,
+              ...(on.resumed ? {} : { whole_route_why: on.notResumed ?? notResumable(ctx, out.length) }),
+              hops_rebuilt: rebuilt.length,
+              layers_rebuilt: rebuilt.reduce((n, h) => n + h.range!.end - h.range!.start, 0),
+              replayed_positions: rebuilt.length ? (on.resumed ? prefix.length - 1 : prefix.length) : 0,
               route: route.route.name,
             });
             broken = undefined;
@@ -203,7 +209,7 @@ export async function generate(
         const repairing = (repairable(e) || full) && !signal.aborted && !!ctx.repair;
         // with tokens sent, the nodes still there keep the session (parked) for a resume;
         // otherwise they free it now
-        const resumable = repairing && repairable(e) && out.length > 0;
+        const resumable = repairing && repairable(e) && out.length > 0 && ctx.repair!.resume;
         if (resumable) failed?.detach();
         else failed?.abandon(e);
         if (broken?.parked && (!resumable || failed)) {
@@ -255,6 +261,7 @@ export async function generate(
             "no_route",
           );
         });
+        broken.routed = performance.now();
       }
     }
     if (!hitStop) {
@@ -309,6 +316,14 @@ async function rerouted(
     }
   }
 }
+
+/** Why a repair did not try to keep the nodes still there. */
+const notResumable = (ctx: GenerationContext, sent: number) =>
+  !ctx.repair?.resume
+    ? "the lost-hop rebuild is off (--no-repair-resume)"
+    : sent === 0
+    ? "no token had been sent"
+    : "the failure left nothing to resume";
 
 const nodesOf = (lease: Lease) => lease.route.hops.map((h) => h.node);
 

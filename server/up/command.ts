@@ -48,6 +48,10 @@ export function upCommand(): Command {
       int("repair-deadline-ms"),
     )
     .option(
+      "--no-repair-resume",
+      "repairs re-prefill the whole new route instead of rebuilding only the lost hop (to compare)",
+    )
+    .option(
       "--no-batch-invariant",
       "nodes share one KV pool and run the fastest kernels: faster prefill, but a greedy answer may change with load",
     )
@@ -144,6 +148,7 @@ export function upCommand(): Command {
         kvCells: o.kvCells,
         repairReserve: o.repairReserve,
         repairDeadlineMs: o.repairDeadlineMs,
+        repairResume: o.repairResume !== false,
         batchInvariant: o.batchInvariant !== false,
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
         dbPath: `${dir}/tracker.db`,

@@ -34,6 +34,8 @@ export interface UpOptions {
   readonly admission?: { readonly maxWaiting: number; readonly timeoutMs: number };
   /** how long the gateway waits for a route to take over from one that lost a node */
   readonly repairDeadlineMs?: number;
+  /** false: the gateway's repairs re-prefill whole routes (the lost-hop rebuild off, to compare) */
+  readonly repairResume?: boolean;
   /** session slots on every layer the tracker keeps free of new sessions, for repairs */
   readonly repairReserve?: number;
   readonly dbPath: string;
@@ -277,6 +279,7 @@ export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: stri
       ? ["--queue-max", String(o.admission.maxWaiting), "--queue-timeout-ms", String(o.admission.timeoutMs)]
       : []),
     ...(o.repairDeadlineMs !== undefined ? ["--repair-deadline-ms", String(o.repairDeadlineMs)] : []),
+    ...(o.repairResume === false ? ["--no-repair-resume"] : []),
     "--volunteers",
     volunteers,
   ], { STRATA_RELAY_SECRET: at.relaySecret, STRATA_NODE_TOKEN: at.nodeToken });

@@ -26,6 +26,9 @@ export interface RepairRecord {
   readonly why: string;
   /** from the failure to the new route's first token */
   readonly ms: number;
+  /** of which: the tracker's new route, then the session open (resumed: the lost hop rebuilt) */
+  readonly route_ms: number;
+  readonly open_ms: number;
   /**
    * "lost_hop": the nodes still there kept the session and only the hops that joined were
    * rebuilt; "whole_route": the new route prefilled everything again
@@ -33,8 +36,9 @@ export interface RepairRecord {
   readonly kind: "lost_hop" | "whole_route";
   /** why a whole route was prefilled again: no token yet, or what stopped the resume */
   readonly whole_route_why?: string;
-  /** hops of the new route that computed the session's positions again */
+  /** hops of the new route that computed the session's positions again, and their layers */
   readonly hops_rebuilt: number;
+  readonly layers_rebuilt: number;
   /** positions computed again on each rebuilt hop: prompt and tokens so far */
   readonly replayed_positions: number;
   /** the route that took over */
