@@ -376,6 +376,8 @@ async function onRoute(
     kvCells,
     // the tracker's choice for this route (q8 rows through the relay)
     compression: route.seamCompression,
+    // the nodes keep the session for this gateway's repair when the route breaks
+    parkOnLoss: ctx.repair?.resume ?? false,
   };
   let session: RouteSession | undefined;
   let notResumed: string | undefined;

@@ -46,6 +46,17 @@ export interface ShardNodeOptions {
 }
 
 const PARK_MS = 10_000;
+
+/**
+ * A stream that broke because its peer went away, not because of what came over it: frames
+ * that failed our checks (SeamError) or the transport's size limit (resource_exhausted, gRPC
+ * code 8; invalid_argument, 3) end the session at once.
+ */
+function peerGone(e: unknown): boolean {
+  if (e instanceof SeamError) return false;
+  const code = (e as { code?: unknown })?.code;
+  return !(code === "resource_exhausted" || code === "invalid_argument" || code === 8 || code === 3);
+}
 const HISTORY_BYTES = 256 * 2 ** 20;
 
 const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((v, i) => v === b[i]);
@@ -78,6 +89,8 @@ export class ShardNode {
   readonly serve: SeamServe = async (frames, reply) => {
     let session: NodeSession | undefined;
     let why = "the previous shard ended the stream without a release";
+    // its peer went away (a repair may resume the session) rather than ended it or sent garbage
+    let gone = false;
     try {
       for await (const f of frames) {
         this.#counters.bytesIn += tensorBytes(f);
@@ -92,6 +105,7 @@ export class ShardNode {
       // the stream itself failed (a frame past the size limit, bytes that are no frame, a
       // peer gone): say so on the way out, in case the peer is still there to hear it
       why = `the stream failed: ${errorText(e)}`;
+      gone = peerGone(e);
       reply(
         sessionFailure(
           session?.identity ?? { sessionId: "", routeEpoch: 0n, workId: "" },
@@ -101,7 +115,10 @@ export class ShardNode {
       );
     } finally {
       // the previous shard or the driver is gone: a repair may resume the session here
-      if (session && !session.closed && !session.ending) await this.#park(session, why);
+      if (session && !session.closed && !session.ending) {
+        if (gone) await this.#park(session, why);
+        else await this.#drop(session, why);
+      }
     }
   };
 
@@ -552,7 +569,8 @@ export class ShardNode {
   async #park(s: NodeSession, why: string): Promise<void> {
     if (s.closed || s.ending || s.parkedUntil) return;
     const parkMs = this.options.parkMs ?? PARK_MS;
-    if (parkMs === 0) return await this.#drop(s, why);
+    // only a driver that repairs routes asks for it: others' sessions are freed at once
+    if (parkMs === 0 || !s.open.parkOnLoss) return await this.#drop(s, why);
     s.parkedUntil = Date.now() + parkMs;
     s.downstream?.abort(why);
     s.downstream = undefined;

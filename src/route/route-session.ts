@@ -49,6 +49,8 @@ export interface SessionOptions {
    * the prompt never overtakes OPEN; a refused OPEN then surfaces from `prefill`.
    */
   readonly pipelineOpen?: boolean;
+  /** this driver repairs routes: shards park the session when its route breaks (Open.park_on_loss) */
+  readonly parkOnLoss?: boolean;
 }
 
 export interface StepReply {
@@ -115,6 +117,7 @@ export class RouteSession {
         ),
         kvCells: o.kvCells,
         seamCompression: o.compression ?? Compression.NONE,
+        parkOnLoss: o.parkOnLoss ?? false,
       }),
     }));
     if (o.pipelineOpen) {
@@ -154,6 +157,7 @@ export class RouteSession {
           ),
           kvCells: o.kvCells,
           seamCompression: o.compression ?? Compression.NONE,
+          parkOnLoss: o.parkOnLoss ?? false,
           resume: true,
         }),
       })).then((r) => s.#resumed(r, n)),
@@ -342,13 +346,14 @@ export class RouteSession {
 
   /**
    * The route lost a node and a repair will resume the session: work in flight fails with
-   * `e`, the stream ends without a cancel, and the nodes still there park the session.
+   * `e`, and the stream is torn down (not ended: a clean end frees the session), so the
+   * nodes still there park it.
    */
   detach(e = new SeamError("unavailable", "the route was left for a repair")): void {
     if (this.#done) return;
     this.#fail(e);
     this.#done = true;
-    this.link.close();
+    this.link.abort("left for a repair");
   }
 
   async #finish(phase: Phase.RELEASE | Phase.CANCEL): Promise<void> {

@@ -106,6 +106,30 @@ fail("capture_null_layers", lib.strata_ctx_capture(ctx, null, 3), ctxErr(ctx));
 fail("threads_zero", lib.strata_ctx_threads(ctx, 0), ctxErr(ctx));
 fail("threads_absurd", lib.strata_ctx_threads(ctx, 1_000_000), ctxErr(ctx));
 fail("release_unknown", lib.strata_seq_release(ctx, 4096), ctxErr(ctx));
+fail("trim_unknown", lib.strata_seq_trim(ctx, 4096, 0), ctxErr(ctx));
+fail("trim_negative", lib.strata_seq_trim(ctx, 0, -1), ctxErr(ctx));
+{
+  // a repair takes back the prompt's last position and runs it again: the same logits
+  results["trim"] = String(lib.strata_seq_trim(ctx, 0, n - 1));
+  results["pos_max_after_trim"] = String(lib.strata_seq_pos_max(ctx, 0));
+  const rows = await lib.strata_decode(
+    ctx,
+    1,
+    prompt.subarray(n - 1),
+    1,
+    null,
+    0,
+    Int32Array.of(n - 1),
+    1,
+    Int32Array.of(0),
+    1,
+    Uint8Array.of(1),
+    1,
+  );
+  const again = new Float32Array(nVocab);
+  lib.strata_outputs(ctx, again, BigInt(again.length));
+  results["same_logits_after_trim"] = String(rows === 1 && before.every((v, i) => Object.is(v, again[i])));
+}
 const modelErr = () => handleError(lib, { model: model! });
 fail("facts_null_buffer", lib.strata_model_facts(model, null, 10), modelErr());
 fail("tokenize_null_out", lib.strata_tokenize(model, cstr("hello"), 5, 0, 0, null, 64), modelErr());

@@ -57,6 +57,10 @@ describe("the flat C API cannot be crashed by its caller (Deno FFI, hostile argu
     expect(out.threads_zero).toBe("-1: threads: 1 to 2 (this context's pool), not 0");
     expect(out.threads_absurd).toBe("-1: threads: 1 to 2 (this context's pool), not 1000000");
     expect(out.release_unknown).toBe("-1: unknown sequence 4096");
+    expect(out.trim_unknown).toBe("-1: unknown sequence 4096");
+    expect(out.trim_negative).toBe("-1: trim to a negative position");
+    // taking back a position and running it again gives the same logits, bit for bit
+    expect([out.trim, out.pos_max_after_trim, out.same_logits_after_trim]).toEqual(["0", "3", "true"]);
     expect(out.piece_outside_vocab).toBe("-1: token id -7 outside the vocabulary");
     expect(out.backends_null_buffer).toBe("-1: ");
     expect(out.model_error_null_model).toBe("-1: ");

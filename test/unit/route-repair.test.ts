@@ -45,11 +45,13 @@ async function network(parkMs = 5_000) {
   return { seams, nodes, hops };
 }
 
+// a driver that repairs routes: the shards park its session when the route breaks
 const options = (epoch: bigint): SessionOptions => ({
   sessionId: "s",
   epoch,
   artifactSha256: ARTIFACT,
   kvCells: 64,
+  parkOnLoss: true,
 });
 
 /** The fake model's greedy tokens after a prompt. */
@@ -197,6 +199,21 @@ describe("route repair: resuming on a repaired route", () => {
       ),
     ).rejects.toMatchObject({ code: "resume_failed" });
     for (const n of ["a0", "b1", "c0"]) expect(net.nodes.get(n)!.node.sessionIds()).toEqual([]);
+  });
+
+  it("a session whose driver does not repair is freed at once when its route breaks", async () => {
+    const net = await network();
+    const s = await RouteSession.open(net.seams.dial, await net.hops(["a0", "b0", "c0"], 1n), {
+      ...options(1n),
+      parkOnLoss: false,
+    });
+    const r = await s.prefill(Int32Array.from(PROMPT));
+    kill(net, "b0", RANGES.b);
+    await expect(s.decode(r.token)).rejects.toMatchObject({ code: "unavailable" });
+    for (const n of ["a0", "c0"]) {
+      await vi.waitFor(() => expect(net.nodes.get(n)!.node.sessionIds()).toEqual([]));
+      expect(net.nodes.get(n)!.engine.cellsUsed).toBe(0);
+    }
   });
 
   it("a driver frees a parked session with the old epoch's ticket", async () => {
