@@ -48,12 +48,13 @@ export interface ShardNodeOptions {
 const PARK_MS = 10_000;
 
 /**
- * A stream that broke because its peer went away, not because of what came over it: frames
- * that failed our checks (SeamError) or the transport's size limit (resource_exhausted, gRPC
- * code 8; invalid_argument, 3) end the session at once.
+ * A stream that broke because its peer went away (a relay says "unavailable": the peer left),
+ * not because of what came over it: frames that failed our checks (other SeamErrors) or the
+ * transport's size limit (resource_exhausted, gRPC code 8; invalid_argument, 3) end the session
+ * at once.
  */
 function peerGone(e: unknown): boolean {
-  if (e instanceof SeamError) return false;
+  if (e instanceof SeamError) return e.code === "unavailable";
   const code = (e as { code?: unknown })?.code;
   return !(code === "resource_exhausted" || code === "invalid_argument" || code === 8 || code === 3);
 }

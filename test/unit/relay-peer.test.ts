@@ -66,7 +66,7 @@ function peers(tap?: (bytes: Uint8Array, f: SeamFrame) => void) {
 }
 
 /** A one-node route's node (layers 0:4) serving the seams other peers open to `tail`. */
-async function servedTail(tail: RelayPeer) {
+async function servedTail(tail: RelayPeer, parkMs = 0) {
   const engine = new FakeEngine({ range: { start: 0, end: 4 } });
   const node = new ShardNode(engine, {
     nodeId: "tail",
@@ -77,7 +77,7 @@ async function servedTail(tail: RelayPeer) {
     },
     limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256 },
     leaseMs: 60_000,
-    parkMs: 0,
+    parkMs,
   });
   created.push(node);
   tail.listen(node.serve);
@@ -332,6 +332,24 @@ describe("relay peer and a shard node", () => {
     await settle();
     expect([engine.cellsUsed, engine.openSequences, node.sessionIds()]).toEqual([0, 0, []]);
     await expect(s.decode(4)).rejects.toMatchObject({ code: "unavailable" });
+  });
+
+  it("a session whose driver repairs routes is parked when its peer leaves the relay", async () => {
+    const { head, tail } = peers();
+    const { engine, node } = await servedTail(tail, 5_000);
+    const [hop] = await signedHops([{ url: "relay+ws://r/tail", range: { start: 0, end: 4 } }], "x");
+    const s = await RouteSession.open(() => head.dial("tail"), [hop], {
+      sessionId: "x",
+      epoch: 1n,
+      artifactSha256: ARTIFACT,
+      kvCells: 32,
+      parkOnLoss: true,
+    });
+    await s.prefill(Int32Array.of(1, 2, 3));
+    (head.socket as MemorySocket).drop();
+    await settle();
+    // the relay said the peer left: the KV waits for a repair's resuming OPEN
+    expect([engine.cellsUsed, node.sessionIds()]).toEqual([3, ["x"]]);
   });
 });
 
