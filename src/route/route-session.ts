@@ -107,18 +107,8 @@ export class RouteSession {
     if (hops.length === 0) throw new SeamError("malformed", "a route needs at least one hop");
     const s = new RouteSession(dial(hops[0].url), hops, o);
     void s.#pump();
-    const sampling = o.sampling ?? GREEDY;
     const opening = s.#call(s.#frame(Phase.OPEN, {
-      open: create(OpenSchema, {
-        routeTicket: hops[0].ticket,
-        sampling,
-        nextHops: hops.slice(1).map((h) =>
-          create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })
-        ),
-        kvCells: o.kvCells,
-        seamCompression: o.compression ?? Compression.NONE,
-        parkOnLoss: o.parkOnLoss ?? false,
-      }),
+      open: openBlock(hops, o),
     }));
     if (o.pipelineOpen) {
       s.#opening = opening;
@@ -149,17 +139,7 @@ export class RouteSession {
     await s.#accepted(
       s.#call(s.#frame(Phase.OPEN, {
         cacheExpect: n,
-        open: create(OpenSchema, {
-          routeTicket: hops[0].ticket,
-          sampling: o.sampling ?? GREEDY,
-          nextHops: hops.slice(1).map((h) =>
-            create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })
-          ),
-          kvCells: o.kvCells,
-          seamCompression: o.compression ?? Compression.NONE,
-          parkOnLoss: o.parkOnLoss ?? false,
-          resume: true,
-        }),
+        open: openBlock(hops, o, true),
       })).then((r) => s.#resumed(r, n)),
     );
     let replayed = 0;
@@ -464,3 +444,18 @@ export class RouteSession {
 }
 
 const code = (c: string) => c as SeamErrorCode;
+
+/** What OPEN carries for the first shard: its ticket, the policy, the rest of the route. */
+function openBlock(hops: readonly RouteHop[], o: SessionOptions, resume = false): Open {
+  return create(OpenSchema, {
+    routeTicket: hops[0].ticket,
+    sampling: o.sampling ?? GREEDY,
+    nextHops: hops.slice(1).map((h) =>
+      create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })
+    ),
+    kvCells: o.kvCells,
+    seamCompression: o.compression ?? Compression.NONE,
+    parkOnLoss: o.parkOnLoss ?? false,
+    resume,
+  });
+}
