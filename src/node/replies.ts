@@ -20,6 +20,8 @@ export function replyTo(f: SeamFrame, fields: Fields = {}): SeamFrame {
     stepId: f.stepId,
     chunkIndex: f.chunkIndex,
     chunkCount: f.chunkCount,
+    // answers to rebuild frames (refusals too) go to the shard that sent them, not up the route
+    rebuild: f.rebuild,
     ...fields,
   });
 }

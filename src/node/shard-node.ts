@@ -46,6 +46,7 @@ export interface ShardNodeOptions {
 }
 
 const PARK_MS = 10_000;
+const HISTORY_BYTES = 256 * 2 ** 20;
 
 /**
  * A stream that broke because its peer went away (a relay says "unavailable": the peer left),
@@ -58,7 +59,6 @@ function peerGone(e: unknown): boolean {
   const code = (e as { code?: unknown })?.code;
   return !(code === "resource_exhausted" || code === "invalid_argument" || code === 8 || code === 3);
 }
-const HISTORY_BYTES = 256 * 2 ** 20;
 
 const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((v, i) => v === b[i]);
 const hex8 = (b: Uint8Array) => b.length ? bytesToHex(b.subarray(0, 4)) : "(none)";

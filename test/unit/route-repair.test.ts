@@ -19,7 +19,7 @@ afterEach(async () => {
 });
 
 /** Nodes http://a0, http://b0, http://c0 (the route) and a spare of each range (a1, b1, c1). */
-async function network(parkMs = 5_000) {
+async function network(parkMs = 5_000, spareBatchTokens = 64) {
   const seams = new MemorySeams();
   const { publicKey } = await routeKey();
   const nodes = new Map<string, { node: ShardNode; engine: FakeEngine }>();
@@ -31,7 +31,7 @@ async function network(parkMs = 5_000) {
         artifactSha256: ARTIFACT,
         routeKey: publicKey,
         dial: seams.dial,
-        limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256 },
+        limits: { maxBatchTokens: i === 0 ? 64 : spareBatchTokens, maxQueuedPerSession: 8, kvCells: 256 },
         leaseMs: 60_000,
         parkMs,
       });
@@ -199,6 +199,24 @@ describe("route repair: resuming on a repaired route", () => {
       ),
     ).rejects.toMatchObject({ code: "resume_failed" });
     for (const n of ["a0", "b1", "c0"]) expect(net.nodes.get(n)!.node.sessionIds()).toEqual([]);
+  });
+
+  it("a spare that cannot take the rebuild refuses it: the resume fails at once, nothing waits", async () => {
+    const net = await network(5_000, 4);
+    const { s, out } = await started(net, ["a0", "b0", "c0"], 5);
+    kill(net, "b0", RANGES.b);
+    await expect(s.decode(out[4])).rejects.toMatchObject({ code: "unavailable" });
+    s.detach();
+    await vi.waitFor(() => expect(net.nodes.get("c0")!.node.sessionIds()).toEqual(["s"]));
+    // b1 takes 4 tokens a step: the 7 positions a0 replays in one chunk are refused
+    await expect(
+      RouteSession.resume(
+        net.seams.dial,
+        await net.hops(["a0", "b1", "c0"], 2n),
+        options(2n),
+        Int32Array.from([...PROMPT, ...out.slice(0, 4)]),
+      ),
+    ).rejects.toMatchObject({ code: "resume_failed", message: /\[7, 0, 7\]/ });
   });
 
   it("a session whose driver does not repair is freed at once when its route breaks", async () => {
