@@ -1,9 +1,12 @@
 // What one seam crossing costs by transport alone: round trips of a decode step's hidden-state
-// frame (2.3 KB) to an echo in another process, over the Strata seam (Connect/gRPC on HTTP/2),
-// a WebSocket and plain TCP; the machine idle, then with one core kept busy (as an engine keeps
+// frame (2.3 KB) to an echo in another process, over the Strata seams (Connect/gRPC on HTTP/2,
+// and the fast seam on the same port), a bare WebSocket and bare TCP; the machine idle, then with one core kept busy (as an engine keeps
 // it during a route). Figures only.
 import { WebSocket } from "ws";
 import { encodeFrame } from "../../src/seam/frame.ts";
+import type { SeamFrame } from "../../src/gen/strata/seam/v1/seam_pb.ts";
+import type { SeamLink } from "../../src/seam/link.ts";
+import { FastSeams } from "../../server/seam/fast.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { quantile } from "./route-throughput.ts";
 import { hiddenStepFrame } from "./step-frame.ts";
@@ -21,18 +24,28 @@ async function timed(rounds: number, once: () => Promise<void>) {
   return { p50_ms: quantile(ms, 0.5), p95_ms: quantile(ms, 0.95) };
 }
 
-async function measure(ports: { grpc: string; ws: string; tcp: number }, nEmbd: number) {
-  const f = hiddenStepFrame(nEmbd);
-  const bytes = encodeFrame(f);
-  // the seam: one long-lived stream, as a Route Session uses
-  const seams = new GrpcSeams();
-  const link = seams.dial(ports.grpc);
+/** Round trips of one frame on one long-lived seam stream, as a Route Session uses it. */
+async function seamRounds(link: SeamLink, f: SeamFrame) {
   const replies = link.replies[Symbol.asyncIterator]();
-  const grpc = await timed(ROUNDS, async () => {
+  const r = await timed(ROUNDS, async () => {
     link.send(f);
     await replies.next();
   });
   link.close();
+  return r;
+}
+
+async function measure(ports: { grpc: string; ws: string; tcp: number }, nEmbd: number) {
+  const f = hiddenStepFrame(nEmbd);
+  const bytes = encodeFrame(f);
+  const seams = new GrpcSeams();
+  const grpc = await seamRounds(seams.dial(ports.grpc), f);
+  // the fast seam on the same port: frames as encoded, a 9-byte header, one TCP connection
+  const fast = new FastSeams((u) => seams.dial(u));
+  const fastLink = fast.dial(ports.grpc);
+  const fastSeam = await seamRounds(fastLink, f);
+  const fastTransport = fastLink.transport;
+  fast.close();
   seams.close();
   // one WebSocket
   const ws = new WebSocket(ports.ws);
@@ -52,7 +65,8 @@ async function measure(ports: { grpc: string; ws: string; tcp: number }, nEmbd: 
     for (let got = 0; got < bytes.length;) got += (await c.read(buf.subarray(got))) ?? bytes.length;
   });
   c.close();
-  return { frame_bytes: bytes.length, grpc_http2: grpc, websocket: wsRound, tcp };
+  if (fastTransport !== "tcp") throw new Error(`the fast seam fell back to ${fastTransport}`);
+  return { frame_bytes: bytes.length, grpc_http2: grpc, fast_seam: fastSeam, websocket: wsRound, tcp };
 }
 
 export async function benchTransport(nEmbd = 576) {

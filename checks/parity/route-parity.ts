@@ -75,8 +75,11 @@ export async function runRouteParity(o: RouteParityOptions) {
     const stagger = o.staggerMs ?? 10;
     // 1. alone, one session after another
     const alone: number[][] = [];
+    let seams: SeamsSeen | undefined;
     for (let s = 0; s < o.sessions; s++) {
-      alone.push((await generate(run, "alone", s, prompts[s], o.tokens, 0)).tokens);
+      const r = await generate(run, "alone", s, prompts[s], o.tokens, 0);
+      alone.push(r.tokens);
+      seams ??= r.seams;
     }
     // f32 seams on the reference's engine: the route alone is the whole model, token for token.
     // q8 seams, or a hop on another engine (WASM), change the numbers: a divergence then counts
@@ -136,6 +139,7 @@ export async function runRouteParity(o: RouteParityOptions) {
       split: o.split.map(formatRange).join(","),
       backend: `native-${o.backend}`,
       hops: local.route.hops.map((h) => h.url),
+      seams,
       seam_compression: Compression[run.compression],
       sessions: o.sessions,
       prompt_tokens: prompts.map((p) => p.length),
@@ -201,7 +205,7 @@ async function generate(
   delayMs: number,
   cancelAfter?: number,
   beforeRelease?: () => Promise<void>,
-): Promise<{ tokens: number[]; cancelled: boolean }> {
+): Promise<{ tokens: number[]; cancelled: boolean; seams?: SeamsSeen }> {
   if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
   const session = await local.route.open(`parity-${phase}-${s}`, {
     sampling: policyFor(s),
@@ -209,8 +213,15 @@ async function generate(
     compression,
   });
   const tokens: number[] = [];
+  let seams: SeamsSeen | undefined;
   for await (const r of session.generate(prompt, n, () => false)) {
     tokens.push(r.token);
+    seams = {
+      crossings_per_decode_step: r.crossings,
+      driver_to_first: r.transport.first,
+      // each node names what it sent the step on, in route order (the last: its reply)
+      node_sends: r.telemetry.toReversed().map((t) => `${t.node}: ${t.transport}`),
+    };
     if (cancelAfter !== undefined && tokens.length >= cancelAfter) {
       await session.cancel();
       return { tokens, cancelled: true };
@@ -218,7 +229,13 @@ async function generate(
   }
   await beforeRelease?.();
   await session.release();
-  return { tokens, cancelled: false };
+  return { tokens, cancelled: false, seams };
+}
+
+interface SeamsSeen {
+  crossings_per_decode_step: number;
+  driver_to_first: string;
+  node_sends: string[];
 }
 
 async function nodeInfos(local: LocalRoute): Promise<Array<{ hop: string; info: NodeInfo | null }>> {

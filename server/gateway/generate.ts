@@ -174,7 +174,7 @@ export async function generate(
           }
           first = false;
           progressed = true;
-          telemetry.step(r.telemetry);
+          telemetry.step(r.telemetry, r.crossings);
           if (tok.isEndOfGeneration(r.token)) {
             finishReason = "stop";
             break;

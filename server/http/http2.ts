@@ -1,6 +1,9 @@
 // Connect services on node:http2 (h2c): gRPC, gRPC-web and Connect on one port. Deno.serve
 // cannot carry gRPC trailers.
 import * as http2 from "node:http2";
+import { Buffer } from "node:buffer";
+import { Duplex } from "node:stream";
+import * as net from "node:net";
 import type { Socket } from "node:net";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
@@ -11,10 +14,20 @@ export interface Http2Server {
   close(): Promise<void>;
 }
 
+/**
+ * Another protocol on the same port, told apart by its first bytes: a connection that starts
+ * with `preface` is handed over (with what followed it); any other goes to HTTP/2.
+ */
+export interface SideProtocol {
+  readonly preface: Uint8Array;
+  take(socket: Socket, head: Uint8Array): void;
+}
+
 export function listenConnect(
   routes: (router: ConnectRouter) => void,
   host: string,
   port: number,
+  side?: SideProtocol,
 ): Promise<Http2Server> {
   const handler = connectNodeAdapter({
     readMaxBytes: MAX_FRAME_BYTES,
@@ -26,22 +39,81 @@ export function listenConnect(
   // crashes (SIGSEGV) on a GOAWAY about half the time, while a reset is handled fine
   // (docs/seams.md). Clients see the connection end and fail their streams.
   const sockets = new Set<Socket>();
-  server.on("connection", (s: Socket) => {
+  const track = (s: Socket) => {
     sockets.add(s);
     s.once("close", () => sockets.delete(s));
-  });
+  };
+  server.on("connection", track);
+  // with a side protocol a plain TCP server listens and sorts connections by their first bytes
+  const front = side
+    ? net.createServer((s) => {
+      track(s);
+      sniff(s, side, server);
+    })
+    : server;
   return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      const addr = server.address() as { port: number };
+    front.once("error", reject);
+    front.listen(port, host, () => {
+      const addr = front.address() as { port: number };
       resolve({
         url: `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`,
         close: () =>
           new Promise<void>((r) => {
             for (const s of sockets) s.destroy();
-            server.close(() => r());
+            if (front !== server) server.close(() => {});
+            front.close(() => r());
           }),
       });
     });
   });
+}
+
+function sniff(s: Socket, side: SideProtocol, h2: http2.Http2Server): void {
+  const want = side.preface;
+  let head = Buffer.alloc(0);
+  const onData = (chunk: Buffer) => {
+    head = Buffer.concat([head, chunk]);
+    const n = Math.min(head.length, want.length);
+    const same = head.subarray(0, n).every((b, i) => b === want[i]);
+    if (same && head.length < want.length) return;
+    s.off("data", onData);
+    s.pause();
+    if (same) {
+      side.take(s, head.subarray(want.length));
+      s.resume();
+      return;
+    }
+    h2.emit("connection", replayed(s, head));
+    s.resume();
+  };
+  s.on("data", onData);
+  s.on("error", () => s.destroy());
+}
+
+/**
+ * The socket with the bytes the sniffer read put back in front. Deno's HTTP/2 server reads
+ * through the socket's stream, so unshifting them is enough; Node's reads the socket's handle
+ * directly and would miss them, so it gets a stream that replays them first.
+ */
+function replayed(s: Socket, head: Buffer): Socket | Duplex {
+  if ("Deno" in globalThis) {
+    s.unshift(head);
+    return s;
+  }
+  const d = new Duplex({
+    read: () => s.resume(),
+    write: (chunk, _enc, done) => void s.write(chunk, done),
+    final: (done) => void s.end(done),
+    destroy: (e, done) => {
+      s.destroy(e ?? undefined);
+      done(e);
+    },
+  });
+  d.push(head);
+  s.on("data", (c: Buffer) => {
+    if (!d.push(c)) s.pause();
+  });
+  s.on("end", () => d.push(null));
+  s.on("close", () => d.destroy());
+  return d;
 }

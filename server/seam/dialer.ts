@@ -1,18 +1,22 @@
-// One dialer for every hop kind: direct hops over gRPC, relay hops through this process's
-// connection to the relay.
+// One dialer for every hop kind: direct hops over the fast seam (gRPC where a node does not
+// answer it), relay hops through this process's connection to the relay.
 import { RelayPeer } from "../../src/relay/peer.ts";
 import { parseHopUrl } from "../../src/route/hop-url.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { FrameTap, SeamLink } from "../../src/seam/link.ts";
 import { connectRelay } from "../relay/ws-socket.ts";
-import { GrpcSeams } from "./grpc.ts";
+import { FastSeams } from "./fast.ts";
+import { GrpcSeams, seamTransport } from "./grpc.ts";
 
 export class Dialer {
   readonly grpc: GrpcSeams;
+  /** direct hops go over the fast seam first (unless STRATA_SEAM_TRANSPORT=grpc) */
+  readonly fast?: FastSeams;
 
   /** `relay`: this process's open connection to a relay (ws://host:port), if it has one. */
   private constructor(readonly relay: { url: string; peer: RelayPeer } | undefined, tap?: FrameTap) {
     this.grpc = new GrpcSeams(tap);
+    if (seamTransport() === "tcp") this.fast = new FastSeams((url) => this.grpc.dial(url), tap);
   }
 
   /** A dialer with a connection to the relay, when one is given (the peer is named by its token). */
@@ -24,13 +28,17 @@ export class Dialer {
 
   /** Closes every HTTP/2 session and the relay connection this dialer opened. */
   close(): void {
+    this.fast?.close();
     this.grpc.close();
     this.relay?.peer.close();
   }
 
   readonly dial = (url: string): SeamLink => {
     const hop = parseHopUrl(url);
-    if (hop.kind === "direct") return this.grpc.dial(hop.url);
+    if (hop.kind === "direct") {
+      // the fast seam is plain TCP: a TLS hop stays on gRPC
+      return this.fast && hop.url.startsWith("http:") ? this.fast.dial(hop.url) : this.grpc.dial(hop.url);
+    }
     if (hop.relay !== this.relay?.url) {
       throw new SeamError("unavailable", `no connection to relay ${hop.relay} (give --relay and a token)`);
     }

@@ -14,6 +14,7 @@ import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
 import { AsyncQueue } from "../../src/seam/async-queue.ts";
 import type { SeamListener } from "../../src/node/runtime.ts";
 import { type Http2Server, listenConnect } from "../http/http2.ts";
+import { fastSide } from "./fast.ts";
 
 export type SeamServer = Http2Server;
 
@@ -23,7 +24,7 @@ export function seamRoutes(serve: SeamServe, info: () => Promise<NodeInfo>) {
     router.service(SeamService, {
       async *stream(frames) {
         const out = new AsyncQueue<SeamFrame>();
-        const done = serve(frames, (f) => void out.push(f)).finally(() => out.end());
+        const done = serve(frames, (f) => void out.push(f), "grpc").finally(() => out.end());
         yield* out;
         await done;
       },
@@ -31,14 +32,30 @@ export function seamRoutes(serve: SeamServe, info: () => Promise<NodeInfo>) {
     });
 }
 
-/** Serves seam streams and node info on host:port (port 0 picks a free one). */
+/**
+ * Serves seam streams and node info on host:port (port 0 picks a free one): gRPC, gRPC-web and
+ * Connect, and the fast seam on the same port unless `fast` is false.
+ */
 export function serveSeams(
   serve: SeamServe,
   info: () => Promise<NodeInfo>,
   host: string,
   port: number,
+  fast = seamTransport() === "tcp",
 ): Promise<SeamServer> {
-  return listenConnect(seamRoutes(serve, info), host, port);
+  return listenConnect(seamRoutes(serve, info), host, port, fast ? fastSide(serve) : undefined);
+}
+
+/**
+ * The transport between direct hops: "tcp" (the fast seam, gRPC where a node does not speak
+ * it) unless STRATA_SEAM_TRANSPORT=grpc says otherwise (for comparisons).
+ */
+export function seamTransport(): "tcp" | "grpc" {
+  const t = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env
+    .STRATA_SEAM_TRANSPORT;
+  if (t === undefined || t === "" || t === "tcp") return "tcp";
+  if (t === "grpc") return "grpc";
+  throw new Error(`STRATA_SEAM_TRANSPORT=${t}: say tcp or grpc`);
 }
 
 /** A node runtime's listener for direct seams: reachable at publicUrl, or the address it got. */
@@ -104,6 +121,7 @@ export class GrpcSeams {
       }
     }
     return {
+      transport: "grpc",
       send(frame) {
         tap?.(toBinary(SeamFrameSchema, frame), frame);
         return requests.push(frame);

@@ -10,6 +10,9 @@ export interface NodeShare {
   compute_ms: number;
   bytes_in: number;
   bytes_out: number;
+  codec_ms: number;
+  /** what the node sent its steps on: "tcp" (the fast seam), "grpc" or "relay" */
+  transport: string;
 }
 
 export class GenerationTelemetry {
@@ -19,6 +22,8 @@ export class GenerationTelemetry {
   #lastToken?: number;
   #decodeSteps = 0;
   readonly #repairs: RepairRecord[] = [];
+  /** seam crossings of the last decode step (hops + 1 when the last shard replies straight here) */
+  #crossings = 0;
 
   constructor(readonly route: string) {}
 
@@ -28,11 +33,12 @@ export class GenerationTelemetry {
   }
 
   /** One reply from the route: the first is the prompt's, the others are decode steps. */
-  step(telemetry: readonly NodeTelemetry[]): void {
+  step(telemetry: readonly NodeTelemetry[], crossings = 0): void {
     const now = performance.now();
     if (this.#firstToken === undefined) this.#firstToken = now;
     else this.#decodeSteps++;
     this.#lastToken = now;
+    this.#crossings = crossings;
     for (const t of telemetry) {
       const s = this.#nodes.get(t.node) ??
         {
@@ -43,12 +49,16 @@ export class GenerationTelemetry {
           compute_ms: 0,
           bytes_in: 0,
           bytes_out: 0,
+          codec_ms: 0,
+          transport: "",
         };
       s.steps++;
       s.queue_ms += t.queueMs;
       s.compute_ms += t.computeMs + t.sampleMs;
       s.bytes_in += t.bytesIn;
       s.bytes_out += t.bytesOut;
+      s.codec_ms += t.codecMs;
+      s.transport = t.transport;
       this.#nodes.set(t.node, s);
     }
   }
@@ -67,6 +77,7 @@ export class GenerationTelemetry {
       decode_tokens_per_s: decodeS > 0 ? this.#decodeSteps / decodeS : null,
       total_ms: performance.now() - this.#t0,
       repairs: [...this.#repairs],
+      crossings_per_step: this.#crossings,
       // last shard first, as replies travel back
       nodes: [...this.#nodes.values()].sort((a, b) =>
         a.layers.localeCompare(b.layers, undefined, { numeric: true })

@@ -1,7 +1,7 @@
 // One Route Session as a shard node holds it: its epoch, where its cache stands, the
 // replies it may have to give again, and its stream to the next shard.
-import type { NodeTelemetry, Open, SeamFrame, Tensor } from "../gen/strata/seam/v1/seam_pb.ts";
-import type { SeamLink } from "../seam/link.ts";
+import type { Open, SeamFrame, Tensor } from "../gen/strata/seam/v1/seam_pb.ts";
+import type { SeamLink, SeamTransport } from "../seam/link.ts";
 
 /** Replies kept per session for duplicate step ids. */
 const REMEMBERED = 32;
@@ -24,8 +24,8 @@ export class NodeSession {
   ending = false;
   downstream?: SeamLink;
   readonly #replies = new Map<bigint, SeamFrame>();
-  /** this node's share of a step's telemetry, added when the step's reply passes back */
-  readonly ownTelemetry = new Map<bigint, NodeTelemetry>();
+  /** what encoding the last frame this node sent for the session took (telemetry's codec time) */
+  lastEncodeMs = 0;
   /**
    * What went to the next shard, position by position from 0: it rebuilds a shard that
    * replaces the next one. Undefined once incomplete (the node's history budget ran out).
@@ -46,19 +46,24 @@ export class NodeSession {
     readonly reply: (f: SeamFrame) => void,
     /** the recipe the previous shard stamped on OPEN (empty from a driver): its steps must match */
     readonly upstreamRecipe: Uint8Array,
+    /** what carries the stream the session arrived on */
+    readonly upstreamTransport: SeamTransport,
   ) {}
 
   get identity() {
     return { sessionId: this.id, routeEpoch: this.epoch, workId: this.workId };
   }
 
-  /** Sends a reply up the route and keeps it for a duplicate of its step. */
-  answer(f: SeamFrame): void {
+  /**
+   * Sends a reply up the route, or on `via` (the owner's reply link), and keeps it for a
+   * duplicate of its step.
+   */
+  answer(f: SeamFrame, via = this.reply): void {
     if (f.stepId > 0n && !f.status && !f.rebuild) {
       this.#replies.set(f.stepId, f);
       if (this.#replies.size > REMEMBERED) this.#replies.delete(this.#replies.keys().next().value!);
     }
-    this.reply(f);
+    via(f);
   }
 
   remembered(stepId: bigint): SeamFrame | undefined {

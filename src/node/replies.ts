@@ -5,7 +5,10 @@ import { Phase, type SeamFrame, SeamFrameSchema, StatusSchema } from "../gen/str
 import { SCHEMA_VERSION } from "../seam/limits.ts";
 
 type Fields = Partial<
-  Pick<SeamFrame, "cacheResult" | "telemetry" | "sampled" | "status" | "tensors" | "rebuild" | "hopPositions">
+  Pick<
+    SeamFrame,
+    "cacheResult" | "telemetry" | "sampled" | "status" | "tensors" | "rebuild" | "hopPositions" | "crossings"
+  >
 >;
 
 export function replyTo(f: SeamFrame, fields: Fields = {}): SeamFrame {

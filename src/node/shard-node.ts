@@ -23,7 +23,8 @@ import { choose } from "../sampling/sampler.ts";
 import { Batcher, type BatcherLimits, type Step, type StepResult } from "../scheduler/batcher.ts";
 import { SeamError } from "../seam/errors.ts";
 import { checkFrame } from "../seam/frame.ts";
-import type { SeamDialer, SeamServe } from "../seam/link.ts";
+import type { SeamDialer, SeamServe, SeamTransport } from "../seam/link.ts";
+import { codecMs } from "../seam/codec-time.ts";
 import { packTensor, unpackTensor } from "../seam/tensor.ts";
 import { NodeSession } from "./node-session.ts";
 import { rebuildChunks } from "./rebuild.ts";
@@ -60,12 +61,21 @@ function peerGone(e: unknown): boolean {
   return !(code === "resource_exhausted" || code === "invalid_argument" || code === 8 || code === 3);
 }
 
+/** A route session owner's reply link to this (last) shard. */
+interface OwnerLink {
+  readonly epoch: bigint;
+  readonly send: (f: SeamFrame) => void;
+  readonly transport: SeamTransport;
+}
+
 const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((v, i) => v === b[i]);
 const hex8 = (b: Uint8Array) => b.length ? bytesToHex(b.subarray(0, 4)) : "(none)";
 
 export class ShardNode {
   readonly #batcher: Batcher;
   readonly #sessions = new Map<string, NodeSession>();
+  /** reply links by session id: the last shard's step replies go straight to the owner */
+  readonly #owners = new Map<string, OwnerLink>();
   readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0, served: 0 };
   #historyBytes = 0;
   readonly #leaseTimer: ReturnType<typeof setInterval>;
@@ -87,8 +97,9 @@ export class ShardNode {
   }
 
   /** Serves one seam stream (one Route Session) until the peer ends it or goes away. */
-  readonly serve: SeamServe = async (frames, reply) => {
+  readonly serve: SeamServe = async (frames, reply, transport = "memory") => {
     let session: NodeSession | undefined;
+    let owner: OwnerLink | undefined;
     let why = "the previous shard ended the stream without a release";
     // its peer went away (a repair may resume the session) rather than ended it or sent garbage
     let gone = false;
@@ -96,7 +107,9 @@ export class ShardNode {
       for await (const f of frames) {
         this.#counters.bytesIn += tensorBytes(f);
         try {
-          session = await this.#accept(f, session, reply);
+          if (f.phase === Phase.OPEN && f.open?.replyLink && !session && !owner) {
+            owner = await this.#attachOwner(f, reply, transport);
+          } else session = await this.#accept(f, session, reply, transport);
         } catch (e) {
           this.#counters.refused++;
           reply(refusal(f, e));
@@ -115,6 +128,7 @@ export class ShardNode {
         ),
       );
     } finally {
+      if (owner) this.#detachOwner(owner);
       // the previous shard or the driver is gone: a repair may resume the session here
       if (session && !session.closed && !session.ending) {
         if (gone) await this.#park(session, why);
@@ -168,7 +182,12 @@ export class ShardNode {
     }
   }
 
-  async #accept(f: SeamFrame, session: NodeSession | undefined, reply: (f: SeamFrame) => void) {
+  async #accept(
+    f: SeamFrame,
+    session: NodeSession | undefined,
+    reply: (f: SeamFrame) => void,
+    transport: SeamTransport,
+  ) {
     checkFrame(f);
     const mine = this.engine.facts.range;
     if (f.range!.start !== mine.start || f.range!.end !== mine.end) {
@@ -180,7 +199,7 @@ export class ShardNode {
     if (!sameBytes(f.artifactSha256, this.options.artifactSha256)) {
       throw new SeamError("wrong_shard", "frame for another model artifact");
     }
-    if (f.phase === Phase.OPEN) return await this.#open(f, session, reply);
+    if (f.phase === Phase.OPEN) return await this.#open(f, session, reply, transport);
     if (!session && f.phase === Phase.CANCEL && f.open) return await this.#cancelParked(f, reply);
     if (!session || session.closed) {
       throw new SeamError("unknown_session", `session ${f.sessionId} is not open on this stream`);
@@ -212,7 +231,12 @@ export class ShardNode {
     return session;
   }
 
-  async #open(f: SeamFrame, current: NodeSession | undefined, reply: (f: SeamFrame) => void) {
+  async #open(
+    f: SeamFrame,
+    current: NodeSession | undefined,
+    reply: (f: SeamFrame) => void,
+    transport: SeamTransport,
+  ) {
     if (current && !current.closed) {
       throw new SeamError("malformed", `this stream already carries session ${current.id}`);
     }
@@ -237,7 +261,15 @@ export class ShardNode {
     if (existing && f.routeEpoch <= existing.epoch) {
       throw new SeamError("wrong_epoch", `session ${f.sessionId} is open at epoch ${existing.epoch}`);
     }
-    const s = new NodeSession(f.sessionId, f.routeEpoch, f.workId, open, reply, f.recipeFingerprint);
+    const s = new NodeSession(
+      f.sessionId,
+      f.routeEpoch,
+      f.workId,
+      open,
+      reply,
+      f.recipeFingerprint,
+      transport,
+    );
     if (!(existing && open.resume && await this.#adopt(existing, s, f.cacheExpect))) {
       if (existing) {
         // a newer epoch supersedes the old route of the same session
@@ -268,6 +300,43 @@ export class ShardNode {
     }));
     void this.#pump(s, next.url);
     return s;
+  }
+
+  /**
+   * The session's owner opened its own stream to this, the last shard: step replies go there
+   * straight (one crossing) instead of back up the route. The stream carries nothing else.
+   */
+  async #attachOwner(
+    f: SeamFrame,
+    reply: (f: SeamFrame) => void,
+    transport: SeamTransport,
+  ): Promise<OwnerLink> {
+    checkFrame(f);
+    if (!this.#last) throw new SeamError("malformed", "only the last shard sends replies to the owner");
+    await verifyTicket(await this.options.routeKey, f.open!.routeTicket, {
+      sessionId: f.sessionId,
+      routeEpoch: f.routeEpoch,
+      artifactSha256: this.options.artifactSha256,
+      range: this.engine.facts.range,
+    });
+    const held = this.#owners.get(f.sessionId);
+    if (held && held.epoch > f.routeEpoch) {
+      throw new SeamError("wrong_epoch", `session ${f.sessionId} is owned at epoch ${held.epoch}`);
+    }
+    const owner = { epoch: f.routeEpoch, send: reply, transport };
+    this.#owners.set(f.sessionId, owner);
+    reply(replyTo(f, { cacheResult: 0 }));
+    return owner;
+  }
+
+  #detachOwner(owner: OwnerLink): void {
+    for (const [id, o] of this.#owners) if (o === owner) this.#owners.delete(id);
+  }
+
+  /** Where the session's step replies go: its owner's reply link, else back up the route. */
+  #ownerOf(s: NodeSession): OwnerLink | undefined {
+    const o = this.#owners.get(s.id);
+    return o && o.epoch === s.epoch ? o : undefined;
   }
 
   /** Takes a prefill chunk or decode step: checks it whole, then queues it for a batch. */
@@ -338,6 +407,8 @@ export class ShardNode {
       batchSessions: r.batchSessions,
       batchTokens: r.batchTokens,
       bytesIn: tensorBytes(f),
+      // this step's frame in, and the last frame out (this one's is known once it is encoded)
+      codecMs: codecMs(f) + s.lastEncodeMs,
     });
     if (s.open.probe) {
       // an admission probe: the output itself goes back, for the tracker to check
@@ -353,11 +424,14 @@ export class ShardNode {
     }
     if (!this.#last) {
       const hop = s.open.nextHops[0];
+      // the step goes on with every node's telemetry so far: the last shard's reply carries it all
       const out = create(SeamFrameSchema, {
         ...f,
         range: hop.range,
         recipeFingerprint: this.engine.recipe,
         tensors: [packTensor("hidden_states", r.data, [r.rows, r.dim], s.open.seamCompression || undefined)],
+        telemetry: [...f.telemetry, telemetry],
+        crossings: f.crossings + 1,
       });
       this.#keepSent(s, f.positions!.start, r.rows, out.tensors[0]);
       if (f.rebuild || !s.downstream) {
@@ -368,9 +442,10 @@ export class ShardNode {
         return;
       }
       telemetry.bytesOut = tensorBytes(out);
+      telemetry.transport = s.downstream.transport;
       this.#counters.bytesOut += telemetry.bytesOut;
-      s.ownTelemetry.set(f.stepId, telemetry);
-      s.downstream!.send(out);
+      s.downstream.send(out);
+      s.lastEncodeMs = codecMs(out);
       return;
     }
     const { start, count } = f.positions!;
@@ -383,7 +458,17 @@ export class ShardNode {
       ? create(SampledSchema, choose(r.data, s.open.sampling, start + count - 1))
       : undefined;
     telemetry.sampleMs = performance.now() - t0;
-    s.answer(replyTo(f, { cacheResult: start + count, telemetry: [telemetry], sampled }));
+    const owner = this.#ownerOf(s);
+    telemetry.transport = owner?.transport ?? s.upstreamTransport;
+    const reply = replyTo(f, {
+      cacheResult: start + count,
+      // last shard first
+      telemetry: [telemetry, ...f.telemetry.reverse()],
+      sampled,
+      crossings: f.crossings + 1,
+    });
+    s.answer(reply, owner?.send);
+    s.lastEncodeMs = codecMs(reply);
   }
 
   #stepFailed(s: NodeSession, f: SeamFrame, e: unknown): void {
@@ -414,7 +499,7 @@ export class ShardNode {
     );
   }
 
-  /** Passes the next shard's replies back up, adding this node's telemetry to each. */
+  /** Passes the next shard's replies back up (step replies too, where the owner has no reply link). */
   async #pump(s: NodeSession, url: string): Promise<void> {
     const link = s.downstream!;
     try {
@@ -434,11 +519,8 @@ export class ShardNode {
           });
           continue;
         }
-        const own = s.ownTelemetry.get(r.stepId);
-        if (own) {
-          s.ownTelemetry.delete(r.stepId);
-          if (!r.status) r.telemetry.push(own);
-        }
+        // a step's reply climbing back (no reply link): one more crossing
+        if (r.crossings > 0) r.crossings++;
         if (r.stepId === 0n && r.status) {
           // the rest of the route lost the session: this shard keeps its part for a repair
           s.reply(r);

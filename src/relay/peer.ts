@@ -90,6 +90,7 @@ export class RelayPeer {
       if (!this.#closed) this.socket.send(encodeEnvelope({ to, channel, kind, error }));
     };
     return {
+      transport: "relay",
       send: (frame) => {
         if (!sending || this.#closed) return false;
         const bytes = encodeFrame(frame);
@@ -214,7 +215,7 @@ export class RelayPeer {
         this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.DATA }, encodeFrame(f)));
       }
     };
-    void this.#serve(frames, reply).finally(() => {
+    void this.#serve(frames, reply, "relay").finally(() => {
       if (this.#served.get(key) !== frames) return;
       this.#served.delete(key);
       if (!this.#closed) this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.CLOSE }));

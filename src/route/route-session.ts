@@ -1,7 +1,7 @@
 // The route driver: opens a Route Session along a list of shard hops, sends the prompt in
-// bounded chunks, runs decode to a stop condition and releases or cancels the route. It
-// talks to the first shard only; activations go node to node and the last shard's token
-// comes back up the same streams.
+// bounded chunks, runs decode to a stop condition and releases or cancels the route. It sends
+// to the first shard only; activations go node to node, and the last shard's token comes
+// straight back on the driver's own reply link to it (up the route where there is none).
 import { create } from "@bufbuild/protobuf";
 import {
   Compression,
@@ -18,7 +18,7 @@ import type { Policy } from "../sampling/sampler.ts";
 import { SeamError, type SeamErrorCode } from "../seam/errors.ts";
 import { prefillChunks } from "../seam/frame.ts";
 import { PREFILL_CHUNK_TOKENS, SCHEMA_VERSION } from "../seam/limits.ts";
-import type { SeamDialer, SeamLink } from "../seam/link.ts";
+import type { SeamDialer, SeamLink, SeamTransport } from "../seam/link.ts";
 import { packTensor } from "../seam/tensor.ts";
 
 export interface RouteHop {
@@ -51,6 +51,11 @@ export interface SessionOptions {
   readonly pipelineOpen?: boolean;
   /** this driver repairs routes: shards park the session when its route breaks (Open.park_on_loss) */
   readonly parkOnLoss?: boolean;
+  /**
+   * Open a reply link to the last shard (default true): its replies then cross once instead of
+   * climbing back through every hop. A last shard that refuses it answers up the route.
+   */
+  readonly replyLink?: boolean;
 }
 
 export interface StepReply {
@@ -60,6 +65,10 @@ export interface StepReply {
   readonly telemetry: NodeTelemetry[];
   /** from sending the step to its reply */
   readonly ms: number;
+  /** seam crossings the step and its reply made (hops + 1 with a reply link) */
+  readonly crossings: number;
+  /** what carried the step to the first shard, and the reply back (hops name theirs in telemetry) */
+  readonly transport: { readonly first: SeamTransport; readonly reply: SeamTransport };
 }
 
 /** A session re-opened on a repaired route: how much was rebuilt. */
@@ -82,9 +91,10 @@ interface FrameFields {
 interface Waiter {
   readonly resolve: (f: SeamFrame) => void;
   readonly reject: (e: unknown) => void;
-  readonly timer: ReturnType<typeof setTimeout>;
   /** when it was sent (performance.now()) */
   readonly sentAt: number;
+  /** when it fails unanswered (Date.now()) */
+  readonly due: number;
 }
 
 export class RouteSession {
@@ -95,6 +105,13 @@ export class RouteSession {
   #done = false;
   #opening?: Promise<SeamFrame>;
   #usualStepMs = 0;
+  /** the reply link to the last shard, while it carries replies */
+  #replies?: SeamLink;
+  #attachStep = 0n;
+  /** the last shard took the reply link: from now on losing it loses replies */
+  #attached = false;
+  /** one timer watches every step in flight (not one per step) */
+  #watchdog?: ReturnType<typeof setTimeout>;
 
   private constructor(
     readonly link: SeamLink,
@@ -102,11 +119,40 @@ export class RouteSession {
     readonly options: SessionOptions,
   ) {}
 
+  /** Starts taking replies: from the first shard's stream, and from the last shard's reply link. */
+  #start(dial: SeamDialer): void {
+    void this.#pump(this.link, `the first shard ${this.hops[0].url}`);
+    const last = this.hops[this.hops.length - 1];
+    if (this.hops.length < 2 || this.options.replyLink === false) return;
+    let link: SeamLink;
+    try {
+      link = dial(last.url);
+    } catch {
+      return; // replies come up the route
+    }
+    this.#replies = link;
+    // the other half of the OPEN that follows: its step id, on a stream of its own
+    this.#attachStep = this.#step + 1n;
+    const o = this.options;
+    link.send(create(SeamFrameSchema, {
+      schemaVersion: SCHEMA_VERSION,
+      workId: `${o.sessionId}/reply-link`,
+      sessionId: o.sessionId,
+      routeEpoch: o.epoch,
+      artifactSha256: o.artifactSha256,
+      range: last.range,
+      phase: Phase.OPEN,
+      stepId: this.#attachStep,
+      open: create(OpenSchema, { routeTicket: last.ticket, replyLink: true }),
+    }));
+    void this.#pump(link, `the last shard ${last.url}`);
+  }
+
   /** Opens the session on every shard (the first forwards the open down the route). */
   static async open(dial: SeamDialer, hops: readonly RouteHop[], o: SessionOptions): Promise<RouteSession> {
     if (hops.length === 0) throw new SeamError("malformed", "a route needs at least one hop");
     const s = new RouteSession(dial(hops[0].url), hops, o);
-    void s.#pump();
+    s.#start(dial);
     const opening = s.#call(s.#frame(Phase.OPEN, {
       open: openBlock(hops, o),
     }));
@@ -134,7 +180,7 @@ export class RouteSession {
   ): Promise<Resumed> {
     if (hops.length === 0 || held.length === 0) throw new SeamError("malformed", "nothing to resume");
     const s = new RouteSession(dial(hops[0].url), hops, o);
-    void s.#pump();
+    s.#start(dial);
     const n = held.length;
     await s.#accepted(
       s.#call(s.#frame(Phase.OPEN, {
@@ -222,6 +268,7 @@ export class RouteSession {
       await opening;
     } catch (e) {
       this.link.abort("open refused");
+      this.#replies?.abort("open refused");
       throw e;
     }
   }
@@ -304,10 +351,7 @@ export class RouteSession {
 
   /** Abandons work in flight and frees the session on every shard. */
   async cancel(): Promise<void> {
-    for (const [, w] of this.#pending) {
-      clearTimeout(w.timer);
-      w.reject(new SeamError("cancelled", "the session was cancelled"));
-    }
+    for (const [, w] of this.#pending) w.reject(new SeamError("cancelled", "the session was cancelled"));
     this.#pending.clear();
     await this.#finish(Phase.CANCEL).catch(() => {});
   }
@@ -322,6 +366,7 @@ export class RouteSession {
     this.link.send(this.#frame(Phase.CANCEL, {}));
     this.#done = true;
     this.link.close();
+    this.#replies?.close();
   }
 
   /**
@@ -334,6 +379,7 @@ export class RouteSession {
     this.#fail(e);
     this.#done = true;
     this.link.abort("left for a repair");
+    this.#replies?.abort("left for a repair");
   }
 
   async #finish(phase: Phase.RELEASE | Phase.CANCEL): Promise<void> {
@@ -342,7 +388,9 @@ export class RouteSession {
       if (!this.#failure) await this.#call(this.#frame(phase, {}));
     } finally {
       this.#done = true;
+      clearTimeout(this.#watchdog);
       this.link.close();
+      this.#replies?.close();
     }
   }
 
@@ -359,6 +407,7 @@ export class RouteSession {
       phase,
       stepId: this.#step,
       cacheExpect: fields.cacheExpect ?? (fields.positions ? this.#pos : 0),
+      crossings: 1,
       ...fields,
     });
   }
@@ -367,17 +416,31 @@ export class RouteSession {
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#done) return Promise.reject(new SeamError("unknown_session", "the session has ended"));
     this.#pos += advance;
-    const timeout = this.options.stepTimeoutMs ?? 120_000;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#fail(new SeamError("deadline", `no reply to step ${f.stepId} within ${timeout} ms`));
-        void this.cancel();
-      }, timeout);
-      this.#pending.set(f.stepId, { resolve, reject, timer, sentAt: performance.now() });
+      const due = Date.now() + (this.options.stepTimeoutMs ?? 120_000);
+      this.#pending.set(f.stepId, { resolve, reject, sentAt: performance.now(), due });
+      this.#watch();
       if (!this.link.send(f)) {
         this.#fail(new SeamError("unavailable", `the seam to the first shard ${this.hops[0].url} has ended`));
       }
     });
+  }
+
+  /** Arms the one timer for the oldest step in flight: past the step timeout, the route is cancelled. */
+  #watch(): void {
+    if (this.#watchdog !== undefined || this.#pending.size === 0) return;
+    // steps are answered in the order sent: the first in the map is the oldest
+    const [step, oldest] = this.#pending.entries().next().value!;
+    if (oldest.due <= Date.now()) {
+      const timeout = this.options.stepTimeoutMs ?? 120_000;
+      this.#fail(new SeamError("deadline", `no reply to step ${step} within ${timeout} ms`));
+      void this.cancel();
+      return;
+    }
+    this.#watchdog = setTimeout(() => {
+      this.#watchdog = undefined;
+      this.#watch();
+    }, oldest.due - Date.now());
   }
 
   /**
@@ -403,12 +466,21 @@ export class RouteSession {
       margin: f.sampled.margin,
       telemetry: f.telemetry,
       ms,
+      crossings: f.crossings,
+      transport: { first: this.link.transport, reply: (this.#replies ?? this.link).transport },
     };
   }
 
-  async #pump(): Promise<void> {
+  /** Replies from one of the session's links (steps may be answered on either). */
+  async #pump(link: SeamLink, peer: string): Promise<void> {
     try {
-      for await (const r of this.link.replies) {
+      for await (const r of link.replies) {
+        if (link === this.#replies && r.stepId === this.#attachStep) {
+          // a last shard that will not send replies here sends them up the route
+          if (r.status) this.#dropReplyLink();
+          else this.#attached = true;
+          continue;
+        }
         const w = this.#pending.get(r.stepId);
         if (!w) {
           // step id 0: the route lost the session; other unknown ids are answers to duplicates
@@ -416,29 +488,38 @@ export class RouteSession {
           continue;
         }
         this.#pending.delete(r.stepId);
-        clearTimeout(w.timer);
         if (r.status) w.reject(new SeamError(code(r.status.code), r.status.message));
         else w.resolve(r);
       }
-      if (!this.#done) {
-        this.#fail(new SeamError("unavailable", `the first shard ${this.hops[0].url} ended the stream`));
+      if (this.#unattached(link)) return;
+      if (!this.#done && (link === this.link || link === this.#replies)) {
+        this.#fail(new SeamError("unavailable", `${peer} ended the stream`));
       }
     } catch (e) {
+      if (this.#unattached(link) || (link !== this.link && link !== this.#replies)) return;
       this.#fail(
-        new SeamError(
-          "unavailable",
-          `seam to the first shard ${this.hops[0].url} failed: ${e instanceof Error ? e.message : e}`,
-        ),
+        new SeamError("unavailable", `seam to ${peer} failed: ${e instanceof Error ? e.message : e}`),
       );
     }
   }
 
+  /** A reply link that ended before the last shard took it: replies come up the route. */
+  #unattached(link: SeamLink): boolean {
+    if (link !== this.#replies || this.#attached) return false;
+    this.#dropReplyLink();
+    return true;
+  }
+
+  #dropReplyLink(): void {
+    this.#replies?.close();
+    this.#replies = undefined;
+  }
+
   #fail(e: SeamError): void {
     this.#failure ??= e;
-    for (const [, w] of this.#pending) {
-      clearTimeout(w.timer);
-      w.reject(e);
-    }
+    clearTimeout(this.#watchdog);
+    this.#watchdog = undefined;
+    for (const [, w] of this.#pending) w.reject(e);
     this.#pending.clear();
   }
 }

@@ -1,7 +1,12 @@
 // One end of a seam stream, whatever carries it (gRPC/Connect, or a relay channel).
 import type { SeamFrame } from "../gen/strata/seam/v1/seam_pb.ts";
 
+/** What carries a link: the fast seam (TCP), gRPC/Connect on HTTP/2, or a relay channel. */
+export type SeamTransport = "tcp" | "grpc" | "relay" | "memory";
+
 export interface SeamLink {
+  /** what carries it (a link still choosing says what it will fall back to) */
+  readonly transport: SeamTransport;
   /** Queues a frame toward the peer; false when the link has ended. */
   send(frame: SeamFrame): boolean;
   /** The peer's frames, in order; ends when the peer ends the stream, throws when it fails. */
@@ -19,6 +24,8 @@ export type SeamDialer = (url: string) => SeamLink;
 export type SeamServe = (
   frames: AsyncIterable<SeamFrame>,
   reply: (frame: SeamFrame) => void,
+  /** what carries the stream (telemetry names it) */
+  transport?: SeamTransport,
 ) => Promise<void>;
 
 /** Sees the encoded bytes of every frame a link sends (tests compare transports with it). */

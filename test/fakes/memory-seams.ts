@@ -25,6 +25,7 @@ const clone = (f: SeamFrame) => fromBinary(SeamFrameSchema, toBinary(SeamFrameSc
 
 /** One stream, as its client holds it; `sent` and `received` let a test see the traffic. */
 export class MemoryLink implements SeamLink {
+  readonly transport = "memory";
   readonly sent: SeamFrame[] = [];
   readonly received: SeamFrame[] = [];
   readonly replies = new AsyncQueue<SeamFrame>();
@@ -84,7 +85,7 @@ export class MemoryLink implements SeamLink {
       const copy = clone(f);
       if (this.replies.push(copy)) this.received.push(copy);
     };
-    serve(this.frames, reply).then(
+    serve(this.frames, reply, "memory").then(
       () => this.replies.end(),
       (e) => this.replies.fail(e),
     ).finally(() => this.#settle());

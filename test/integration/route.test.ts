@@ -21,6 +21,14 @@ describe("routes over seams (SmolLM2)", () => {
       expect(r.together.max_batch_sessions).toBeGreaterThanOrEqual(transport === "relay" ? 2 : 4);
       expect(r.cancel_ok, JSON.stringify(r.cancel)).toBe(true);
       expect(r.cancel.cancelled).toHaveLength(2);
+      // the last shard replies straight to the driver: hops + 1 crossings a decode step; direct
+      // hops take the fast seam, a hop to a node behind the relay goes through it
+      const hops = split.split(",").length;
+      expect(r.seams.crossings_per_decode_step).toBe(hops + 1);
+      expect(r.seams.driver_to_first).toBe("tcp");
+      expect(r.seams.node_sends.map((s: string) => s.split(": ")[1])).toEqual(
+        transport === "relay" ? ["relay", "relay"] : Array(hops).fill("tcp"),
+      );
       if (transport === "relay") {
         expect(r.hops.at(-1)).toMatch(/^relay\+ws:\/\//);
         // every stream through the relay was closed by both sides: the relay forgot them all

@@ -4,9 +4,11 @@ import {
   Compression,
   ElementType,
   NodeTelemetrySchema,
+  OpenSchema,
   Phase,
   SampledSchema,
   type SeamFrame,
+  SeamFrameSchema,
   StatusSchema,
 } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { replyTo, sessionFailure } from "../../src/node/replies.ts";
@@ -122,7 +124,9 @@ describe("route session: open", () => {
       compression: Compression.Q8_ROW,
     });
     const open = await shard.frame(Phase.OPEN);
-    expect(seams.links.map((l) => l.url)).toEqual(["http://first"]);
+    // frames go to the first shard; the last one gets a reply link of its own (nobody serves it
+    // here, so replies come up the route)
+    expect(seams.links.map((l) => l.url)).toEqual(["http://first", "http://second"]);
     expect(open).toMatchObject({
       schemaVersion: 1,
       sessionId: "s1",
@@ -449,6 +453,91 @@ describe("route session over shard nodes", () => {
       await s.release();
       expect(r.engines.map((e) => [e.cellsUsed, e.openSequences])).toEqual([[0, 0], [0, 0]]);
       expect(r.nodes.map((n) => n.sessionIds())).toEqual([[], []]);
+    } finally {
+      await Promise.all(r.nodes.map((n) => n.close()));
+    }
+  });
+
+  it("the last shard replies straight to the driver: hops + 1 crossings a step, each link named", async () => {
+    const r = await route();
+    try {
+      const direct = await RouteSession.open(
+        r.seams.dial,
+        await r.hops("d"),
+        options({ sessionId: "d", epoch: 1n }),
+      );
+      const climbed = await RouteSession.open(
+        r.seams.dial,
+        await r.hops("c"),
+        options({ sessionId: "c", epoch: 1n, replyLink: false }),
+      );
+      const steps = async (s: RouteSession) => {
+        const out = [];
+        for await (const step of s.generate(Int32Array.of(3, 1, 4), 4, () => false)) out.push(step);
+        return out;
+      };
+      const [d, c] = await Promise.all([steps(direct), steps(climbed)]);
+      // the same tokens either way
+      expect(d.map((x) => x.token)).toEqual(predicted([3, 1, 4], 4));
+      expect(c.map((x) => x.token)).toEqual(d.map((x) => x.token));
+      // driver → n0 → n1 → driver, against driver → n0 → n1 → n0 → driver
+      expect(d.map((x) => x.crossings)).toEqual([3, 3, 3, 3]);
+      expect(c.map((x) => x.crossings)).toEqual([4, 4, 4, 4]);
+      // telemetry still names every node, last shard first, with what each sent on
+      expect(d[2].telemetry.map((t) => [t.node, t.transport])).toEqual([["n1", "memory"], ["n0", "memory"]]);
+      expect(c[2].telemetry.map((t) => t.node)).toEqual(["n1", "n0"]);
+      // the replies came on the reply link: n1 answered n0's stream with nothing but OPEN's answer
+      const n0ToN1 = r.seams.to("http://n1").find((l) =>
+        l.sent.some((f) => f.sessionId === "d" && !f.open?.replyLink)
+      )!;
+      expect(n0ToN1.received.map((f) => f.phase)).toEqual([Phase.OPEN]);
+      await Promise.all([direct.release(), climbed.release()]);
+      expect(r.engines.map((e) => e.cellsUsed)).toEqual([0, 0]);
+    } finally {
+      await Promise.all(r.nodes.map((n) => n.close()));
+    }
+  });
+
+  it("a last shard the driver cannot reach answers up the route; a reply link is checked like OPEN", async () => {
+    const r = await route();
+    try {
+      const unreachable = (url: string) => {
+        if (url === "http://n1") throw new Error("no way to n1 from here");
+        return r.seams.dial(url);
+      };
+      const s = await RouteSession.open(
+        unreachable,
+        await r.hops("u"),
+        options({ sessionId: "u", epoch: 1n }),
+      );
+      const got = [];
+      for await (const step of s.generate(Int32Array.of(3, 1, 4), 3, () => false)) got.push(step);
+      expect(got.map((x) => x.crossings)).toEqual([4, 4, 4]);
+      expect(got.map((x) => x.token)).toEqual(predicted([3, 1, 4], 3));
+      await s.release();
+      // a reply link needs the last shard and its ticket
+      const hops = await r.hops("x");
+      const attach = async (url: string, ticket: Uint8Array, range: { start: number; end: number }) => {
+        const link = r.seams.link(url);
+        link.send(create(SeamFrameSchema, {
+          schemaVersion: 1,
+          sessionId: "x",
+          routeEpoch: 1n,
+          artifactSha256: ARTIFACT,
+          range,
+          phase: Phase.OPEN,
+          stepId: 1n,
+          open: create(OpenSchema, { routeTicket: ticket, replyLink: true }),
+        }));
+        const answer = await new Inbox(link.replies).until(() => true);
+        link.close();
+        return answer.status ? `${answer.status.code}: ${answer.status.message}` : "ok";
+      };
+      expect(await attach("http://n0", hops[0].ticket, hops[0].range)).toBe(
+        "malformed: only the last shard sends replies to the owner",
+      );
+      expect(await attach("http://n1", hops[0].ticket, hops[1].range)).toMatch(/^unauthenticated: /);
+      expect(await attach("http://n1", hops[1].ticket, hops[1].range)).toBe("ok");
     } finally {
       await Promise.all(r.nodes.map((n) => n.close()));
     }

@@ -1,0 +1,103 @@
+// The fast seam on a Node/Deno socket: a seam server takes it on its own port beside gRPC
+// (told apart by the first bytes), and a dialer tries it first, falling back to gRPC when the
+// node at the other end does not answer it.
+import type { Buffer } from "node:buffer";
+import * as net from "node:net";
+import { type ByteDuplex, FAST_PREFACE, MuxClient, serveMux } from "../../src/seam/mux.ts";
+import { deferredLink } from "../../src/seam/deferred-link.ts";
+import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
+import type { SideProtocol } from "../http/http2.ts";
+
+/** A socket as the fast seam sees it: Nagle off, header and body written as one. */
+export function socketDuplex(s: net.Socket): ByteDuplex {
+  s.setNoDelay(true);
+  let closed = false;
+  const closers: ((why: string) => void)[] = [];
+  const end = (why: string) => {
+    if (closed) return;
+    closed = true;
+    for (const c of closers) c(why);
+  };
+  s.on("error", (e: Error) => end(e.message));
+  s.on("close", () => end("connection closed"));
+  return {
+    write(parts) {
+      if (closed || s.destroyed) return;
+      if (parts.length === 1) {
+        s.write(parts[0]);
+        return;
+      }
+      s.cork();
+      for (const p of parts) s.write(p);
+      s.uncork();
+    },
+    onData: (h) => s.on("data", (b: Buffer) => h(b)),
+    onClose: (h) => closers.push(h),
+    close: () => s.destroy(),
+  };
+}
+
+/** The seam server's side protocol: each fast connection's streams go to `serve`. */
+export function fastSide(serve: SeamServe, tap?: FrameTap): SideProtocol {
+  return {
+    preface: FAST_PREFACE,
+    take: (socket, head) => serveMux(socketDuplex(socket), serve, head, tap),
+  };
+}
+
+/** How long a node that refused the fast seam is left to gRPC before it is asked again. */
+const RETRY_FAST_MS = 60_000;
+
+/** Fast-seam connections, one per node, shared by every stream to it. */
+export class FastSeams {
+  readonly #conns = new Map<string, Promise<MuxClient | undefined>>();
+  /** connections that answered: a stream to them starts at once */
+  readonly #ready = new Map<string, MuxClient>();
+  readonly #refusedAt = new Map<string, number>();
+
+  constructor(private readonly fallback: (baseUrl: string) => SeamLink, private readonly tap?: FrameTap) {}
+
+  /** A stream to the node at baseUrl (http://host:port): the fast seam if it answers, else gRPC. */
+  dial(baseUrl: string): SeamLink {
+    const refused = this.#refusedAt.get(baseUrl);
+    if (refused !== undefined && Date.now() - refused < RETRY_FAST_MS) return this.fallback(baseUrl);
+    const ready = this.#ready.get(baseUrl);
+    if (ready && !ready.closed) return ready.dial();
+    let conn = this.#conns.get(baseUrl);
+    if (!conn) {
+      conn = this.#connect(baseUrl);
+      this.#conns.set(baseUrl, conn);
+    }
+    return deferredLink(conn.then((c) => c ? c.dial() : this.fallback(baseUrl)), "grpc");
+  }
+
+  close(): void {
+    for (const c of this.#conns.values()) void c.then((m) => m?.close());
+    this.#conns.clear();
+    this.#ready.clear();
+  }
+
+  async #connect(baseUrl: string): Promise<MuxClient | undefined> {
+    const u = new URL(baseUrl);
+    const socket = net.connect({ host: u.hostname.replace(/^\[|\]$/g, ""), port: Number(u.port) });
+    let connected = false;
+    socket.once("connect", () => (connected = true));
+    const duplex = socketDuplex(socket);
+    try {
+      const c = await MuxClient.connect(duplex, { tap: this.tap });
+      this.#ready.set(baseUrl, c);
+      // the next dial after this connection ends connects afresh
+      duplex.onClose(() => {
+        this.#conns.delete(baseUrl);
+        if (this.#ready.get(baseUrl) === c) this.#ready.delete(baseUrl);
+      });
+      return c;
+    } catch {
+      this.#conns.delete(baseUrl);
+      // a node that took the connection but not the fast seam speaks gRPC only (a node that
+      // could not be reached at all is asked again next time)
+      if (connected) this.#refusedAt.set(baseUrl, Date.now());
+      return undefined;
+    }
+  }
+}

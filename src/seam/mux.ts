@@ -1,0 +1,329 @@
+// The fast seam: every seam stream between two nodes on one byte stream (a TCP connection),
+// each message a 9-byte header (body length u32 LE, channel u32 LE, kind u8) and then the Seam
+// Frame's own bytes. No HTTP/2 framing, no per-stream flow control: a node bounds what each
+// session may queue (`overloaded`), so a stream cannot run away with a peer's memory.
+// Runtime-agnostic: a host hands in its socket as a ByteDuplex.
+import { fromBinary } from "@bufbuild/protobuf";
+import { type SeamFrame, SeamFrameSchema } from "../gen/strata/seam/v1/seam_pb.ts";
+import { AsyncQueue } from "./async-queue.ts";
+import { noteCodec } from "./codec-time.ts";
+import { SeamError } from "./errors.ts";
+import { encodeFrame } from "./frame.ts";
+import { MAX_FRAME_BYTES } from "./limits.ts";
+import type { FrameTap, SeamLink, SeamServe } from "./link.ts";
+
+const ascii = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
+/** What a dialer sends first: a gRPC server takes it for a broken HTTP/2 preface and hangs up. */
+export const FAST_PREFACE = ascii("STRATA-SEAM/1\n");
+/** The listener's answer: it speaks the fast seam. */
+export const FAST_ACCEPT = ascii("STRATA-SEAM/1 ok\n");
+
+/** The little the fast seam needs from a connection. */
+export interface ByteDuplex {
+  /** Writes the parts back to back, in one go where the runtime can (no copy to join them). */
+  write(parts: readonly Uint8Array[]): void;
+  onData(handler: (chunk: Uint8Array) => void): void;
+  /** Called once when the connection ends or fails. */
+  onClose(handler: (why: string) => void): void;
+  close(): void;
+}
+
+const DATA = 1;
+const END = 2; // the sender sends nothing more on this channel
+const ERROR = 3; // the sender tore the channel down; the body says why
+const OPEN = 4; // a dialer's new channel: sent at dial, so channels start in the order numbered
+const HEADER = 9;
+
+/** Splits a byte stream into messages; a body past the frame limit is skipped, never held. */
+class MessageReader {
+  readonly #head = new Uint8Array(HEADER);
+  #headAt = 0;
+  #body?: Uint8Array;
+  #bodyAt = 0;
+  #skip = 0;
+  #channel = 0;
+  #kind = 0;
+
+  constructor(
+    private readonly onMessage: (channel: number, kind: number, body: Uint8Array) => void,
+    private readonly onOversize: (channel: number, bytes: number) => void,
+  ) {}
+
+  push(chunk: Uint8Array): void {
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.#skip > 0) {
+        const n = Math.min(this.#skip, chunk.length - at);
+        this.#skip -= n;
+        at += n;
+        continue;
+      }
+      if (this.#body) {
+        const n = Math.min(this.#body.length - this.#bodyAt, chunk.length - at);
+        this.#body.set(chunk.subarray(at, at + n), this.#bodyAt);
+        this.#bodyAt += n;
+        at += n;
+        if (this.#bodyAt === this.#body.length) {
+          const body = this.#body;
+          this.#body = undefined;
+          this.onMessage(this.#channel, this.#kind, body);
+        }
+        continue;
+      }
+      if (this.#headAt === 0 && chunk.length - at >= HEADER) {
+        // the usual case: the header, and often the whole body, inside one chunk
+        at = this.#start(chunk, at, chunk);
+        continue;
+      }
+      const n = Math.min(HEADER - this.#headAt, chunk.length - at);
+      this.#head.set(chunk.subarray(at, at + n), this.#headAt);
+      this.#headAt += n;
+      at += n;
+      if (this.#headAt === HEADER) {
+        this.#headAt = 0;
+        this.#start(this.#head, 0, chunk.subarray(0, 0));
+      }
+    }
+  }
+
+  /** Reads a header at `head[h..]`; a body wholly inside `chunk` after it is taken as a view. */
+  #start(head: Uint8Array, h: number, chunk: Uint8Array): number {
+    const v = new DataView(head.buffer, head.byteOffset + h, HEADER);
+    const len = v.getUint32(0, true);
+    this.#channel = v.getUint32(4, true);
+    this.#kind = v.getUint8(8);
+    const at = head === chunk ? h + HEADER : 0;
+    if (len > MAX_FRAME_BYTES) {
+      this.#skip = len;
+      this.onOversize(this.#channel, len);
+      return at;
+    }
+    if (head === chunk && chunk.length - at >= len) {
+      this.onMessage(this.#channel, this.#kind, chunk.subarray(at, at + len));
+      return at + len;
+    }
+    this.#body = new Uint8Array(len);
+    this.#bodyAt = 0;
+    if (len === 0) {
+      this.#body = undefined;
+      this.onMessage(this.#channel, this.#kind, new Uint8Array(0));
+    }
+    return at;
+  }
+}
+
+/** One message on the wire: its header and body as two parts (written together, never joined). */
+function send(duplex: ByteDuplex, channel: number, kind: number, body: Uint8Array): void {
+  const head = new Uint8Array(HEADER);
+  const v = new DataView(head.buffer);
+  v.setUint32(0, body.length, true);
+  v.setUint32(4, channel, true);
+  v.setUint8(8, kind);
+  duplex.write(body.length ? [head, body] : [head]);
+}
+
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+const utf8 = (s: string) => new TextEncoder().encode(s);
+
+/** Frame bytes from a peer: the node checks the rest; bytes that are no frame fail the stream. */
+function decode(bytes: Uint8Array): SeamFrame {
+  const t0 = performance.now();
+  let f: SeamFrame;
+  try {
+    f = fromBinary(SeamFrameSchema, bytes);
+  } catch (e) {
+    throw new SeamError("malformed", `not a seam frame: ${e instanceof Error ? e.message : e}`);
+  }
+  noteCodec(f, performance.now() - t0);
+  return f;
+}
+
+function encode(frame: SeamFrame, tap?: FrameTap): Uint8Array {
+  const t0 = performance.now();
+  const bytes = encodeFrame(frame);
+  noteCodec(frame, performance.now() - t0);
+  tap?.(bytes, frame);
+  return bytes;
+}
+
+/** The dialing side of one connection: seam streams to the node at its other end. */
+export class MuxClient {
+  readonly #channels = new Map<number, AsyncQueue<SeamFrame>>();
+  #next = 0;
+  #closed?: string;
+  readonly #reader = new MessageReader(
+    (ch, kind, body) => this.#message(ch, kind, body),
+    (ch, bytes) => this.#failChannel(ch, new SeamError("too_large", `a reply of ${bytes} bytes`)),
+  );
+
+  private constructor(private readonly duplex: ByteDuplex, private readonly tap?: FrameTap) {}
+
+  /**
+   * Speaks first and waits for the listener to accept the fast seam. Rejects when it answers
+   * anything else (a gRPC-only node), hangs up, or says nothing within `timeoutMs`.
+   */
+  static connect(duplex: ByteDuplex, o: { tap?: FrameTap; timeoutMs?: number } = {}): Promise<MuxClient> {
+    const c = new MuxClient(duplex, o.tap);
+    return new Promise((resolve, reject) => {
+      let got = new Uint8Array(0);
+      let accepted = false;
+      let refused = false;
+      const timer = setTimeout(() => refuse("no answer"), o.timeoutMs ?? 5_000);
+      function refuse(why: string) {
+        if (refused) return;
+        refused = true;
+        clearTimeout(timer);
+        reject(new SeamError("unavailable", `the fast seam was not accepted: ${why}`));
+        duplex.close();
+      }
+      duplex.onClose((why) => (accepted ? c.#lost(why) : refuse(why)));
+      duplex.onData((chunk) => {
+        if (accepted) return c.#reader.push(chunk);
+        if (refused) return;
+        const joined = new Uint8Array(got.length + chunk.length);
+        joined.set(got);
+        joined.set(chunk, got.length);
+        got = joined;
+        const n = Math.min(got.length, FAST_ACCEPT.length);
+        if (got.subarray(0, n).some((b, i) => b !== FAST_ACCEPT[i])) {
+          return refuse("another protocol answered");
+        }
+        if (got.length < FAST_ACCEPT.length) return;
+        accepted = true;
+        clearTimeout(timer);
+        resolve(c);
+        if (got.length > FAST_ACCEPT.length) c.#reader.push(got.subarray(FAST_ACCEPT.length));
+      });
+      duplex.write([FAST_PREFACE]);
+    });
+  }
+
+  get closed(): boolean {
+    return this.#closed !== undefined;
+  }
+
+  dial(): SeamLink {
+    if (this.#closed) throw new SeamError("unavailable", this.#closed);
+    const channel = ++this.#next;
+    const replies = new AsyncQueue<SeamFrame>();
+    this.#channels.set(channel, replies);
+    let sending = true;
+    const duplex = this.duplex;
+    send(duplex, channel, OPEN, new Uint8Array(0));
+    return {
+      transport: "tcp",
+      send: (frame) => {
+        if (!sending || this.#closed) return false;
+        send(duplex, channel, DATA, encode(frame, this.tap));
+        return true;
+      },
+      replies,
+      close: () => {
+        if (!sending) return;
+        sending = false;
+        if (!this.#closed) send(duplex, channel, END, new Uint8Array(0));
+      },
+      abort: (reason) => {
+        const open = this.#channels.delete(channel);
+        if (open && !this.#closed) send(duplex, channel, ERROR, utf8(reason));
+        sending = false;
+        replies.end();
+      },
+    };
+  }
+
+  close(): void {
+    this.#lost("closed by this node");
+    this.duplex.close();
+  }
+
+  #message(channel: number, kind: number, body: Uint8Array): void {
+    const replies = this.#channels.get(channel);
+    if (!replies) return; // a channel this side gave up on
+    if (kind === DATA) {
+      try {
+        replies.push(decode(body));
+      } catch (e) {
+        this.#failChannel(channel, e);
+        send(this.duplex, channel, ERROR, utf8("undecodable reply"));
+      }
+    } else if (kind === END) {
+      this.#channels.delete(channel);
+      replies.end();
+    } else {
+      this.#failChannel(channel, new SeamError("unavailable", text(body) || "the peer ended the stream"));
+    }
+  }
+
+  #failChannel(channel: number, e: unknown): void {
+    const replies = this.#channels.get(channel);
+    this.#channels.delete(channel);
+    replies?.fail(e);
+  }
+
+  #lost(why: string): void {
+    if (this.#closed) return;
+    this.#closed = `the fast seam connection closed: ${why}`;
+    for (const [, q] of this.#channels) q.fail(new SeamError("unavailable", this.#closed));
+    this.#channels.clear();
+  }
+}
+
+/**
+ * Serves the seam streams a dialer opens on one accepted connection (whose preface the
+ * listener already took; `head` is whatever came after it).
+ */
+export function serveMux(duplex: ByteDuplex, serve: SeamServe, head: Uint8Array, tap?: FrameTap): void {
+  const open = new Map<number, AsyncQueue<SeamFrame>>();
+  // channels are opened in the order the dialer numbers them: one at or below this has been opened
+  let highest = 0;
+  let closed = false;
+  const fail = (channel: number, e: unknown) => {
+    const q = open.get(channel);
+    open.delete(channel);
+    q?.fail(e);
+  };
+  const start = (channel: number) => {
+    const frames = new AsyncQueue<SeamFrame>();
+    open.set(channel, frames);
+    highest = channel;
+    let served = true;
+    const reply = (f: SeamFrame) => {
+      if (served && !closed) send(duplex, channel, DATA, encode(f, tap));
+    };
+    void serve(frames, reply, "tcp").catch(() => {}).finally(() => {
+      served = false;
+      open.delete(channel);
+      if (!closed) send(duplex, channel, END, new Uint8Array(0));
+    });
+    return frames;
+  };
+  const reader = new MessageReader(
+    (channel, kind, body) => {
+      if (kind === OPEN) {
+        if (channel > highest) start(channel);
+        return;
+      }
+      const frames = open.get(channel);
+      if (!frames) return; // a channel that has ended (or never opened)
+      if (kind === DATA) {
+        try {
+          frames.push(decode(body));
+        } catch (e) {
+          fail(channel, e);
+        }
+      } else if (kind === END) frames.end();
+      else fail(channel, new SeamError("unavailable", text(body) || "the dialer tore the stream down"));
+    },
+    (channel, bytes) =>
+      fail(channel, new SeamError("too_large", `a frame of ${bytes} bytes exceeds ${MAX_FRAME_BYTES}`)),
+  );
+  duplex.onClose((why) => {
+    closed = true;
+    for (const [, q] of open) q.fail(new SeamError("unavailable", `the fast seam connection closed: ${why}`));
+    open.clear();
+  });
+  duplex.onData((chunk) => reader.push(chunk));
+  duplex.write([FAST_ACCEPT]);
+  if (head.length) reader.push(head);
+}
