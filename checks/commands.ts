@@ -19,6 +19,7 @@ import {
   transportBenchCommand,
 } from "./bench/command.ts";
 import { benchShardMemory } from "./bench/shard-memory.ts";
+import { gateACommand, verifyCommand } from "./gate-a/command.ts";
 import { benchRoute, printRouteBench } from "./bench/route-throughput.ts";
 import { benchUp, printUpBench } from "./bench/up-vs-whole.ts";
 import { benchBigModel, printBigBench } from "./bench/big-model.ts";
@@ -134,6 +135,8 @@ export function addCheckCommands(program: Command): void {
   bench.addCommand(transportBenchCommand());
   bench.addCommand(loadBenchCommand());
   bench.addCommand(invarianceBenchCommand());
+  bench.addCommand(gateACommand());
+  bench.addCommand(verifyCommand());
 
   bench.command("route")
     .description(

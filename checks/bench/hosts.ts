@@ -1,5 +1,5 @@
 // Decode tok/s across separate hosts (network namespaces) against the one-way delay of every
-// link, beside the budget the network should cost: one delay per crossing and nothing more.
+// link, beside what the network must cost at least: the engines' time and one delay per crossing.
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import { formatRange } from "../../src/engine/layer-range.ts";
 import { startHostNetwork } from "../hosts/network.ts";
@@ -11,7 +11,7 @@ export interface HostsRun {
   readonly ttft_ms: number;
   /** the nodes' compute for one token, summed (from the response's telemetry) */
   readonly engine_ms_per_token: number;
-  /** one-way crossings a token makes: down the route and back, 2 per node */
+  /** one-way crossings a token makes, as counted: down the route, then the reply (hops + 1) */
   readonly crossings: number;
   readonly budget_tps: number;
   readonly vs_budget: number;
@@ -29,8 +29,9 @@ export function hostsRun(delayMs: number, chat: TimedChat): HostsRun {
   const decode = (chat.at.length - 1) / ((chat.at[chat.at.length - 1] - chat.at[0]) / 1000);
   const steps = Math.max(1, ...chat.nodes.map((n) => n.steps));
   const engine = chat.nodes.reduce((s, n) => s + n.compute_ms, 0) / steps;
-  const crossings = 2 * chat.nodes.length;
-  const budget = 0.9 / ((engine + crossings * delayMs) / 1000);
+  // counted by the gateway (2 per node if replies climbed back up the route)
+  const crossings = chat.crossings || 2 * chat.nodes.length;
+  const budget = 1 / ((engine + crossings * delayMs) / 1000);
   return {
     delay_ms: delayMs,
     decode_tps: decode,

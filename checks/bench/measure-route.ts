@@ -1,6 +1,6 @@
-// A Strata route of node processes on loopback (direct HTTP/2 seams), driven as one Route
-// Session: its figures, each node's share of a decode step, and where the rest of the step
-// goes; then the aggregate of n sessions at once.
+// A Strata route of node processes on loopback (direct seams: the fast seam unless
+// STRATA_SEAM_TRANSPORT=grpc), driven as one Route Session: its figures, each node's share of a
+// decode step, and where the rest of the step goes; then the aggregate of n sessions at once.
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import { ElementType, type NodeTelemetry } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import type { StepReply } from "../../src/route/route-session.ts";
@@ -37,11 +37,22 @@ export interface StepProfile {
   readonly step_ms: number;
   readonly engine_ms: number;
   readonly scheduling_ms: number;
-  /** encode + decode of every frame the step sends and receives, timed on their own */
+  /** the nodes' encode + decode of the frames a step carries, as they timed it in flight */
   readonly seam_codec_ms: number;
-  /** what is left: HTTP/2 framing, loopback, event-loop wake-ups */
+  /** one hidden-state frame's encode, decode, check and unpack, timed alone (a cross-check) */
+  readonly codec_ms_per_frame_alone: number;
+  /** what is left: framing, the socket, loopback, event-loop wake-ups, the driver's own frames */
   readonly transport_ms: number;
+  /** as counted on the replies: hops + 1 with the last shard's reply link */
   readonly one_way_crossings: number;
+  /** what one crossing costs beyond the engines: (step − engine − scheduling) / crossings, p50 */
+  readonly crossing_ms_p50: number;
+  /** what carried the step: the driver's link to the first shard, then each node's link on */
+  readonly transports: string[];
+  /** each crossing in route order, from the sender's stamp to the receiver's (one clock), p50 */
+  readonly crossing_ms_by_link: number[];
+  /** each node's own time around the engine (take the frame, check, unpack, pack, send), p50 */
+  readonly node_ms_beyond_engine: number[];
 }
 
 export async function measureRoute(o: RouteMeasureOptions) {
@@ -91,19 +102,26 @@ export async function measureRoute(o: RouteMeasureOptions) {
       replies.length;
     const f: EngineFigures = figures(o.promptTokens, ttft, stepMs, rss.reduce((a, b) => a + b, 0));
 
-    const crossings = 2 * o.split.length;
-    // the hidden-state frames a step sends (one per inner seam); token and reply frames are tiny
-    const codec = codecMs(o.nEmbd) * (o.split.length - 1);
+    const crossings = quantile(replies.map((x) => x.crossings), 0.5);
+    const codec = quantile(replies.map((x) => x.telemetry.reduce((s, t) => s + t.codecMs, 0)), 0.5);
     const engine = compute.reduce((a, b) => a + b, 0);
     const scheduling = queue.reduce((a, b) => a + b, 0);
     const step = quantile(stepMs, 0.5);
+    const beyond = replies.map((x) =>
+      (x.ms - x.telemetry.reduce((s, t) => s + t.queueMs + t.computeMs + t.sampleMs, 0)) / x.crossings
+    );
+    const last = replies[replies.length - 1];
     const profile: StepProfile = {
       step_ms: step,
       engine_ms: engine,
       scheduling_ms: scheduling,
       seam_codec_ms: codec,
+      codec_ms_per_frame_alone: codecMs(o.nEmbd),
       transport_ms: Math.max(0, step - engine - scheduling - codec),
       one_way_crossings: crossings,
+      crossing_ms_p50: quantile(beyond, 0.5),
+      transports: [last.transport.first, ...last.telemetry.toReversed().map((t) => t.transport)],
+      ...stamped(replies),
     };
 
     const concurrency = [];
@@ -135,4 +153,23 @@ function codecMs(nEmbd: number): number {
   const t0 = performance.now();
   for (let i = 0; i < rounds; i++) unpackTensor(decodeFrame(encodeFrame(frame)).tensors[0], want);
   return (performance.now() - t0) / rounds;
+}
+
+/** Crossing by crossing and node by node, from the send and receive stamps on one clock. */
+function stamped(replies: StepReply[]) {
+  const links: number[][] = [];
+  const nodes: number[][] = [];
+  for (const r of replies) {
+    const hops = r.telemetry.toReversed(); // route order
+    const sent = [r.sentUnixMs, ...hops.map((t) => t.sentUnixMs)];
+    const received = [...hops.map((t) => t.receivedUnixMs), r.receivedUnixMs];
+    sent.forEach((s, i) => (links[i] ??= []).push(received[i] - s));
+    hops.forEach((t, i) =>
+      (nodes[i] ??= []).push(t.sentUnixMs - t.receivedUnixMs - t.queueMs - t.computeMs - t.sampleMs)
+    );
+  }
+  return {
+    crossing_ms_by_link: links.map((xs) => quantile(xs, 0.5)),
+    node_ms_beyond_engine: nodes.map((xs) => quantile(xs, 0.5)),
+  };
 }

@@ -86,7 +86,11 @@ export function markdownReport(
   const profile = (name: string, p: SuiteReport["route2"]["profile"]) =>
     `| ${name} | ${f(p.step_ms, 2)} | ${f(p.engine_ms, 2)} | ${f(p.scheduling_ms, 2)} | ${
       f(p.seam_codec_ms, 3)
-    } | ${f(p.transport_ms, 2)} | ${p.one_way_crossings} |`;
+    } | ${f(p.transport_ms, 2)} | ${p.one_way_crossings} | ${f(p.crossing_ms_p50, 3)} | ${
+      p.transports.join(" → ")
+    } | ${p.crossing_ms_by_link.map((x) => f(x, 3)).join(", ")} | ${
+      p.node_ms_beyond_engine.map((x) => f(x, 3)).join(", ")
+    } |`;
   const lines = [
     `# Strata benchmark: ${r.model}`,
     "",
@@ -122,16 +126,22 @@ export function markdownReport(
       f(r.whole_batched.sessions_8_tps)
     } against ${f(r.whole_batched.sessions_1_tps)} tok/s (${
       f(r.whole_batched.gain_8_vs_1, 2)
-    }×), the engine's own batching gain here.`,
+    }×), the engine's own batching gain here; with the route's ${r.whole_batched.threads_route} threads together, ${
+      f(r.whole_batched.sessions_8_tps_route_threads)
+    } tok/s for 8 sessions.`,
     "",
     "![concurrency](concurrency.svg)",
     "",
     "## Where a decode step goes (p50)",
     "",
-    "| route | step ms | engine ms | scheduling ms | seam codec ms | transport ms | one-way crossings |",
-    "| --- | --- | --- | --- | --- | --- | --- |",
+    "| route | step ms | engine ms | scheduling ms | seam codec ms | transport ms | one-way crossings | ms a crossing | links | each crossing ms (stamped) | each node's own ms |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     profile("2 shards", r.route2.profile),
     profile("3 shards", r.route3.profile),
+    "",
+    `A hidden-state frame's codec alone (encode, decode, check, unpack): ${
+      f(r.route2.profile.codec_ms_per_frame_alone, 4)
+    } ms.`,
     "",
     "Per node (route of 2): " +
     r.route2.nodes.map((n) =>
@@ -141,7 +151,7 @@ export function markdownReport(
     ).join("; ") + `. Seam bytes per token: ${r.seam_bytes_per_token}.`,
     "",
     `Gateway (strata up, ${r.gateway.split}): TTFT p50 ${f(r.gateway.ttft_ms_p50)} ms against a budget of ` +
-    `${f(r.gateway.ttft_budget_ms)} ms (1.2 × whole-model prefill ${
+    `${f(r.gateway.ttft_budget_ms)} ms (1.1 × whole-model prefill ${
       f(r.gateway.whole_prefill_ms_p50)
     } ms + 5 ms).`,
     "",
@@ -180,7 +190,7 @@ export function markdownReport(
     lines.push(
       "## Separate hosts (network namespaces, one-way delay per link)",
       "",
-      "| delay ms | decode tok/s | engine ms a token | budget tok/s (0.9 / (engine + crossings × delay)) | × budget |",
+      "| delay ms | decode tok/s | engine ms a token | budget tok/s (1 / (engine + crossings × delay)) | × budget |",
       "| --- | --- | --- | --- | --- |",
       ...hosts.runs.map((h) =>
         `| ${h.delay_ms} | ${f(h.decode_tps)} | ${f(h.engine_ms_per_token, 2)} | ${f(h.budget_tps)} | ${

@@ -54,11 +54,11 @@ export async function benchRoute(o: RouteBenchOptions) {
     const overhead = one.replies.map((r) =>
       r.ms - r.telemetry.reduce((s, t) => s + t.queueMs + t.computeMs + t.sampleMs, 0)
     );
-    // hops: driver → first node, then node → node; each carries the step down and its reply back up,
-    // so a step crosses 2 × hops one-way seams (each: encode, transport, decode)
+    // hops: driver → first node, then node → node, and the last shard's reply straight back: a
+    // step crosses hops + 1 one-way seams (2 × hops where replies climb back), as counted
     const hops = split.length;
     const perHop = overhead.map((x) => x / hops);
-    const perCrossing = overhead.map((x) => x / (2 * hops));
+    const perCrossing = overhead.map((x, i) => x / one.replies[i].crossings);
     const bytesPerToken = one.replies[0].telemetry.reduce((s, t) => s + t.bytesOut, 0);
     return {
       model: o.modelName,

@@ -9,6 +9,8 @@ export interface TimedChat {
   readonly at: number[];
   readonly ttftMs: number;
   readonly nodes: NodeShare[];
+  /** one-way seam crossings of a decode step, as the gateway counted them */
+  readonly crossings: number;
 }
 
 export async function timedChat(
@@ -33,6 +35,7 @@ export async function timedChat(
   const at: number[] = [];
   let text = "";
   let nodes: NodeShare[] = [];
+  let crossings = 0;
   for await (const data of sseData(r.body!)) {
     if (data === "[DONE]") continue;
     const j = JSON.parse(data);
@@ -42,7 +45,10 @@ export async function timedChat(
       at.push(performance.now());
       text += piece;
     }
-    if (j.strata) nodes = j.strata.nodes;
+    if (j.strata) {
+      nodes = j.strata.nodes;
+      crossings = j.strata.crossings_per_step ?? 0;
+    }
   }
-  return { text, at, ttftMs: at[0] - t0, nodes };
+  return { text, at, ttftMs: at[0] - t0, nodes, crossings };
 }

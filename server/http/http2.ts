@@ -8,6 +8,9 @@ import type { Socket } from "node:net";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
+import type { ByteDuplex } from "../../src/seam/mux.ts";
+import { connDuplex } from "../seam/conn-duplex.ts";
+import { socketDuplex } from "../seam/socket-duplex.ts";
 
 export interface Http2Server {
   readonly url: string;
@@ -20,7 +23,8 @@ export interface Http2Server {
  */
 export interface SideProtocol {
   readonly preface: Uint8Array;
-  take(socket: Socket, head: Uint8Array): void;
+  /** the connection, and the bytes that came after the preface */
+  take(connection: ByteDuplex, head: Uint8Array): void;
 }
 
 export function listenConnect(
@@ -44,6 +48,7 @@ export function listenConnect(
     s.once("close", () => sockets.delete(s));
   };
   server.on("connection", track);
+  if (side && "Deno" in globalThis) return denoFront(server, sockets, side, host, port);
   // with a side protocol a plain TCP server listens and sorts connections by their first bytes
   const front = side
     ? net.createServer((s) => {
@@ -79,7 +84,7 @@ function sniff(s: Socket, side: SideProtocol, h2: http2.Http2Server): void {
     s.off("data", onData);
     s.pause();
     if (same) {
-      side.take(s, head.subarray(want.length));
+      side.take(socketDuplex(s), head.subarray(want.length));
       s.resume();
       return;
     }
@@ -116,4 +121,85 @@ function replayed(s: Socket, head: Buffer): Socket | Duplex {
   s.on("end", () => d.push(null));
   s.on("close", () => d.destroy());
   return d;
+}
+
+/**
+ * Under Deno the port is Deno's own listener (its sockets are the fast seam's quickest path):
+ * a connection that opens with the side protocol's preface is handed over; any other is
+ * passed, byte for byte, to the HTTP/2 server listening on a loopback port of its own.
+ */
+async function denoFront(
+  h2: http2.Http2Server,
+  h2Sockets: Set<Socket>,
+  side: SideProtocol,
+  host: string,
+  port: number,
+): Promise<Http2Server> {
+  const inner = await new Promise<number>((resolve, reject) => {
+    h2.once("error", reject);
+    h2.listen(0, "127.0.0.1", () => resolve((h2.address() as { port: number }).port));
+  });
+  const listener = Deno.listen({ hostname: host, port });
+  const conns = new Set<Deno.Conn>();
+  const drop = (c: Deno.Conn) => {
+    conns.delete(c);
+    try {
+      c.close();
+    } catch {
+      // closed already
+    }
+  };
+  const sortOut = async (c: Deno.Conn) => {
+    const want = side.preface;
+    let head = new Uint8Array(0);
+    try {
+      for (;;) {
+        const buf = new Uint8Array(4096);
+        const n = await c.read(buf);
+        if (n === null) return drop(c);
+        const joined = new Uint8Array(head.length + n);
+        joined.set(head);
+        joined.set(buf.subarray(0, n), head.length);
+        head = joined;
+        const k = Math.min(head.length, want.length);
+        const same = head.subarray(0, k).every((b, i) => b === want[i]);
+        if (same && head.length < want.length) continue;
+        if (same) {
+          const d = connDuplex(c);
+          d.onClose(() => conns.delete(c));
+          return side.take(d, head.subarray(want.length));
+        }
+        break;
+      }
+      const to = await Deno.connect({ hostname: "127.0.0.1", port: inner });
+      conns.add(to);
+      await to.write(head);
+      const done = () => (drop(c), drop(to));
+      c.readable.pipeTo(to.writable).then(done, done);
+      to.readable.pipeTo(c.writable).then(done, done);
+    } catch {
+      drop(c);
+    }
+  };
+  void (async () => {
+    try {
+      for await (const c of listener) {
+        conns.add(c);
+        void sortOut(c);
+      }
+    } catch {
+      // the listener closed
+    }
+  })();
+  const addr = listener.addr as Deno.NetAddr;
+  return {
+    url: `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`,
+    close: () =>
+      new Promise<void>((r) => {
+        listener.close();
+        for (const c of [...conns]) drop(c);
+        for (const s of h2Sockets) s.destroy();
+        h2.close(() => r());
+      }),
+  };
 }

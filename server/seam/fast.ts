@@ -1,47 +1,19 @@
-// The fast seam on a Node/Deno socket: a seam server takes it on its own port beside gRPC
-// (told apart by the first bytes), and a dialer tries it first, falling back to gRPC when the
-// node at the other end does not answer it.
-import type { Buffer } from "node:buffer";
+// The fast seam on sockets: a seam server takes it on its own port beside gRPC (told apart by
+// the first bytes), and a dialer tries it first, falling back to gRPC when the node at the
+// other end does not answer it. Deno's own sockets under Deno, node:net under Node.
 import * as net from "node:net";
 import { type ByteDuplex, FAST_PREFACE, MuxClient, serveMux } from "../../src/seam/mux.ts";
+import { connDuplex } from "./conn-duplex.ts";
+import { socketDuplex } from "./socket-duplex.ts";
 import { deferredLink } from "../../src/seam/deferred-link.ts";
 import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
 import type { SideProtocol } from "../http/http2.ts";
-
-/** A socket as the fast seam sees it: Nagle off, header and body written as one. */
-export function socketDuplex(s: net.Socket): ByteDuplex {
-  s.setNoDelay(true);
-  let closed = false;
-  const closers: ((why: string) => void)[] = [];
-  const end = (why: string) => {
-    if (closed) return;
-    closed = true;
-    for (const c of closers) c(why);
-  };
-  s.on("error", (e: Error) => end(e.message));
-  s.on("close", () => end("connection closed"));
-  return {
-    write(parts) {
-      if (closed || s.destroyed) return;
-      if (parts.length === 1) {
-        s.write(parts[0]);
-        return;
-      }
-      s.cork();
-      for (const p of parts) s.write(p);
-      s.uncork();
-    },
-    onData: (h) => s.on("data", (b: Buffer) => h(b)),
-    onClose: (h) => closers.push(h),
-    close: () => s.destroy(),
-  };
-}
 
 /** The seam server's side protocol: each fast connection's streams go to `serve`. */
 export function fastSide(serve: SeamServe, tap?: FrameTap): SideProtocol {
   return {
     preface: FAST_PREFACE,
-    take: (socket, head) => serveMux(socketDuplex(socket), serve, head, tap),
+    take: (duplex, head) => serveMux(duplex, serve, head, tap),
   };
 }
 
@@ -79,10 +51,22 @@ export class FastSeams {
 
   async #connect(baseUrl: string): Promise<MuxClient | undefined> {
     const u = new URL(baseUrl);
-    const socket = net.connect({ host: u.hostname.replace(/^\[|\]$/g, ""), port: Number(u.port) });
+    const host = u.hostname.replace(/^\[|\]$/g, "");
     let connected = false;
-    socket.once("connect", () => (connected = true));
-    const duplex = socketDuplex(socket);
+    let duplex: ByteDuplex;
+    try {
+      if ("Deno" in globalThis) {
+        duplex = connDuplex(await Deno.connect({ hostname: host, port: Number(u.port) }));
+        connected = true;
+      } else {
+        const socket = net.connect({ host, port: Number(u.port) });
+        socket.once("connect", () => (connected = true));
+        duplex = socketDuplex(socket);
+      }
+    } catch {
+      this.#conns.delete(baseUrl);
+      return undefined; // unreachable: gRPC says so in its own words
+    }
     try {
       const c = await MuxClient.connect(duplex, { tap: this.tap });
       this.#ready.set(baseUrl, c);

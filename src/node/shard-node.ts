@@ -25,6 +25,7 @@ import { SeamError } from "../seam/errors.ts";
 import { checkFrame } from "../seam/frame.ts";
 import type { SeamDialer, SeamServe, SeamTransport } from "../seam/link.ts";
 import { codecMs } from "../seam/codec-time.ts";
+import { unixMs } from "../seam/clock.ts";
 import { packTensor, unpackTensor } from "../seam/tensor.ts";
 import { NodeSession } from "./node-session.ts";
 import { rebuildChunks } from "./rebuild.ts";
@@ -76,6 +77,8 @@ export class ShardNode {
   readonly #sessions = new Map<string, NodeSession>();
   /** reply links by session id: the last shard's step replies go straight to the owner */
   readonly #owners = new Map<string, OwnerLink>();
+  /** when each step's frame was taken off its stream (telemetry times the crossings with it) */
+  readonly #arrived = new WeakMap<SeamFrame, number>();
   readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0, served: 0 };
   #historyBytes = 0;
   readonly #leaseTimer: ReturnType<typeof setInterval>;
@@ -105,6 +108,7 @@ export class ShardNode {
     let gone = false;
     try {
       for await (const f of frames) {
+        this.#arrived.set(f, unixMs());
         this.#counters.bytesIn += tensorBytes(f);
         try {
           if (f.phase === Phase.OPEN && f.open?.replyLink && !session && !owner) {
@@ -409,6 +413,7 @@ export class ShardNode {
       bytesIn: tensorBytes(f),
       // this step's frame in, and the last frame out (this one's is known once it is encoded)
       codecMs: codecMs(f) + s.lastEncodeMs,
+      receivedUnixMs: this.#arrived.get(f) ?? 0,
     });
     if (s.open.probe) {
       // an admission probe: the output itself goes back, for the tracker to check
@@ -444,6 +449,7 @@ export class ShardNode {
       telemetry.bytesOut = tensorBytes(out);
       telemetry.transport = s.downstream.transport;
       this.#counters.bytesOut += telemetry.bytesOut;
+      telemetry.sentUnixMs = unixMs();
       s.downstream.send(out);
       s.lastEncodeMs = codecMs(out);
       return;
@@ -460,6 +466,7 @@ export class ShardNode {
     telemetry.sampleMs = performance.now() - t0;
     const owner = this.#ownerOf(s);
     telemetry.transport = owner?.transport ?? s.upstreamTransport;
+    telemetry.sentUnixMs = unixMs();
     const reply = replyTo(f, {
       cacheResult: start + count,
       // last shard first

@@ -20,6 +20,7 @@ import { prefillChunks } from "../seam/frame.ts";
 import { PREFILL_CHUNK_TOKENS, SCHEMA_VERSION } from "../seam/limits.ts";
 import type { SeamDialer, SeamLink, SeamTransport } from "../seam/link.ts";
 import { packTensor } from "../seam/tensor.ts";
+import { unixMs } from "../seam/clock.ts";
 
 export interface RouteHop {
   readonly url: string;
@@ -69,6 +70,9 @@ export interface StepReply {
   readonly crossings: number;
   /** what carried the step to the first shard, and the reply back (hops name theirs in telemetry) */
   readonly transport: { readonly first: SeamTransport; readonly reply: SeamTransport };
+  /** when the step was sent and its reply taken in (Unix ms): with the nodes' stamps, each crossing */
+  readonly sentUnixMs: number;
+  readonly receivedUnixMs: number;
 }
 
 /** A session re-opened on a repaired route: how much was rebuilt. */
@@ -95,6 +99,7 @@ interface Waiter {
   readonly sentAt: number;
   /** when it fails unanswered (Date.now()) */
   readonly due: number;
+  readonly sentUnixMs: number;
 }
 
 export class RouteSession {
@@ -110,6 +115,8 @@ export class RouteSession {
   #attachStep = 0n;
   /** the last shard took the reply link: from now on losing it loses replies */
   #attached = false;
+  /** when each reply's step was sent and the reply came (Unix ms) */
+  readonly #stamps = new WeakMap<SeamFrame, readonly [number, number]>();
   /** one timer watches every step in flight (not one per step) */
   #watchdog?: ReturnType<typeof setTimeout>;
 
@@ -418,7 +425,7 @@ export class RouteSession {
     this.#pos += advance;
     return new Promise((resolve, reject) => {
       const due = Date.now() + (this.options.stepTimeoutMs ?? 120_000);
-      this.#pending.set(f.stepId, { resolve, reject, sentAt: performance.now(), due });
+      this.#pending.set(f.stepId, { resolve, reject, sentAt: performance.now(), due, sentUnixMs: unixMs() });
       this.#watch();
       if (!this.link.send(f)) {
         this.#fail(new SeamError("unavailable", `the seam to the first shard ${this.hops[0].url} has ended`));
@@ -468,6 +475,8 @@ export class RouteSession {
       ms,
       crossings: f.crossings,
       transport: { first: this.link.transport, reply: (this.#replies ?? this.link).transport },
+      sentUnixMs: this.#stamps.get(f)?.[0] ?? 0,
+      receivedUnixMs: this.#stamps.get(f)?.[1] ?? 0,
     };
   }
 
@@ -489,7 +498,10 @@ export class RouteSession {
         }
         this.#pending.delete(r.stepId);
         if (r.status) w.reject(new SeamError(code(r.status.code), r.status.message));
-        else w.resolve(r);
+        else {
+          this.#stamps.set(r, [w.sentUnixMs, unixMs()]);
+          w.resolve(r);
+        }
       }
       if (this.#unattached(link)) return;
       if (!this.#done && (link === this.link || link === this.#replies)) {

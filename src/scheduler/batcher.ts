@@ -405,7 +405,11 @@ export class Batcher {
       else this.#stats.decodeTokens += 1;
       // middle shards return every token's row; the last shard only the marked ones
       const rows = e.output === "hidden" ? p.n : p.step.wantLogits ? 1 : 0;
-      const data = out.data.slice(row * out.dim, (row + rows) * out.dim);
+      // the engine's output is fresh each batch: a step alone in it takes it as it is; steps that
+      // share it get rows of their own (what a shard keeps of one must not hold the others)
+      const data = picked.length === 1
+        ? out.data.subarray(row * out.dim, (row + rows) * out.dim)
+        : out.data.slice(row * out.dim, (row + rows) * out.dim);
       row += rows;
       this.#done(x, {
         rows,

@@ -20,7 +20,10 @@ const HOST_ORDER = HOST_LITTLE ? ByteOrder.LITTLE_ENDIAN : ByteOrder.BIG_ENDIAN;
 const bytesOf = (a: Float32Array | Int32Array | Int8Array) =>
   new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 
-/** Packs f32 rows ([rows, cols]) or i32 ids ([n]) as a checksummed tensor. */
+/**
+ * Packs f32 rows ([rows, cols]) or i32 ids ([n]) as a checksummed tensor. The tensor holds
+ * a view of `values`: they must not change until the frame is sent.
+ */
 export function packTensor(
   name: string,
   values: Float32Array | Int32Array,
@@ -35,8 +38,8 @@ export function packTensor(
       shape[0],
       shape[1],
     );
-    const data = bytesOf(q.values).slice();
-    const rowScales = bytesOf(q.scales).slice();
+    const data = bytesOf(q.values);
+    const rowScales = bytesOf(q.scales);
     return create(TensorSchema, {
       name,
       shape: [...shape],
@@ -48,7 +51,8 @@ export function packTensor(
       crc32c: crc32c(data, rowScales),
     });
   }
-  const data = bytesOf(values).slice();
+  // no copy: the frame is encoded from the values themselves (a caller hands them over)
+  const data = bytesOf(values);
   return create(TensorSchema, {
     name,
     shape: [...shape],
@@ -101,10 +105,14 @@ export function unpackTensor(t: Tensor, want: TensorExpectation): Unpacked {
   switch (t.compression) {
     case Compression.NONE: {
       if (t.data.length !== count * 4) throw bad(`${t.data.length} bytes for ${count} elements`);
-      const raw = words(t.data, swap);
+      // the received bytes themselves where they are aligned and in host order; a copy otherwise
+      const aligned = !swap && t.data.byteOffset % 4 === 0;
+      const [buffer, at] = aligned ? [t.data.buffer, t.data.byteOffset] : [words(t.data, swap), 0];
       return {
         shape: [...t.shape],
-        values: want.elementType === ElementType.F32 ? new Float32Array(raw) : new Int32Array(raw),
+        values: want.elementType === ElementType.F32
+          ? new Float32Array(buffer, at, count)
+          : new Int32Array(buffer, at, count),
       };
     }
     case Compression.Q8_ROW: {

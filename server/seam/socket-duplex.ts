@@ -1,0 +1,34 @@
+// A node:net socket as the fast seam's ByteDuplex (Node, and Deno where a node:net socket is
+// what there is).
+import type { Buffer } from "node:buffer";
+import type * as net from "node:net";
+import type { ByteDuplex } from "../../src/seam/mux.ts";
+
+/** A socket as the fast seam sees it: Nagle off, header and body written as one. */
+export function socketDuplex(s: net.Socket): ByteDuplex {
+  s.setNoDelay(true);
+  let closed = false;
+  const closers: ((why: string) => void)[] = [];
+  const end = (why: string) => {
+    if (closed) return;
+    closed = true;
+    for (const c of closers) c(why);
+  };
+  s.on("error", (e: Error) => end(e.message));
+  s.on("close", () => end("connection closed"));
+  return {
+    write(parts) {
+      if (closed || s.destroyed) return;
+      if (parts.length === 1) {
+        s.write(parts[0]);
+        return;
+      }
+      s.cork();
+      for (const p of parts) s.write(p);
+      s.uncork();
+    },
+    onData: (h) => s.on("data", (b: Buffer) => h(b)),
+    onClose: (h) => closers.push(h),
+    close: () => s.destroy(),
+  };
+}
