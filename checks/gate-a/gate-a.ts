@@ -255,7 +255,9 @@ async function routeTopTokens(
     backend: "cpu",
     threads,
     transport: "direct",
-    kvCells: text.length + 16,
+    // one session holds the whole text
+    kvCells: text.length + 64,
+    maxSessions: 1,
   });
   try {
     const session = await local.route.open("gate-a-text", { kvCells: text.length + 1 });

@@ -1,7 +1,8 @@
 // Signed bench reports: the report's JSON text, then an Ed25519 signature over exactly those
 // bytes (the report without its `signature` field, as JSON.stringify writes it), with the
 // signer's public key beside it. `strata bench verify` checks one.
-import { join } from "node:path";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import {
   importPrivateRouteKey,
   importPublicRouteKey,
@@ -29,11 +30,11 @@ export async function benchKey(
   path = join(cacheDir("keys"), "bench-signing-key.json"),
 ): Promise<RouteKeyText> {
   try {
-    return JSON.parse(await Deno.readTextFile(path));
+    return JSON.parse(await readFile(path, "utf8"));
   } catch {
     const key = await newRouteKeyText();
-    await Deno.mkdir(join(path, ".."), { recursive: true });
-    await Deno.writeTextFile(path, JSON.stringify(key), { mode: 0o600 });
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, JSON.stringify(key), { mode: 0o600 });
     return key;
   }
 }

@@ -137,7 +137,7 @@ def run(model_dir, job_path):
     with open(job_path) as f:
         job = json.load(f)
     torch.set_num_threads(int(job["threads"]))
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     model.eval()
 
     def generate(prompt, steps):
