@@ -29,7 +29,35 @@ export async function canMakeHosts(): Promise<string | undefined> {
   return undefined;
 }
 
+/** What `ip` prints. */
+async function ipOut(...args: string[]): Promise<string> {
+  const out = await new Deno.Command("ip", { args, stdout: "piped", stderr: "null" }).output();
+  return new TextDecoder().decode(out.stdout);
+}
+
+/**
+ * Removes the hosts of an earlier run that was killed before it could (no process left in
+ * any of them): their bridge address in the root namespace is on the same subnet, and two
+ * routes to it send this run's traffic astray.
+ */
+async function sweepStale(): Promise<void> {
+  const groups = new Map<string, string[]>();
+  for (const line of (await ipOut("netns", "list")).split("\n")) {
+    const m = /^(strata-[\w-]+-(\d+))\b/.exec(line);
+    if (m) groups.set(m[2], [...groups.get(m[2]) ?? [], m[1]]);
+  }
+  for (const [tag, spaces] of groups) {
+    const busy = await Promise.all(
+      spaces.map(async (ns) => (await ipOut("netns", "pids", ns)).trim() !== ""),
+    );
+    if (busy.some(Boolean)) continue;
+    for (const ns of spaces) await ip("netns", "del", ns).catch(() => {});
+    await ip("link", "del", `sr${tag}`).catch(() => {});
+  }
+}
+
 export async function createHosts(names: string[], subnet = "10.213.0"): Promise<Hosts> {
+  await sweepStale();
   const tag = String(Deno.pid % 10000);
   const sw = `strata-sw-${tag}`;
   const made: string[] = [];

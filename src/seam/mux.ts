@@ -13,8 +13,11 @@ import { MAX_FRAME_BYTES } from "./limits.ts";
 import type { FrameTap, SeamLink, SeamServe } from "./link.ts";
 
 const ascii = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
-/** What a dialer sends first: a gRPC server takes it for a broken HTTP/2 preface and hangs up. */
-export const FAST_PREFACE = ascii("STRATA-SEAM/1\n");
+/**
+ * What a dialer sends first. As long as HTTP/2's connection preface (24 bytes), so a gRPC-only
+ * server reads all of it, finds no HTTP/2 and hangs up at once instead of waiting for more.
+ */
+export const FAST_PREFACE = ascii("STRATA-SEAM/1 fast seam\n");
 /** The listener's answer: it speaks the fast seam. */
 export const FAST_ACCEPT = ascii("STRATA-SEAM/1 ok\n");
 
