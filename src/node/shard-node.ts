@@ -246,12 +246,7 @@ export class ShardNode {
     }
     const open = f.open!;
     const range = this.engine.facts.range;
-    await verifyTicket(await this.options.routeKey, open.routeTicket, {
-      sessionId: f.sessionId,
-      routeEpoch: f.routeEpoch,
-      artifactSha256: this.options.artifactSha256,
-      range,
-    });
+    await this.#checkTicket(f);
     const next = open.nextHops[0];
     if (open.probe && next) throw new SeamError("malformed", "a probe goes to one shard only");
     if (this.#last && next) throw new SeamError("malformed", "the route goes on past the last layer");
@@ -317,12 +312,7 @@ export class ShardNode {
   ): Promise<OwnerLink> {
     checkFrame(f);
     if (!this.#last) throw new SeamError("malformed", "only the last shard sends replies to the owner");
-    await verifyTicket(await this.options.routeKey, f.open!.routeTicket, {
-      sessionId: f.sessionId,
-      routeEpoch: f.routeEpoch,
-      artifactSha256: this.options.artifactSha256,
-      range: this.engine.facts.range,
-    });
+    await this.#checkTicket(f);
     const held = this.#owners.get(f.sessionId);
     if (held && held.epoch > f.routeEpoch) {
       throw new SeamError("wrong_epoch", `session ${f.sessionId} is owned at epoch ${held.epoch}`);
@@ -341,6 +331,16 @@ export class ShardNode {
   #ownerOf(s: NodeSession): OwnerLink | undefined {
     const o = this.#owners.get(s.id);
     return o && o.epoch === s.epoch ? o : undefined;
+  }
+
+  /** OPEN, a reply link or a parked session's cancel: a ticket for the frame's session, epoch and this range. */
+  async #checkTicket(f: SeamFrame): Promise<void> {
+    await verifyTicket(await this.options.routeKey, f.open!.routeTicket, {
+      sessionId: f.sessionId,
+      routeEpoch: f.routeEpoch,
+      artifactSha256: this.options.artifactSha256,
+      range: this.engine.facts.range,
+    });
   }
 
   /** Takes a prefill chunk or decode step: checks it whole, then queues it for a batch. */
@@ -643,12 +643,7 @@ export class ShardNode {
 
   /** A driver frees a session it can no longer reach through its route (parked here). */
   async #cancelParked(f: SeamFrame, reply: (f: SeamFrame) => void): Promise<undefined> {
-    await verifyTicket(await this.options.routeKey, f.open!.routeTicket, {
-      sessionId: f.sessionId,
-      routeEpoch: f.routeEpoch,
-      artifactSha256: this.options.artifactSha256,
-      range: this.engine.facts.range,
-    });
+    await this.#checkTicket(f);
     const s = this.#sessions.get(f.sessionId);
     if (s && s.epoch === f.routeEpoch) await this.#drop(s, "cancelled by its driver");
     reply(replyTo(f, { cacheResult: 0 }));

@@ -140,18 +140,7 @@ export class RouteSession {
     this.#replies = link;
     // the other half of the OPEN that follows: its step id, on a stream of its own
     this.#attachStep = this.#step + 1n;
-    const o = this.options;
-    link.send(create(SeamFrameSchema, {
-      schemaVersion: SCHEMA_VERSION,
-      workId: `${o.sessionId}/reply-link`,
-      sessionId: o.sessionId,
-      routeEpoch: o.epoch,
-      artifactSha256: o.artifactSha256,
-      range: last.range,
-      phase: Phase.OPEN,
-      stepId: this.#attachStep,
-      open: create(OpenSchema, { routeTicket: last.ticket, replyLink: true }),
-    }));
+    link.send(hopFrame(this.options, last, "reply-link", Phase.OPEN, this.#attachStep, { replyLink: true }));
     void this.#pump(link, `the last shard ${last.url}`);
   }
 
@@ -248,17 +237,7 @@ export class RouteSession {
     const link = dial(hop.url);
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      link.send(create(SeamFrameSchema, {
-        schemaVersion: SCHEMA_VERSION,
-        workId: `${o.sessionId}/release-parked`,
-        sessionId: o.sessionId,
-        routeEpoch: o.epoch,
-        artifactSha256: o.artifactSha256,
-        range: hop.range,
-        phase: Phase.CANCEL,
-        stepId: 1n,
-        open: create(OpenSchema, { routeTicket: hop.ticket }),
-      }));
+      link.send(hopFrame(o, hop, "release-parked", Phase.CANCEL, 1n));
       const answered = link.replies[Symbol.asyncIterator]().next();
       await Promise.race([answered, new Promise((r) => timer = setTimeout(r, timeoutMs))]);
     } catch {
@@ -550,5 +529,27 @@ function openBlock(hops: readonly RouteHop[], o: SessionOptions, resume = false)
     seamCompression: o.compression ?? Compression.NONE,
     parkOnLoss: o.parkOnLoss ?? false,
     resume,
+  });
+}
+
+/** A frame the driver sends one hop on a stream of its own, with that hop's ticket. */
+function hopFrame(
+  o: Pick<SessionOptions, "sessionId" | "epoch" | "artifactSha256">,
+  hop: RouteHop,
+  what: string,
+  phase: Phase,
+  stepId: bigint,
+  open: { replyLink?: boolean } = {},
+): SeamFrame {
+  return create(SeamFrameSchema, {
+    schemaVersion: SCHEMA_VERSION,
+    workId: `${o.sessionId}/${what}`,
+    sessionId: o.sessionId,
+    routeEpoch: o.epoch,
+    artifactSha256: o.artifactSha256,
+    range: hop.range,
+    phase,
+    stepId,
+    open: create(OpenSchema, { routeTicket: hop.ticket, ...open }),
   });
 }
