@@ -11,7 +11,7 @@ import { ensureNativeLibrary } from "../../server/engine/native/build.ts";
 import { DEFAULT_MODEL } from "../../server/model/default-model.ts";
 import { fileFacts } from "../../server/model/facts.ts";
 import { sha256File } from "../../server/model/hash.ts";
-import { type GgufHeader, metaNumber } from "../../src/gguf/reader.ts";
+import { graphShape } from "../../src/gguf/graph-shape.ts";
 import { resolveModel } from "../../server/model/fetch.ts";
 import { cacheDir, repoRoot } from "../../server/paths.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
@@ -51,9 +51,7 @@ export async function benchGateA(o: GateAOptions) {
   const { path: q41, name } = await resolveModel(DEFAULT_MODEL.name);
   await ensureNativeLibrary("cpu");
   const facts = await fileFacts(q41);
-  const nEmbd = metaNumber(facts.header, `${facts.arch}.embedding_length`) ?? 0;
-  const nVocab = metaNumber(facts.header, `${facts.arch}.vocab_size`) ??
-    tokenCount(facts.header);
+  const { nEmbd, nVocab } = graphShape(facts.header.tensors);
   const python = await gateAPython(say);
 
   // 1. the same weights for the other lanes: F32 safetensors and an F16 GGUF
@@ -109,7 +107,8 @@ export async function benchGateA(o: GateAOptions) {
       drift: { positions: text.length, kl_mean: 0, kl_max: 0, top1_agreement: 1 },
     }];
 
-    // 4. llama.cpp on the F16 GGUF and on the Q4_1 GGUF
+    // 4. llama.cpp on the F16 GGUF and on the Q4_1 GGUF (whose greedy tokens the route's must equal)
+    let wholeTop: number[] = [];
     for (
       const [lane, path, artifact] of [
         ["llama.cpp F16 (correctness)", f16, "F16 GGUF"],
@@ -118,13 +117,15 @@ export async function benchGateA(o: GateAOptions) {
     ) {
       say(lane);
       const speed = await measureWhole({ modelPath: path, backend: "cpu", threads: o.threads, ...counts(o) });
+      const { drift, top } = await wholeDrift(path, text, ref, o.threads);
+      if (path === q41) wholeTop = top;
       lanes.push({
         lane,
         runs_on: `native llama.cpp (${speed.engine}), ${o.threads} thread(s)`,
         artifact,
         artifact_mb: await mb(path),
         ...speed,
-        drift: await wholeDrift(path, text, ref, o.threads),
+        drift,
       });
     }
 
@@ -159,7 +160,6 @@ export async function benchGateA(o: GateAOptions) {
       // the route's logits are the Q4_1 whole model's (exact split parity): its KL is that lane's
       drift: { ...drift.summary(), kl_mean: q41Lane.drift.kl_mean, kl_max: q41Lane.drift.kl_max },
     });
-    const wholeTop = await wholeTopTokens(q41, text, o.threads);
     const routeSameAsWhole = routeTop.every((t, i) => t === wholeTop[i]);
 
     const [hfLane, f16Lane] = lanes;
@@ -196,16 +196,15 @@ const counts = (o: GateAOptions) => ({ promptTokens: o.promptTokens, decodeToken
 const CHUNK = 256;
 
 /** The whole model's logits at every position of the text, chunk by chunk, against the reference. */
+/** The whole model's drift over the text, and its greedy token at every position. */
 async function wholeDrift(path: string, text: Int32Array, ref: RefRows, threads: number) {
   const drift = new Drift();
-  await wholeLogits(path, text, threads, async (i, row) => drift.add(await ref.row(i), row));
-  return drift.summary();
-}
-
-async function wholeTopTokens(path: string, text: Int32Array, threads: number): Promise<number[]> {
   const top: number[] = [];
-  await wholeLogits(path, text, threads, (i, row) => void (top[i] = argmax(row)));
-  return top;
+  await wholeLogits(path, text, threads, async (i, row) => {
+    drift.add(await ref.row(i), row);
+    top[i] = argmax(row);
+  });
+  return { drift: drift.summary(), top };
 }
 
 async function wholeLogits(
@@ -268,11 +267,4 @@ async function routeTopTokens(
   } finally {
     await local.close();
   }
-}
-
-/** The vocabulary's size: the token embedding's rows (llama GGUFs often state no vocab_size). */
-function tokenCount(h: GgufHeader): number {
-  const embd = h.tensors.find((t) => t.name === "token_embd.weight");
-  if (!embd) throw new Error("the GGUF has no token_embd.weight");
-  return embd.shape[1];
 }

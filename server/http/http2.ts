@@ -8,7 +8,7 @@ import type { Socket } from "node:net";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
-import type { ByteDuplex } from "../../src/seam/mux.ts";
+import { type ByteDuplex, opensWith } from "../../src/seam/mux.ts";
 import { connDuplex } from "../seam/conn-duplex.ts";
 import { socketDuplex } from "../seam/socket-duplex.ts";
 
@@ -61,7 +61,7 @@ export function listenConnect(
     front.listen(port, host, () => {
       const addr = front.address() as { port: number };
       resolve({
-        url: `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`,
+        url: urlOf(host, addr.port),
         close: () =>
           new Promise<void>((r) => {
             for (const s of sockets) s.destroy();
@@ -74,37 +74,28 @@ export function listenConnect(
 }
 
 function sniff(s: Socket, side: SideProtocol, h2: http2.Http2Server): void {
-  const want = side.preface;
   let head = Buffer.alloc(0);
   const onData = (chunk: Buffer) => {
     head = Buffer.concat([head, chunk]);
-    const n = Math.min(head.length, want.length);
-    const same = head.subarray(0, n).every((b, i) => b === want[i]);
-    if (same && head.length < want.length) return;
+    const opens = opensWith(head, side.preface);
+    if (opens === "more") return;
     s.off("data", onData);
     s.pause();
-    if (same) {
-      side.take(socketDuplex(s), head.subarray(want.length));
-      s.resume();
-      return;
-    }
-    h2.emit("connection", replayed(s, head));
+    if (opens === "yes") side.take(socketDuplex(s), head.subarray(side.preface.length));
+    else h2.emit("connection", replayed(s, head));
     s.resume();
   };
   s.on("data", onData);
   s.on("error", () => s.destroy());
 }
 
+const urlOf = (host: string, port: number) => `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+
 /**
- * The socket with the bytes the sniffer read put back in front. Deno's HTTP/2 server reads
- * through the socket's stream, so unshifting them is enough; Node's reads the socket's handle
- * directly and would miss them, so it gets a stream that replays them first.
+ * The socket with the bytes the sniffer read put back in front: Node's HTTP/2 server reads the
+ * socket's handle directly and would miss them if they were only unshifted.
  */
-function replayed(s: Socket, head: Buffer): Socket | Duplex {
-  if ("Deno" in globalThis) {
-    s.unshift(head);
-    return s;
-  }
+function replayed(s: Socket, head: Buffer): Duplex {
   const d = new Duplex({
     read: () => s.resume(),
     write: (chunk, _enc, done) => void s.write(chunk, done),
@@ -150,10 +141,9 @@ async function denoFront(
     }
   };
   const sortOut = async (c: Deno.Conn) => {
-    const want = side.preface;
     let head = new Uint8Array(0);
     try {
-      for (;;) {
+      for (let opens = "more"; opens === "more";) {
         const buf = new Uint8Array(4096);
         const n = await c.read(buf);
         if (n === null) return drop(c);
@@ -161,15 +151,12 @@ async function denoFront(
         joined.set(head);
         joined.set(buf.subarray(0, n), head.length);
         head = joined;
-        const k = Math.min(head.length, want.length);
-        const same = head.subarray(0, k).every((b, i) => b === want[i]);
-        if (same && head.length < want.length) continue;
-        if (same) {
+        opens = opensWith(head, side.preface);
+        if (opens === "yes") {
           const d = connDuplex(c);
           d.onClose(() => conns.delete(c));
-          return side.take(d, head.subarray(want.length));
+          return side.take(d, head.subarray(side.preface.length));
         }
-        break;
       }
       const to = await Deno.connect({ hostname: "127.0.0.1", port: inner });
       conns.add(to);
@@ -193,7 +180,7 @@ async function denoFront(
   })();
   const addr = listener.addr as Deno.NetAddr;
   return {
-    url: `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`,
+    url: urlOf(host, addr.port),
     close: () =>
       new Promise<void>((r) => {
         listener.close();

@@ -64,6 +64,7 @@ function peerGone(e: unknown): boolean {
 
 /** A route session owner's reply link to this (last) shard. */
 interface OwnerLink {
+  readonly sessionId: string;
   readonly epoch: bigint;
   readonly send: (f: SeamFrame) => void;
   readonly transport: SeamTransport;
@@ -77,8 +78,6 @@ export class ShardNode {
   readonly #sessions = new Map<string, NodeSession>();
   /** reply links by session id: the last shard's step replies go straight to the owner */
   readonly #owners = new Map<string, OwnerLink>();
-  /** when each step's frame was taken off its stream (telemetry times the crossings with it) */
-  readonly #arrived = new WeakMap<SeamFrame, number>();
   readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0, served: 0 };
   #historyBytes = 0;
   readonly #leaseTimer: ReturnType<typeof setInterval>;
@@ -108,7 +107,6 @@ export class ShardNode {
     let gone = false;
     try {
       for await (const f of frames) {
-        this.#arrived.set(f, unixMs());
         this.#counters.bytesIn += tensorBytes(f);
         try {
           if (f.phase === Phase.OPEN && f.open?.replyLink && !session && !owner) {
@@ -317,14 +315,15 @@ export class ShardNode {
     if (held && held.epoch > f.routeEpoch) {
       throw new SeamError("wrong_epoch", `session ${f.sessionId} is owned at epoch ${held.epoch}`);
     }
-    const owner = { epoch: f.routeEpoch, send: reply, transport };
+    const owner = { sessionId: f.sessionId, epoch: f.routeEpoch, send: reply, transport };
     this.#owners.set(f.sessionId, owner);
     reply(replyTo(f, { cacheResult: 0 }));
     return owner;
   }
 
+  /** A reply link ended: unless a newer one took its place, replies go up the route again. */
   #detachOwner(owner: OwnerLink): void {
-    for (const [id, o] of this.#owners) if (o === owner) this.#owners.delete(id);
+    if (this.#owners.get(owner.sessionId) === owner) this.#owners.delete(owner.sessionId);
   }
 
   /** Where the session's step replies go: its owner's reply link, else back up the route. */
@@ -345,6 +344,8 @@ export class ShardNode {
 
   /** Takes a prefill chunk or decode step: checks it whole, then queues it for a batch. */
   #step(s: NodeSession, f: SeamFrame): void {
+    // taken off its stream this turn: telemetry times the crossing with it
+    const arrived = unixMs();
     if (f.stepId === 0n) throw new SeamError("malformed", "a step needs a step id");
     // rebuild frames come from the previous shard, numbered apart from the driver's steps
     if (!f.rebuild && f.stepId <= s.lastStep) {
@@ -384,7 +385,7 @@ export class ShardNode {
     s.nextPos += count;
     if (!f.rebuild) s.lastStep = f.stepId;
     this.#batcher.submit(s.id, step).then(
-      (r) => this.#stepDone(s, f, r),
+      (r) => this.#stepDone(s, f, r, arrived),
       (e) => this.#stepFailed(s, f, e),
     );
   }
@@ -400,7 +401,7 @@ export class ShardNode {
     return ids;
   }
 
-  #stepDone(s: NodeSession, f: SeamFrame, r: StepResult): void {
+  #stepDone(s: NodeSession, f: SeamFrame, r: StepResult, arrived: number): void {
     if (s.closed) return;
     const range = this.engine.facts.range;
     const telemetry = create(NodeTelemetrySchema, {
@@ -413,7 +414,7 @@ export class ShardNode {
       bytesIn: tensorBytes(f),
       // this step's frame in, and the last frame out (this one's is known once it is encoded)
       codecMs: codecMs(f) + s.lastEncodeMs,
-      receivedUnixMs: this.#arrived.get(f) ?? 0,
+      receivedUnixMs: arrived,
     });
     if (s.open.probe) {
       // an admission probe: the output itself goes back, for the tracker to check

@@ -21,6 +21,13 @@ export const FAST_PREFACE = ascii("STRATA-SEAM/1 fast seam\n");
 /** The listener's answer: it speaks the fast seam. */
 export const FAST_ACCEPT = ascii("STRATA-SEAM/1 ok\n");
 
+/** Whether bytes read so far start with `expected`, do not, or are too few to tell. */
+export function opensWith(head: Uint8Array, expected: Uint8Array): "yes" | "other" | "more" {
+  const n = Math.min(head.length, expected.length);
+  if (!head.subarray(0, n).every((b, i) => b === expected[i])) return "other";
+  return head.length < expected.length ? "more" : "yes";
+}
+
 /** The little the fast seam needs from a connection. */
 export interface ByteDuplex {
   /** Writes the parts back to back, in one go where the runtime can (no copy to join them). */
@@ -187,11 +194,9 @@ export class MuxClient {
         joined.set(got);
         joined.set(chunk, got.length);
         got = joined;
-        const n = Math.min(got.length, FAST_ACCEPT.length);
-        if (got.subarray(0, n).some((b, i) => b !== FAST_ACCEPT[i])) {
-          return refuse("another protocol answered");
-        }
-        if (got.length < FAST_ACCEPT.length) return;
+        const answer = opensWith(got, FAST_ACCEPT);
+        if (answer === "other") return refuse("another protocol answered");
+        if (answer === "more") return;
         accepted = true;
         clearTimeout(timer);
         resolve(c);
