@@ -7,7 +7,8 @@ import { parseSplit } from "../src/engine/layer-range.ts";
 import { ensureNativeLibrary, NATIVE_BACKENDS } from "../server/engine/native/build.ts";
 import { NativeTokenizer } from "../server/engine/native/native-tokenizer.ts";
 import { resolveModel } from "../server/model/fetch.ts";
-import { DEFAULT_MODEL } from "../server/model/default-model.ts";
+import { catalogModel, DEFAULT_MODEL } from "../server/model/default-model.ts";
+import { isSynthetic } from "../src/model/synth.ts";
 import { fileFacts } from "../server/model/facts.ts";
 import { backendOption, int, memorySize, nativeBackend } from "../server/cli-options.ts";
 import {
@@ -35,8 +36,8 @@ export function addCheckCommands(program: Command): void {
 
   program.command("parity")
     .description("compare a split run in separate processes with whole-model llama.cpp")
-    .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
-    .option("--split <ranges>", "layer ranges, e.g. 0:12,12:30", DEFAULT_MODEL.split)
+    .option("--model <name|path>", `a catalog model or a GGUF path`, DEFAULT_MODEL.name)
+    .option("--split <ranges>", `layer ranges, e.g. 0:12,12:30 (default: the catalog model's)`)
     .addOption(
       new Option(
         "--backend <backend>",
@@ -52,6 +53,12 @@ export function addCheckCommands(program: Command): void {
     )
     .option("--tokens <n>", "greedy decode steps per session", int("tokens"), 32)
     .option("--sessions <n>", "sessions, alone and batched", int("sessions"), 4)
+    .option(
+      "--prompt-tokens <n>",
+      "each prompt at least this long (past a sliding window)",
+      int("prompt-tokens"),
+      0,
+    )
     .option("--threads <n>", "engine threads per process", int("threads"), 2)
     .addOption(
       new Option(
@@ -68,6 +75,7 @@ export function addCheckCommands(program: Command): void {
     .option("--json", "print one JSON object")
     .action(async (o) => {
       const { path, name } = await resolveModel(o.model);
+      const splitText: string = o.split ?? (catalogModel(o.model) ?? DEFAULT_MODEL).split;
       const wasm = o.backend === "wasm" || o.backend === "webgpu";
       // the WASM engines are compared with native whole-model CPU
       const backend = wasm ? "cpu" : nativeBackend(o.backend);
@@ -78,7 +86,7 @@ export function addCheckCommands(program: Command): void {
       const engines = o.engines
         ? String(o.engines).split(",") as ("native" | "wasm")[]
         : wasm && o.transport
-        ? String(o.split).split(",").map(() => "wasm" as const)
+        ? splitText.split(",").map(() => "wasm" as const)
         : undefined;
       if (engines?.some((e) => e !== "native" && e !== "wasm")) {
         throw new Error("--engines takes native or wasm per node");
@@ -87,11 +95,13 @@ export function addCheckCommands(program: Command): void {
       const tokenizer = await NativeTokenizer.load(path);
       try {
         const facts = await fileFacts(path);
+        const prompts = { text: !isSynthetic(facts.header), minTokens: o.promptTokens };
+        const split = parseSplit(splitText, facts.nLayer);
         if (o.transport) {
           const report = await runRouteParity({
             modelPath: path,
             modelName: name,
-            split: parseSplit(o.split, facts.nLayer),
+            split,
             nLayer: facts.nLayer,
             backend,
             transport: o.transport,
@@ -100,6 +110,7 @@ export function addCheckCommands(program: Command): void {
             sessions: o.sessions,
             threads: o.threads,
             tokenizer,
+            prompts,
             compression: { none: Compression.NONE, q8: Compression.Q8_BLOCK32, "q8-row": Compression.Q8_ROW }[
               o.compression as "none" | "q8" | "q8-row"
             ],
@@ -111,13 +122,14 @@ export function addCheckCommands(program: Command): void {
         const report = await runParity({
           modelPath: path,
           modelName: name,
-          split: parseSplit(o.split, facts.nLayer),
+          split,
           backend: wasm ? o.backend : backend,
           host: o.host,
           tokens: o.tokens,
           sessions: o.sessions,
           threads: o.threads,
           tokenizer,
+          prompts,
         });
         if (o.json) console.log(JSON.stringify(report, null, 2));
         else printParity(report);

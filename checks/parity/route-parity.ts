@@ -16,7 +16,7 @@ import { choose } from "../../src/sampling/sampler.ts";
 import type { NativeBackend } from "../../server/engine/native/build.ts";
 import { type LocalRoute, startLocalRoute, type Transport } from "../hosts/local-route.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
-import { parityPrompts } from "./prompts.ts";
+import { parityPrompts, type PromptOptions } from "./prompts.ts";
 
 export interface RouteParityOptions {
   modelPath: string;
@@ -31,6 +31,7 @@ export interface RouteParityOptions {
   sessions: number;
   threads: number;
   tokenizer: Tokenizer;
+  prompts?: PromptOptions;
   /** ms between session starts in the concurrent phases */
   staggerMs?: number;
   /** how hidden states cross the seams (default f32) */
@@ -55,7 +56,7 @@ const policyFor = (s: number): SamplingPolicy =>
 
 export async function runRouteParity(o: RouteParityOptions) {
   const started = performance.now();
-  const prompts = parityPrompts(o.tokenizer, o.sessions);
+  const prompts = parityPrompts(o.tokenizer, o.sessions, o.prompts);
   const reference = await wholeModel(o, prompts);
   const local = await startLocalRoute({
     modelPath: o.modelPath,

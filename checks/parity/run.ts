@@ -15,7 +15,7 @@ import {
 import type { NativeBackend } from "../../server/engine/native/build.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import type { EngineHost, EngineHostLoad, HostBackend } from "../engine-host/engine-host.ts";
-import { parityPrompts } from "./prompts.ts";
+import { parityPrompts, type PromptOptions } from "./prompts.ts";
 import { ChromiumHosts } from "../browser/chromium-hosts.ts";
 
 /** Where the split's shards run: each in its own OS process, or each in a headless Chromium tab. */
@@ -31,6 +31,7 @@ export interface ParityOptions {
   sessions: number;
   threads: number;
   tokenizer: Tokenizer;
+  prompts?: PromptOptions;
 }
 
 const lastOnly = (n: number) => {
@@ -59,7 +60,7 @@ class Chain {
 
 export async function runParity(o: ParityOptions) {
   const started = performance.now();
-  const prompts = parityPrompts(o.tokenizer, o.sessions);
+  const prompts = parityPrompts(o.tokenizer, o.sessions, o.prompts);
   const longest = Math.max(...prompts.map((p) => p.length));
   const base: Omit<EngineHostLoad, "range"> = {
     modelPath: o.modelPath,

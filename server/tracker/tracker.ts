@@ -75,7 +75,7 @@ export async function startTracker(o: TrackerOptions) {
       artifact,
       nLayer: reference.nLayer,
       manifest,
-      nEmbdKv: kvShape(header).nEmbdKv,
+      kv: kvShape(header).layers,
       graph: headerGraphShape(header),
     },
     leaseMs: o.leaseMs,

@@ -2,7 +2,7 @@
 import { Command, InvalidArgumentError } from "commander";
 import { evenSplit, formatRange, parseLayerRange, parseSplit } from "../../src/engine/layer-range.ts";
 import { ensureNativeLibrary } from "../engine/native/build.ts";
-import { DEFAULT_MODEL } from "../model/default-model.ts";
+import { CATALOG, catalogModel, DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { upStateFile } from "../gateway/command.ts";
@@ -22,8 +22,15 @@ const collect = (v: string, all: string[] = []) => [...all, v];
 export function upCommand(): Command {
   return new Command("up")
     .description("start a relay, a tracker, routes of shard nodes and a gateway; Ctrl-C stops them")
-    .option("--model <name|path>", `"${DEFAULT_MODEL.name}" or a GGUF path`, DEFAULT_MODEL.name)
-    .option("--split <ranges>", `layer ranges of one route (default ${DEFAULT_MODEL.split})`)
+    .option(
+      "--model <name|path>",
+      `a catalog model (${CATALOG.map((m) => m.name).join(", ")}) or a GGUF path`,
+      DEFAULT_MODEL.name,
+    )
+    .option(
+      "--split <ranges>",
+      `layer ranges of one route (default: the catalog model's, ${DEFAULT_MODEL.split} for ${DEFAULT_MODEL.name})`,
+    )
     .option("--nodes <n>", "cut the model into n even ranges instead", int("nodes"))
     .option("--routes <n>", "complete routes (the tracker spreads requests over them)", int("routes"), 1)
     .addOption(backendOption())
@@ -112,7 +119,7 @@ export function upCommand(): Command {
         ? []
         : o.nodes
         ? evenSplit(facts.nLayer, o.nodes)
-        : parseSplit(o.split ?? DEFAULT_MODEL.split, facts.nLayer);
+        : parseSplit(o.split ?? (catalogModel(o.model) ?? DEFAULT_MODEL).split, facts.nLayer);
       const inSplit = (text: string, flag: string) => {
         const r = parseLayerRange(text, facts.nLayer);
         if (!split.some((s) => s.start === r.start && s.end === r.end)) {

@@ -4,7 +4,7 @@
 // advert; a volunteer page checks before it downloads). docs/engine.md compares the compute
 // estimate with what llama.cpp allocates.
 import { type GraphShape, graphShape, headerGraphShape } from "../gguf/graph-shape.ts";
-import { kvShape } from "../gguf/kv-shape.ts";
+import { type KvLayer, kvShape, uniformKv } from "../gguf/kv-shape.ts";
 import { buildManifest, type Manifest, shardBytes } from "../gguf/manifest.ts";
 import type { GgufHeader } from "../gguf/reader.ts";
 import { EngineError } from "./errors.ts";
@@ -30,17 +30,19 @@ export function kvCellsAllocated(kvCells: number, streams = 1): number {
   return streams > 1 ? padTo(Math.floor(nCtx / streams), KV_PAD) * streams : nCtx;
 }
 
-/** K and V in f16 for every layer of the range and every cell of the pool; plus compute. */
+/** K and V in f16 for every layer of the range (kv: the range's layers) and every cell of the
+ *  pool; plus compute. Sliding-window layers hold the whole pool too: engines keep full-size
+ *  caches (strata_ctx_new), so a repair can trim a sequence back exactly. */
 export function rangeMemory(o: {
   weightBytes: number;
-  layers: number;
+  kv: readonly KvLayer[];
   kvCells: number;
-  nEmbdKv: number;
   /** KV streams: one per sequence when batch-invariant (default 1) */
   streams?: number;
   computeBytes?: number;
 }): RangeMemory {
-  const kvBytes = 2 * o.layers * kvCellsAllocated(o.kvCells, o.streams) * o.nEmbdKv * 2;
+  const cells = kvCellsAllocated(o.kvCells, o.streams);
+  const kvBytes = o.kv.reduce((n, l) => n + cells * (l.k + l.v) * 2, 0);
   const computeBytes = o.computeBytes ?? 0;
   return { weightBytes: o.weightBytes, kvBytes, computeBytes, total: o.weightBytes + kvBytes + computeBytes };
 }
@@ -104,8 +106,8 @@ export function computeBytes(
 /** The model facts a range's memory comes from; `graph` defaults to the manifest's shapes. */
 export interface RangeModel {
   readonly manifest: Manifest;
-  /** K (or V) row width: n_embd × head_count_kv / head_count */
-  readonly nEmbdKv: number;
+  /** each trunk layer's KV cache */
+  readonly kv: readonly KvLayer[];
   readonly graph?: GraphShape;
 }
 
@@ -121,9 +123,8 @@ export function shardMemory(
   const at = { first: range.start === 0, last: range.end === m.nLayer };
   return rangeMemory({
     weightBytes: shardBytes(m, range.start, range.end).bytes,
-    layers: range.end - range.start,
+    kv: model.kv.slice(range.start, range.end),
     kvCells,
-    nEmbdKv: model.nEmbdKv,
     streams,
     computeBytes: budget ? computeBytes(model.graph ?? graphShape(m.tensors), at, { ...budget, kvCells }) : 0,
   });
@@ -136,16 +137,18 @@ const UNNAMED = "0".repeat(64);
 export function headerModel(header: GgufHeader, fileSize: number): RangeModel {
   return {
     manifest: buildManifest(header, fileSize, UNNAMED),
-    nEmbdKv: kvShape(header).nEmbdKv,
+    kv: kvShape(header).layers,
     graph: headerGraphShape(header),
   };
 }
 
-/** An artifact's facts from its manifest alone (before a download): K's width from its shape. */
+/** An artifact's facts from its manifest alone (before a download): the KV layout its header
+ *  gave it, or, for a manifest without one, K's width from its shape in every layer. */
 export function manifestModel(manifest: Manifest): RangeModel {
-  const k = manifest.tensors.find((t) => t.name === "blk.0.attn_k.weight");
   const graph = graphShape(manifest.tensors);
-  return { manifest, nEmbdKv: k?.shape[1] ?? graph.nEmbdKv2 / 2, graph };
+  if (manifest.kv) return { manifest, kv: manifest.kv, graph };
+  const k = manifest.tensors.find((t) => t.name === "blk.0.attn_k.weight");
+  return { manifest, kv: uniformKv(manifest.nLayer, k?.shape[1] ?? graph.nEmbdKv2 / 2), graph };
 }
 
 /** What of a ShardSpec the estimate reads. */

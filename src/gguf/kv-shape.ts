@@ -1,20 +1,64 @@
-// The KV cache's shape from a GGUF header. With grouped-query attention K and V rows are
-// narrower than the residual stream: n_embd × head_count_kv / head_count.
-import { arch, blockCount, type GgufHeader, metaNumber } from "./reader.ts";
+// The KV cache's shape from a GGUF header, layer by layer, as llama.cpp allocates it: K and V
+// rows of key_length × head_count_kv and value_length × head_count_kv (grouped-query attention
+// makes them narrower than the residual stream), and for sliding-window layers (Gemma 3) a
+// cache of the window's cells rather than the whole context.
+import { arch, type GgufHeader, metaNumber, trunkLayers } from "./reader.ts";
+
+/** One layer's cache: row widths in elements, and the window it attends to (0: all of the context). */
+export interface KvLayer {
+  readonly k: number;
+  /** 0: no V rows of its own (a K-only cache) */
+  readonly v: number;
+  readonly window: number;
+}
 
 export interface KvShape {
   /** the residual stream's width */
   readonly nEmbd: number;
-  /** a K (or V) row's width */
-  readonly nEmbdKv: number;
   readonly nLayer: number;
+  /** per trunk layer */
+  readonly layers: readonly KvLayer[];
 }
+
+/** llama.cpp's default sliding-window pattern for an architecture that has one: every n-th layer
+ *  attends to the whole context (the key <arch>.attention.sliding_window_pattern overrides it). */
+const SWA_PATTERN: Record<string, number> = { gemma3: 6 };
 
 export function kvShape(h: GgufHeader): KvShape {
   const a = arch(h);
   const nEmbd = metaNumber(h, `${a}.embedding_length`) ?? 0;
+  const nLayer = trunkLayers(h);
   const nHead = metaNumber(h, `${a}.attention.head_count`) ?? 1;
   // no head_count_kv: every head has its own K and V
   const nHeadKv = metaNumber(h, `${a}.attention.head_count_kv`) ?? nHead;
-  return { nEmbd, nEmbdKv: nEmbd * nHeadKv / nHead, nLayer: blockCount(h) };
+  const keyLength = metaNumber(h, `${a}.attention.key_length`) ?? nEmbd / nHead;
+  const valueLength = metaNumber(h, `${a}.attention.value_length`) ?? nEmbd / nHead;
+  const swa = slidingWindows(h, a, nLayer);
+  const layers = Array.from({ length: nLayer }, (_, il) => ({
+    k: keyLength * nHeadKv,
+    v: valueLength * nHeadKv,
+    window: swa[il],
+  }));
+  return { nEmbd, nLayer, layers };
+}
+
+/** Each layer's window, or 0 where it sees the whole context. */
+function slidingWindows(h: GgufHeader, a: string, nLayer: number): number[] {
+  const window = metaNumber(h, `${a}.attention.sliding_window`) ?? 0;
+  const fallback = SWA_PATTERN[a];
+  if (fallback === undefined || window <= 0) return new Array(nLayer).fill(0);
+  const entry = h.metadata.get(`${a}.attention.sliding_window_pattern`);
+  if (entry && typeof entry.value === "object" && entry.value !== null && "items" in entry.value) {
+    // one flag per layer: true where the layer slides
+    const flags = (entry.value as { items: readonly unknown[] }).items;
+    return Array.from({ length: nLayer }, (_, il) => (flags[il] ? window : 0));
+  }
+  const n = metaNumber(h, `${a}.attention.sliding_window_pattern`) ?? fallback;
+  // as llama_hparams::set_swa_pattern: the last layer of every n is global (n = 0: all slide)
+  return Array.from({ length: nLayer }, (_, il) => (n === 0 || il % n < n - 1 ? window : 0));
+}
+
+/** The same widths everywhere, no windows: a model known only by its K width. */
+export function uniformKv(nLayer: number, width: number): KvLayer[] {
+  return new Array(nLayer).fill({ k: width, v: width, window: 0 });
 }

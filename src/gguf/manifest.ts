@@ -2,8 +2,9 @@
 // and what a Shard [start, end) must load. Built from the header alone, so a node can plan
 // ranged fetches before it downloads any weights.
 
-import { arch, blockCount, GgufError, type GgufHeader } from "./reader.ts";
+import { arch, blockCount, GgufError, type GgufHeader, trunkLayers } from "./reader.ts";
 import { ggmlTypeName, type TensorRole } from "./types.ts";
+import { type KvLayer, kvShape } from "./kv-shape.ts";
 
 /** The sha256 of an artifact's bytes, lower-case hex: the artifact's name. */
 export type ArtifactId = string & { readonly __brand: "ArtifactId" };
@@ -34,6 +35,8 @@ export interface Manifest {
   readonly sharedBytes: number;
   /** True when the model has no output.weight and its head reuses token_embd.weight. */
   readonly tiedEmbeddings: boolean;
+  /** each trunk layer's KV cache (absent from manifests built before it was recorded) */
+  readonly kv?: readonly KvLayer[];
 }
 
 export interface ShardNeeds {
@@ -59,7 +62,8 @@ export async function sha256Hex(bytes: Uint8Array): Promise<ArtifactId> {
 
 /** Builds the manifest; GgufError when a tensor lies outside the file or names a layer the model lacks. */
 export function buildManifest(header: GgufHeader, fileSize: number, sha256: string): Manifest {
-  const nLayer = blockCount(header);
+  const blocks = blockCount(header);
+  const nLayer = trunkLayers(header);
   const layers = new Array<number>(nLayer).fill(0);
   let inputBytes = 0, outputBytes = 0, sharedBytes = 0;
   const tensors = header.tensors.map((t): ManifestTensor => {
@@ -69,15 +73,16 @@ export function buildManifest(header: GgufHeader, fileSize: number, sha256: stri
         `tensor '${t.name}' ends at ${t.offset + t.size}, past the ${fileSize}-byte file`,
       );
     }
-    if (t.layer !== null) {
-      if (t.layer >= nLayer) {
-        throw new GgufError("bad_tensor", `tensor '${t.name}' is in layer ${t.layer} of ${nLayer}`);
-      }
-      layers[t.layer] += t.size;
-    } else if (t.role === "input") inputBytes += t.size;
-    else if (t.role === "output") outputBytes += t.size;
+    if (t.layer !== null && t.layer >= blocks) {
+      throw new GgufError("bad_tensor", `tensor '${t.name}' is in layer ${t.layer} of ${blocks}`);
+    }
+    // a nextn (MTP) layer goes with the output head
+    const role = t.layer !== null && t.layer >= nLayer ? "output" : t.role;
+    if (role === "layer") layers[t.layer!] += t.size;
+    else if (role === "input") inputBytes += t.size;
+    else if (role === "output") outputBytes += t.size;
     else sharedBytes += t.size;
-    const { name, layer, role, type, shape, offset, size } = t;
+    const { name, layer, type, shape, offset, size } = t;
     return { name, layer, role, type, typeName: ggmlTypeName(type), shape, offset, size };
   });
   return {
@@ -92,6 +97,7 @@ export function buildManifest(header: GgufHeader, fileSize: number, sha256: stri
     outputBytes,
     sharedBytes,
     tiedEmbeddings: !tensors.some((t) => t.name === "output.weight"),
+    kv: kvShape(header).layers,
   };
 }
 

@@ -364,3 +364,15 @@ export function blockCount(h: GgufHeader): number {
   }
   return n;
 }
+
+/** The trunk's layers: the blocks less the nextn (MTP) layers stored after them, which go
+ *  with the output head (a range cuts the trunk only). */
+export function trunkLayers(h: GgufHeader): number {
+  const key = `${arch(h)}.nextn_predict_layers`;
+  const nextn = metaNumber(h, key) ?? 0;
+  const blocks = blockCount(h);
+  if (!Number.isInteger(nextn) || nextn < 0 || nextn >= blocks) {
+    throw new GgufError("bad_value", `${key} is ${nextn}: a trunk of ${blocks} blocks needs fewer`);
+  }
+  return blocks - nextn;
+}

@@ -5,13 +5,14 @@
 
 import { type MetadataEntry, writeGguf } from "../gguf/writer.ts";
 import { GgmlType } from "../gguf/types.ts";
+import { type GgufHeader, metaString } from "../gguf/reader.ts";
 import { f16Into, q4_0Into, q8_0Into } from "../gguf/encode.ts";
 import { GaussianStream } from "./seeded.ts";
 import { BASE_VOCAB, fillerBytes, SPECIAL_TOKENS, vocabMetadata } from "./synth-vocab.ts";
 import { ggufFileBytes, ggufLayout, ggufMetadataBytes } from "./gguf-stream.ts";
 
 /** Architectures synthModel writes weights for; any other name gets a header without tensors. */
-export const SYNTH_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe"] as const;
+export const SYNTH_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3"] as const;
 export type SynthArch = (typeof SYNTH_ARCHS)[number];
 export const SYNTH_WEIGHT_TYPES = ["f32", "f16", "q8_0", "q4_0"] as const;
 export type SynthWeightType = (typeof SYNTH_WEIGHT_TYPES)[number];
@@ -34,6 +35,10 @@ export interface SynthOptions {
   readonly nExpertUsed?: number;
   /** Feed-forward width of each expert (qwen3moe). */
   readonly nFfExp?: number;
+  /** gemma3: tokens a sliding-window layer attends to (its own included). */
+  readonly slidingWindow?: number;
+  /** gemma3: every swaPattern-th layer attends to the whole context, the others to the window. */
+  readonly swaPattern?: number;
   /** Omit output.weight: the head reuses token_embd.weight. */
   readonly tiedEmbeddings?: boolean;
   /** Type of the weight matrices; norms, biases and the MoE router stay f32. */
@@ -62,6 +67,9 @@ export const SYNTH_DEFAULTS = {
   nExpert: 4,
   nExpertUsed: 2,
   nFfExp: 64,
+  // small enough that a test's prompt and decode run past the window
+  slidingWindow: 8,
+  swaPattern: 3,
   tiedEmbeddings: false,
   weightType: "f32" as SynthWeightType,
   draws: 4 as 1 | 4,
@@ -99,6 +107,8 @@ function resolve(opts: SynthOptions): SynthResolved {
     ["nExpert", o.nExpert],
     ["nExpertUsed", o.nExpertUsed],
     ["nFfExp", o.nFfExp],
+    ["slidingWindow", o.slidingWindow],
+    ["swaPattern", o.swaPattern],
   ];
   for (const [k, v] of ints) {
     if (!Number.isInteger(v) || v <= 0) {
@@ -308,6 +318,13 @@ function addRows(p: SynthPiece, values: Float32Array): void {
   }
 }
 
+const SYNTH_NAME = "strata-synth-";
+
+/** Whether a GGUF is one of ours: its vocabulary and weights are random, so text means nothing to it. */
+export function isSynthetic(h: GgufHeader): boolean {
+  return (metaString(h, "general.name") ?? "").startsWith(SYNTH_NAME);
+}
+
 function metadata(o: SynthResolved): MetadataEntry[] {
   const known = (SYNTH_ARCHS as readonly string[]).includes(o.arch);
   return [...hparams(o, known), ...vocabMetadata(o)];
@@ -318,7 +335,7 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
   const fileType = { f32: 0, f16: 1, q8_0: 7, q4_0: 2 }[o.weightType];
   const md: MetadataEntry[] = [
     ["general.architecture", a, "string"],
-    ["general.name", `strata-synth-${a}`, "string"],
+    ["general.name", `${SYNTH_NAME}${a}`, "string"],
     ["general.file_type", fileType, "u32"],
     [`${a}.context_length`, o.nCtx, "u32"],
     [`${a}.embedding_length`, o.nEmbd, "u32"],
@@ -330,7 +347,7 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
     [`${a}.attention.value_length`, o.headDim, "u32"],
     [`${a}.attention.layer_norm_rms_epsilon`, 1e-6, "f32"],
     [`${a}.rope.dimension_count`, o.headDim, "u32"],
-    [`${a}.rope.freq_base`, 10000, "f32"],
+    [`${a}.rope.freq_base`, a === "gemma3" ? 1e6 : 10000, "f32"],
     [`${a}.vocab_size`, o.nVocab, "u32"],
   ];
   if (known && a === "qwen3moe") {
@@ -338,6 +355,15 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
       [`${a}.expert_count`, o.nExpert, "u32"],
       [`${a}.expert_used_count`, o.nExpertUsed, "u32"],
       [`${a}.expert_feed_forward_length`, o.nFfExp, "u32"],
+    );
+  }
+  if (known && a === "gemma3") {
+    // as Gemma 3 itself: local layers rope at 10k, global ones at 1M; a soft cap on the logits
+    md.push(
+      [`${a}.attention.sliding_window`, o.slidingWindow, "u32"],
+      [`${a}.attention.sliding_window_pattern`, o.swaPattern, "u32"],
+      [`${a}.rope.freq_base_swa`, 10000, "f32"],
+      [`${a}.final_logit_softcapping`, 30, "f32"],
     );
   }
   if (o.weightType !== "f32") md.push(["general.quantization_version", 2, "u32"]);
@@ -382,11 +408,14 @@ function plan(o: SynthResolved): SynthTensor[] {
       bias(`${p}attn_v.bias`, D * HKV);
     }
     weight(`${p}attn_output.weight`, [D * H, E], inv(D * H));
-    if (o.arch === "qwen3" || o.arch === "qwen3moe") {
+    if (o.arch === "qwen3" || o.arch === "qwen3moe" || o.arch === "gemma3") {
       gainNorm(`${p}attn_q_norm.weight`, D, ATTN_GAIN);
       gainNorm(`${p}attn_k_norm.weight`, D, ATTN_GAIN);
     }
+    // gemma3 norms each block's output before it joins the residual stream
+    if (o.arch === "gemma3") norm(`${p}post_attention_norm.weight`, E);
     norm(`${p}ffn_norm.weight`, E);
+    if (o.arch === "gemma3") norm(`${p}post_ffw_norm.weight`, E);
     if (o.arch === "qwen3moe") {
       // the router stays f32, as llama.cpp's quantizer leaves it
       add(`${p}ffn_gate_inp.weight`, [E, X], "f32", inv(E), 0);

@@ -1,5 +1,5 @@
 // Whole-model llama.cpp's greedy answers to chat questions (the gateway's template and
-// tokenization), and where a generated text leaves one: the yardstick of the end-to-end
+// tokenization; plain completions for a base model), and where a generated text leaves one: the yardstick of the end-to-end
 // tests that chat through routes.
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
 import { EngineProcess } from "../../checks/engine-host/engine-process.ts";
@@ -30,23 +30,27 @@ export async function chatReference(
   newTokens: number,
 ): Promise<ChatReference> {
   const tok = await NativeTokenizer.load(model);
+  // as the gateway tokenizes: a chat request, or a completion for a model without a chat template
+  const prompts = questions.map((q) =>
+    tok.chatTemplate
+      ? tok.tokenize(tok.applyChat([{ role: "user", content: q }]), { addSpecial: true, parseSpecial: true })
+      : tok.tokenize(q, { addSpecial: true, parseSpecial: false })
+  );
+  const longest = Math.max(...prompts.map((p) => p.length));
   const whole = await EngineProcess.spawn({
     modelPath: model,
     range: "whole",
-    kvCells: 512,
+    kvCells: Math.max(512, longest + newTokens + 8),
     maxSequences: 1,
-    batchTokens: 512,
+    batchTokens: Math.max(512, longest),
     threads: 2,
     backend: "cpu",
   });
   const texts: string[] = [];
   // per question: the greedy tokens and the whole model's top-2 gap (in σ of the logits) at each
   const refSteps: Array<Array<{ token: number; gapSigma: number }>> = [];
-  for (const q of questions) {
-    const ids = tok.tokenize(tok.applyChat([{ role: "user", content: q }]), {
-      addSpecial: true,
-      parseSpecial: true,
-    });
+  for (const qi of questions.keys()) {
+    const ids = prompts[qi];
     const seq = await whole.open();
     const out: number[] = [];
     const steps: Array<{ token: number; gapSigma: number }> = [];

@@ -19,8 +19,20 @@ describe("parity on SmolLM2-135M (Q4_1)", () => {
   });
 });
 
+describe("parity on Gemma 3 270M (Q4_K_M, sliding-window attention)", () => {
+  it("2 shards, prompts past the 512-token sliding window", async () => {
+    expectParity(
+      await parity(["--model", "gemma3-270m", "--prompt-tokens", "600", "--split", "0:9,9:18"]),
+      1,
+    );
+  });
+  it("3 shards", async () => {
+    expectParity(await parity(["--model", "gemma3-270m", "--split", "0:5,5:12,12:18"]), 2);
+  });
+});
+
 const dir = mkdtempSync(join(tmpdir(), "strata-synth-"));
-describe.each(["llama", "qwen3", "qwen3moe"])("parity on a synthetic %s model", (arch) => {
+describe.each(["llama", "qwen3", "qwen3moe", "gemma3"])("parity on a synthetic %s model", (arch) => {
   const file = join(dir, `${arch}.gguf`);
   it("2 and 3 shards", async () => {
     const w = await strata(["model", "synth", "--arch", arch, "--out", file, "--seed", "11"]);

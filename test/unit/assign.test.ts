@@ -1,15 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import { rangeMemory } from "../../src/engine/memory-fit.ts";
+import { uniformKv } from "../../src/gguf/kv-shape.ts";
 import { assignRange } from "../../src/tracker/assign.ts";
 
 const split = [layerRange(0, 10), layerRange(10, 20), layerRange(20, 30)];
 const mem = (perLayer: number) => (r: { start: number; end: number }) =>
   rangeMemory({
     weightBytes: (r.end - r.start) * perLayer,
-    layers: r.end - r.start,
+    kv: uniformKv(r.end - r.start, 192),
     kvCells: 1024,
-    nEmbdKv: 192,
   });
 
 describe("a volunteer's assignment", () => {

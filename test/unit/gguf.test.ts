@@ -407,7 +407,7 @@ describe("synthetic models", () => {
       const tokens = h.metadata.get("tokenizer.ggml.tokens")!.value as GgufArray;
       expect(tokens.items).toHaveLength(384);
       expect(new Set(tokens.items).size).toBe(384);
-      const perLayer = { llama: 9, qwen2: 12, qwen3: 11, qwen3moe: 12 }[a];
+      const perLayer = { llama: 9, qwen2: 12, qwen3: 11, qwen3moe: 12, gemma3: 13 }[a];
       expect(h.tensors).toHaveLength(1 + 6 * perLayer + 2);
       expect(h.tensors.filter((t) => t.layer === 5)).toHaveLength(perLayer);
       for (const t of h.tensors) {

@@ -14,6 +14,7 @@ import {
   specMemory,
 } from "../../src/engine/memory-fit.ts";
 import type { GraphShape } from "../../src/gguf/graph-shape.ts";
+import { uniformKv } from "../../src/gguf/kv-shape.ts";
 import { parseGgufHeader } from "../../src/gguf/reader.ts";
 import { synthModel } from "../../src/model/synth.ts";
 
@@ -100,7 +101,7 @@ describe("the compute estimate", () => {
     expect(kvCellsAllocated(1024, 16)).toBe(4096); // 64 cells a stream round up to 256
     expect(kvCellsAllocated(1000)).toBe(1024);
     // llama.cpp allocated 36 MiB of KV for 0:12 with 1024 cells for 16 sequences
-    expect(rangeMemory({ weightBytes: 0, layers: 12, kvCells: 1024, nEmbdKv: 192, streams: 16 }).kvBytes)
+    expect(rangeMemory({ weightBytes: 0, kv: uniformKv(12, 192), kvCells: 1024, streams: 16 }).kvBytes)
       .toBe(36 * MIB);
   });
 });
@@ -136,10 +137,12 @@ describe("a range's memory from the model's header", () => {
       nVocab: 4096,
       nHead: 8,
     });
-    expect(model.nEmbdKv).toBe(512);
+    expect(model.kv[0]).toEqual({ k: 512, v: 512, window: 0 });
     // from a manifest alone (an artifact before its download): the same widths
     expect(manifestModel(model.manifest).graph).toMatchObject({ nEmbd: 512, nFf: 1536, nVocab: 4096 });
-    expect(manifestModel(model.manifest).nEmbdKv).toBe(512);
+    expect(manifestModel(model.manifest).kv).toEqual(model.kv);
+    // a manifest from before the layout was recorded: K's width from its shape
+    expect(manifestModel({ ...model.manifest, kv: undefined }).kv).toEqual(model.kv);
   });
 
   it("counts an MoE layer's used experts and its router", () => {

@@ -38,7 +38,7 @@ const file = synthModel({ arch: "qwen3", nLayer: 6 });
 const header = parseGgufHeader(file);
 const shape = kvShape(header);
 const manifest = buildManifest(header, file.length, ARTIFACT);
-const model = { artifact: ARTIFACT, nLayer: shape.nLayer, manifest, nEmbdKv: shape.nEmbdKv };
+const model = { artifact: ARTIFACT, nLayer: shape.nLayer, manifest, kv: shape.layers };
 const LEASE_MS = 2_000;
 
 const pass: ProbeVerdict = { ok: true, maxAbsDiff: 0, allowed: 1, detail: "max |Δ| 0" };
@@ -396,7 +396,7 @@ describe("tracker core: hop URLs and seam compression", () => {
 
 describe("tracker core: a volunteer's assignment", () => {
   const split = [layerRange(0, 2), layerRange(2, 4), layerRange(4, 6)];
-  const vmodel = { manifest, nEmbdKv: shape.nEmbdKv, name: "tiny" };
+  const vmodel = { manifest, kv: shape.layers, name: "tiny" };
   const base = "http://gw:1/artifacts/" + ARTIFACT;
   const state = (node: string, start: number, end: number, live: boolean, artifactUrl = "") =>
     ({
@@ -430,7 +430,7 @@ describe("tracker core: a volunteer's assignment", () => {
       sources: [{ url: base }, { url: "http://a:1/artifacts", layers: { start: 0, end: 2 } }],
     });
     // K and V in f16 for every layer and cell of a tab's pool
-    expect(a.memory.kvBytes).toBe(2 * 2 * TAB_ENGINE.kvCells * shape.nEmbdKv * 2);
+    expect(a.memory.kvBytes).toBe(2 * 2 * TAB_ENGINE.kvCells * shape.layers[0].k * 2);
     expect(a.downloadBytes).toBeGreaterThan(0);
     expect(a.downloadBytes).toBeLessThan(file.length);
   });
@@ -458,7 +458,9 @@ describe("tracker core: a volunteer's assignment", () => {
 describe("kv shape", () => {
   it("narrows K and V rows by head_count_kv / head_count", () => {
     // the synthetic model: n_embd 64, 4 heads, 2 KV heads
-    expect(shape).toEqual({ nEmbd: 64, nEmbdKv: 32, nLayer: 6 });
+    expect(shape.nEmbd).toBe(64);
+    expect(shape.nLayer).toBe(6);
+    expect(shape.layers).toEqual(new Array(6).fill({ k: 32, v: 32, window: 0 }));
   });
 });
 

@@ -1,5 +1,6 @@
 // The tracker's Connect binding in memory: which calls need the node token, and the core's
 // errors as Connect statuses with their messages unchanged.
+import { uniformKv } from "../../src/gguf/kv-shape.ts";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
@@ -22,7 +23,7 @@ async function client() {
       artifact: ARTIFACT,
       nLayer: 4,
       manifest: buildManifest(parseGgufHeader(file), file.length, ARTIFACT),
-      nEmbdKv: 32,
+      kv: uniformKv(4, 32),
     },
     leaseMs: 2_000,
     probe: () => Promise.resolve({ ok: true, maxAbsDiff: 0, allowed: 1, detail: "" }),

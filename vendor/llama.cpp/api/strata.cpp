@@ -4,6 +4,7 @@
 #include "gguf.h"
 #include "ggml-cpu.h"
 #include "llama.h"
+#include "llama-memory.h"
 #include "llama-model.h"
 
 #include <algorithm>
@@ -19,7 +20,7 @@
 
 namespace {
 
-const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe"};
+const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"};
 
 std::atomic<int> g_log_level{1};
 // the last warning or error llama.cpp logged on this thread, quoted in our errors: per thread,
@@ -111,7 +112,9 @@ struct call_err {
     }
 };
 
-// general.architecture and <arch>.block_count from the header alone
+// general.architecture and the trunk's layer count from the header alone: <arch>.block_count
+// less the nextn (MTP) layers. An architecture may still change it on load (the model's own
+// count is what a load reports).
 bool read_header(const char * path, std::string & arch, int64_t & n_layer) {
     gguf_init_params params = { /*.no_alloc =*/ true, /*.ctx =*/ nullptr };
     gguf_context * g = gguf_init_from_file(path, params);
@@ -124,6 +127,10 @@ bool read_header(const char * path, std::string & arch, int64_t & n_layer) {
     const int64_t kb = gguf_find_key(g, (arch + ".block_count").c_str());
     if (kb >= 0 && gguf_get_kv_type(g, kb) == GGUF_TYPE_UINT32) {
         n_layer = gguf_get_val_u32(g, kb);
+        const int64_t kn = gguf_find_key(g, (arch + ".nextn_predict_layers").c_str());
+        if (kn >= 0 && gguf_get_kv_type(g, kn) == GGUF_TYPE_UINT32) {
+            n_layer -= std::min<int64_t>(n_layer, gguf_get_val_u32(g, kn));
+        }
     }
     gguf_free(g);
     return !arch.empty();
@@ -300,11 +307,13 @@ strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t
             return nullptr;
         }
         if (!arch_supported(arch)) {
-            fail(e.slot, STRATA_ERR_INPUT, "unsupported architecture '" + arch + "': Strata runs llama, qwen2, qwen3 and qwen3moe");
+            fail(e.slot, STRATA_ERR_INPUT, "unsupported architecture '" + arch + "': Strata runs llama, qwen2, qwen3, qwen3moe and gemma3");
             return nullptr;
         }
         const int32_t end = layer_end > 0 ? layer_end : (int32_t) n_layer;
-        if (!vocab_only && (n_layer <= 0 || layer_start < 0 || layer_start >= end || end > n_layer)) {
+        // a GGUF of nextn layers alone (no trunk) loads whole
+        const bool mtp_only = n_layer == 0 && layer_start == 0 && layer_end <= 0;
+        if (!vocab_only && !mtp_only && (n_layer <= 0 || layer_start < 0 || layer_start >= end || end > n_layer)) {
             fail(e.slot, STRATA_ERR_INPUT, "invalid layer range [" + std::to_string(layer_start) + ", " + std::to_string(end) +
                                            ") for a model with " + std::to_string(n_layer) + " layers");
             return nullptr;
@@ -320,7 +329,8 @@ strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t
         llama_model_params p = llama_model_default_params();
         p.n_gpu_layers = n_gpu_layers;
         p.layer_start  = vocab_only ? 0 : layer_start;
-        p.layer_end    = vocab_only ? 0 : end;
+        // through the last layer: the loader knows the trunk's length once the architecture has read it
+        p.layer_end    = vocab_only ? 0 : layer_end > 0 ? layer_end : 0;
         p.vocab_only   = vocab_only != 0;
 #if defined(__EMSCRIPTEN__)
         // emscripten's mmap copies the whole file into the heap: read only the range's tensors
@@ -329,7 +339,7 @@ strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t
 #else
         // a range reads only its own tensors: mapping the file would fault all of it in
         // (MAP_POPULATE) and a node would hold the whole model it is meant to share
-        const bool whole = vocab_only || (layer_start == 0 && end == (int32_t) n_layer);
+        const bool whole = vocab_only || (layer_start == 0 && (layer_end <= 0 || end == (int32_t) n_layer));
         if (!whole) p.load_mode = LLAMA_LOAD_MODE_NONE;
 #endif
 
@@ -341,9 +351,9 @@ strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t
         auto * s = new strata_model();
         s->m          = m;
         s->arch       = arch;
-        s->n_layer    = (int32_t) n_layer;
-        s->start      = vocab_only ? 0 : layer_start;
-        s->end        = vocab_only ? (int32_t) n_layer : end;
+        s->n_layer    = vocab_only ? (int32_t) n_layer : (int32_t) m->hparams.n_layer();
+        s->start      = vocab_only ? 0 : (int32_t) m->hparams.il_start;
+        s->end        = vocab_only ? (int32_t) n_layer : (int32_t) m->hparams.il_end;
         s->vocab_only = vocab_only != 0;
         return s;
     });
@@ -520,6 +530,9 @@ strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_m
         // one stream per sequence keeps each one's cells in position order (a shared pool hands
         // a released sequence's cells to others, and attention then sums in another order)
         cp.kv_unified      = !invariant;
+        // sliding-window layers (Gemma 3) keep every cell, as global ones do: a windowed cache
+        // drops cells past the window, and a route repair's trim could not take a step back
+        cp.swa_full        = true;
         cp.no_perf         = true;
         // ranges without the head hand on the raw residual stream of every token
         cp.embeddings      = !model->last();
@@ -749,12 +762,10 @@ int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap) {
         const llama_pos hi = llama_memory_seq_pos_max(mem, s);
         if (hi >= 0) used += hi - llama_memory_seq_pos_min(mem, s) + 1;
     }
-    const llama_hparams & hp = ctx->model->m->hparams;
     const int64_t cells = llama_n_ctx(ctx->c);
+    // what the cache allocated: sliding-window layers hold fewer cells, and widths differ per layer
     int64_t bytes = 0;
-    for (int32_t il = ctx->model->start; il < ctx->model->end; ++il) {
-        bytes += cells * (int64_t) (hp.n_embd_k_gqa(il) + hp.n_embd_v_gqa(il)) * (int64_t) sizeof(uint16_t);
-    }
+    for (const auto & [buft, size] : mem->memory_breakdown()) bytes += (int64_t) size;
     const int64_t per_seq = llama_n_ctx_seq(ctx->c);
     const int64_t stats[] = { cells, used, bytes, ctx->n_seq_max, per_seq };
     const int32_t n = std::min<int32_t>(cap, 5);
