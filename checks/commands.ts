@@ -29,6 +29,7 @@ import { runChaos } from "./bench/chaos.ts";
 import { benchWasm, printWasmBench } from "./bench/wasm-vs-native.ts";
 import { hostsCommand } from "./hosts/command.ts";
 import { runParity } from "./parity/run.ts";
+import { compareUpstream, printUpstream, upstreamModels } from "./upstream/upstream.ts";
 import { printRouteParity, runRouteParity } from "./parity/route-parity.ts";
 
 export function addCheckCommands(program: Command): void {
@@ -137,6 +138,25 @@ export function addCheckCommands(program: Command): void {
       } finally {
         tokenizer.close();
       }
+    });
+
+  program.command("upstream")
+    .description(
+      "whole-model logits of the patched engine beside the pinned llama.cpp built without the patch series",
+    )
+    .option(
+      "--model <name|path...>",
+      "catalog models or GGUF paths (default: every catalog model and a " +
+        "synthetic model of every architecture Strata splits)",
+    )
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const models = o.model
+        ? await Promise.all((o.model as string[]).map(resolveModel))
+        : await upstreamModels();
+      const rows = await compareUpstream(models);
+      console.log(o.json ? JSON.stringify({ rows }, null, 2) : printUpstream(rows));
+      if (!rows.every((r) => r.identical)) Deno.exitCode = 1;
     });
 
   const bench = program.command("bench")

@@ -6,7 +6,7 @@ import { ensureWasmEngine, findWasmEngine } from "./engine/wasm/build.ts";
 import { ensureDebianPackages } from "./toolchain/apt.ts";
 import { resolveModel } from "./model/fetch.ts";
 import { modelCommands } from "./model/commands.ts";
-import { DEFAULT_MODEL } from "./model/default-model.ts";
+import { CATALOG } from "./model/default-model.ts";
 import { backendOption, nativeBackend } from "./cli-options.ts";
 import { artifactsCommand } from "./artifacts/command.ts";
 import { nodeCommand } from "./node/command.ts";
@@ -58,11 +58,12 @@ program.addCommand(artifactsCommand());
 program.addCommand(chatCommand());
 
 program.command("test")
-  .description("build the engine, fetch the default model, then run the whole test suite (vitest)")
+  .description("build the engine, fetch the catalog models, then run the whole test suite (vitest)")
   .argument("[files...]", "only these test files")
   .action(async (files: string[]) => {
     await ensureNativeLibrary("cpu");
-    await resolveModel(DEFAULT_MODEL.name);
+    // every catalog model: the suite runs them all (Gemma 3 270M is the second real model)
+    for (const m of CATALOG) await resolveModel(m.name);
     // the WASM, browser and WebGPU tests need emscripten, Chromium and lavapipe, the
     // separate-host test iproute2 (and root); without them those tests skip and say why
     if (await ensureDebianPackages(["emscripten", "chromium", "mesa-vulkan-drivers", "iproute2"])) {

@@ -1,7 +1,8 @@
 // The KV cache's shape from a GGUF header, layer by layer, as llama.cpp allocates it: K and V
 // rows of key_length × head_count_kv and value_length × head_count_kv (grouped-query attention
-// makes them narrower than the residual stream), and for sliding-window layers (Gemma 3) a
-// cache of the window's cells rather than the whole context.
+// makes them narrower than the residual stream); multi-head latent attention (DeepSeek) caches
+// one compressed K row per token and no V (V is read out of K); sliding-window layers (Gemma 3)
+// are marked with their window.
 import { arch, type GgufHeader, metaNumber, trunkLayers } from "./reader.ts";
 
 /** One layer's cache: row widths in elements, and the window it attends to (0: all of the context). */
@@ -34,9 +35,10 @@ export function kvShape(h: GgufHeader): KvShape {
   const keyLength = metaNumber(h, `${a}.attention.key_length`) ?? nEmbd / nHead;
   const valueLength = metaNumber(h, `${a}.attention.value_length`) ?? nEmbd / nHead;
   const swa = slidingWindows(h, a, nLayer);
+  const mla = metaNumber(h, `${a}.attention.key_length_mla`) !== undefined;
   const layers = Array.from({ length: nLayer }, (_, il) => ({
     k: keyLength * nHeadKv,
-    v: valueLength * nHeadKv,
+    v: mla ? 0 : valueLength * nHeadKv,
     window: swa[il],
   }));
   return { nEmbd, nLayer, layers };

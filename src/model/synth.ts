@@ -12,7 +12,7 @@ import { BASE_VOCAB, fillerBytes, SPECIAL_TOKENS, vocabMetadata } from "./synth-
 import { ggufFileBytes, ggufLayout, ggufMetadataBytes } from "./gguf-stream.ts";
 
 /** Architectures synthModel writes weights for; any other name gets a header without tensors. */
-export const SYNTH_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3"] as const;
+export const SYNTH_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe"] as const;
 export type SynthArch = (typeof SYNTH_ARCHS)[number];
 export const SYNTH_WEIGHT_TYPES = ["f32", "f16", "q8_0", "q4_0"] as const;
 export type SynthWeightType = (typeof SYNTH_WEIGHT_TYPES)[number];
@@ -39,6 +39,19 @@ export interface SynthOptions {
   readonly slidingWindow?: number;
   /** gemma3: every swaPattern-th layer attends to the whole context, the others to the window. */
   readonly swaPattern?: number;
+  /** deepseek2, glm4moe: the first layers with a dense feed-forward, before the MoE ones. */
+  readonly leadingDense?: number;
+  /** deepseek2, glm4moe: experts every token goes through, beside the routed ones. */
+  readonly nExpertShared?: number;
+  /** deepseek2, glm4moe: nextn (MTP) layers stored after the trunk's nLayer. */
+  readonly nextn?: number;
+  /** deepseek2 (MLA): the ranks of the compressed query and key/value, and the widths of a
+   *  head's rotary and non-rotary key parts and of its value. */
+  readonly qLoraRank?: number;
+  readonly kvLoraRank?: number;
+  readonly ropeDim?: number;
+  readonly nopeDim?: number;
+  readonly vHeadDim?: number;
   /** Omit output.weight: the head reuses token_embd.weight. */
   readonly tiedEmbeddings?: boolean;
   /** Type of the weight matrices; norms, biases and the MoE router stay f32. */
@@ -70,6 +83,13 @@ export const SYNTH_DEFAULTS = {
   // small enough that a test's prompt and decode run past the window
   slidingWindow: 8,
   swaPattern: 3,
+  leadingDense: 1,
+  nExpertShared: 1,
+  qLoraRank: 48,
+  kvLoraRank: 32,
+  ropeDim: 16,
+  nopeDim: 16,
+  vHeadDim: 16,
   tiedEmbeddings: false,
   weightType: "f32" as SynthWeightType,
   draws: 4 as 1 | 4,
@@ -90,10 +110,15 @@ const BIAS_STD = 0.1;
 
 export type SynthResolved = Required<Omit<SynthOptions, "headDim">> & { headDim: number };
 
+/** Architectures whose synthetic models carry an MTP layer after the trunk (unless nextn: 0). */
+const WITH_NEXTN = ["deepseek2", "glm4moe"];
+
 function resolve(opts: SynthOptions): SynthResolved {
-  const o = { ...SYNTH_DEFAULTS, ...stripUndefined(opts) } as Omit<SynthResolved, "headDim"> & {
-    headDim?: number;
-  };
+  const o = {
+    ...SYNTH_DEFAULTS,
+    nextn: WITH_NEXTN.includes(opts.arch) ? 1 : 0,
+    ...stripUndefined(opts),
+  } as Omit<SynthResolved, "headDim"> & { headDim?: number };
   const headDim = o.headDim ?? o.nEmbd / o.nHead;
   const ints: Array<[string, number]> = [
     ["nLayer", o.nLayer],
@@ -109,6 +134,11 @@ function resolve(opts: SynthOptions): SynthResolved {
     ["nFfExp", o.nFfExp],
     ["slidingWindow", o.slidingWindow],
     ["swaPattern", o.swaPattern],
+    ["qLoraRank", o.qLoraRank],
+    ["kvLoraRank", o.kvLoraRank],
+    ["ropeDim", o.ropeDim],
+    ["nopeDim", o.nopeDim],
+    ["vHeadDim", o.vHeadDim],
   ];
   for (const [k, v] of ints) {
     if (!Number.isInteger(v) || v <= 0) {
@@ -121,6 +151,16 @@ function resolve(opts: SynthOptions): SynthResolved {
   if (headDim % 2 !== 0) throw new RangeError(`head width ${headDim} must be even for rope`);
   if (o.arch === "qwen2" && headDim * o.nHead !== o.nEmbd) {
     throw new RangeError("qwen2 needs headDim * nHead = nEmbd");
+  }
+  for (
+    const [k, v] of [["leadingDense", o.leadingDense], ["nExpertShared", o.nExpertShared], ["nextn", o.nextn]]
+  ) {
+    if (!Number.isInteger(v) || (v as number) < 0) {
+      throw new RangeError(`synth ${k} must be an integer ≥ 0, got ${v}`);
+    }
+  }
+  if (o.leadingDense > o.nLayer) {
+    throw new RangeError(`leadingDense ${o.leadingDense} exceeds nLayer ${o.nLayer}`);
   }
   if (o.nExpertUsed > o.nExpert) {
     throw new RangeError(`nExpertUsed ${o.nExpertUsed} exceeds nExpert ${o.nExpert}`);
@@ -239,7 +279,7 @@ export function synthSize(opts: SynthOptions): { fileBytes: number; parameters: 
   // every hyperparameter has a fixed width: the metadata's length depends only on the arch, the
   // type being f32 or not, and the vocabulary (whose fillers add a known length each)
   const base = Math.min(o.nVocab, BASE_VOCAB);
-  const key = `${o.arch}|${base}|${o.weightType === "f32"}`;
+  const key = `${o.arch}|${base}|${o.weightType === "f32"}|${o.nextn > 0}`;
   let kv = metadataLengths.get(key);
   if (kv === undefined) {
     if (metadataLengths.size > 64) metadataLengths.clear();
@@ -339,22 +379,47 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
     ["general.file_type", fileType, "u32"],
     [`${a}.context_length`, o.nCtx, "u32"],
     [`${a}.embedding_length`, o.nEmbd, "u32"],
-    [`${a}.block_count`, o.nLayer, "u32"],
+    [`${a}.block_count`, o.nLayer + (known ? o.nextn : 0), "u32"],
     [`${a}.feed_forward_length`, o.nFf, "u32"],
     [`${a}.attention.head_count`, o.nHead, "u32"],
-    [`${a}.attention.head_count_kv`, o.nHeadKv, "u32"],
-    [`${a}.attention.key_length`, o.headDim, "u32"],
-    [`${a}.attention.value_length`, o.headDim, "u32"],
+    [`${a}.attention.head_count_kv`, a === "deepseek2" ? 1 : o.nHeadKv, "u32"],
+    // MLA caches one compressed K row per token (kv_lora_rank + the rotary part), V its first kv_lora_rank values
+    [`${a}.attention.key_length`, a === "deepseek2" ? o.kvLoraRank + o.ropeDim : o.headDim, "u32"],
+    [`${a}.attention.value_length`, a === "deepseek2" ? o.kvLoraRank : o.headDim, "u32"],
     [`${a}.attention.layer_norm_rms_epsilon`, 1e-6, "f32"],
-    [`${a}.rope.dimension_count`, o.headDim, "u32"],
+    // glm4moe rotates half of each head, as GLM-4.5 does
+    [
+      `${a}.rope.dimension_count`,
+      a === "deepseek2" ? o.ropeDim : a === "glm4moe" ? o.headDim / 2 : o.headDim,
+      "u32",
+    ],
     [`${a}.rope.freq_base`, a === "gemma3" ? 1e6 : 10000, "f32"],
     [`${a}.vocab_size`, o.nVocab, "u32"],
   ];
-  if (known && a === "qwen3moe") {
+  if (known && (a === "qwen3moe" || a === "deepseek2" || a === "glm4moe")) {
     md.push(
       [`${a}.expert_count`, o.nExpert, "u32"],
       [`${a}.expert_used_count`, o.nExpertUsed, "u32"],
       [`${a}.expert_feed_forward_length`, o.nFfExp, "u32"],
+    );
+  }
+  if (known && (a === "deepseek2" || a === "glm4moe")) {
+    // sigmoid routing with a selection bias, normalized weights (DeepSeek-V3, GLM-4.5)
+    md.push(
+      [`${a}.leading_dense_block_count`, o.leadingDense, "u32"],
+      [`${a}.expert_shared_count`, o.nExpertShared, "u32"],
+      [`${a}.expert_weights_scale`, 1.0, "f32"],
+      [`${a}.expert_weights_norm`, true, "bool"],
+      [`${a}.expert_gating_func`, 2, "u32"],
+    );
+    if (o.nextn > 0) md.push([`${a}.nextn_predict_layers`, o.nextn, "u32"]);
+  }
+  if (known && a === "deepseek2") {
+    md.push(
+      [`${a}.attention.q_lora_rank`, o.qLoraRank, "u32"],
+      [`${a}.attention.kv_lora_rank`, o.kvLoraRank, "u32"],
+      [`${a}.attention.key_length_mla`, o.nopeDim + o.ropeDim, "u32"],
+      [`${a}.attention.value_length_mla`, o.vHeadDim, "u32"],
     );
   }
   if (known && a === "gemma3") {
@@ -394,38 +459,70 @@ function plan(o: SynthResolved): SynthTensor[] {
   const gainNorm = (name: string, n: number, g: number) => add(name, [n], "f32", NORM_JITTER * g, g);
   const bias = (name: string, n: number) => add(name, [n], "f32", BIAS_STD, 0);
   const inv = (n: number) => 1 / Math.sqrt(n);
+  /** DeepSeek's multi-head latent attention: queries and keys/values through low-rank
+   *  compressions, with the key's absorbed up-projection (k_b) and the value's (v_b) per head. */
+  const mlaAttention = (p: string) => {
+    const { qLoraRank: QL, kvLoraRank: KL, ropeDim: R, nopeDim: N, vHeadDim: DV } = o;
+    weight(`${p}attn_q_a.weight`, [E, QL], inv(E));
+    norm(`${p}attn_q_a_norm.weight`, QL);
+    weight(`${p}attn_q_b.weight`, [QL, H * (N + R)], ATTN_GAIN * inv(QL));
+    weight(`${p}attn_kv_a_mqa.weight`, [E, KL + R], ATTN_GAIN * inv(E));
+    norm(`${p}attn_kv_a_norm.weight`, KL);
+    weight(`${p}attn_k_b.weight`, [N, KL, H], inv(N));
+    weight(`${p}attn_v_b.weight`, [KL, DV, H], inv(KL));
+    weight(`${p}attn_output.weight`, [H * DV, E], inv(H * DV));
+  };
 
   weight("token_embd.weight", [E, V], o.embdStd);
-  for (let i = 0; i < o.nLayer; i++) {
+  for (let i = 0; i < o.nLayer + o.nextn; i++) {
     const p = `blk.${i}.`;
     norm(`${p}attn_norm.weight`, E);
-    weight(`${p}attn_q.weight`, [E, D * H], ATTN_GAIN * inv(E));
-    weight(`${p}attn_k.weight`, [E, D * HKV], ATTN_GAIN * inv(E));
-    weight(`${p}attn_v.weight`, [E, D * HKV], inv(E));
-    if (o.arch === "qwen2") {
-      bias(`${p}attn_q.bias`, D * H);
-      bias(`${p}attn_k.bias`, D * HKV);
-      bias(`${p}attn_v.bias`, D * HKV);
+    if (o.arch === "deepseek2") mlaAttention(p);
+    else {
+      weight(`${p}attn_q.weight`, [E, D * H], ATTN_GAIN * inv(E));
+      weight(`${p}attn_k.weight`, [E, D * HKV], ATTN_GAIN * inv(E));
+      weight(`${p}attn_v.weight`, [E, D * HKV], inv(E));
+      if (o.arch === "qwen2" || o.arch === "glm4moe") {
+        bias(`${p}attn_q.bias`, D * H);
+        bias(`${p}attn_k.bias`, D * HKV);
+        bias(`${p}attn_v.bias`, D * HKV);
+      }
+      weight(`${p}attn_output.weight`, [D * H, E], inv(D * H));
     }
-    weight(`${p}attn_output.weight`, [D * H, E], inv(D * H));
     if (o.arch === "qwen3" || o.arch === "qwen3moe" || o.arch === "gemma3") {
       gainNorm(`${p}attn_q_norm.weight`, D, ATTN_GAIN);
       gainNorm(`${p}attn_k_norm.weight`, D, ATTN_GAIN);
     }
     // gemma3 norms each block's output before it joins the residual stream
     if (o.arch === "gemma3") norm(`${p}post_attention_norm.weight`, E);
-    norm(`${p}ffn_norm.weight`, E);
+    // glm4moe names its pre-FFN norm post_attention_norm
+    norm(o.arch === "glm4moe" ? `${p}post_attention_norm.weight` : `${p}ffn_norm.weight`, E);
     if (o.arch === "gemma3") norm(`${p}post_ffw_norm.weight`, E);
-    if (o.arch === "qwen3moe") {
+    const sharedExperts = o.arch === "deepseek2" || o.arch === "glm4moe";
+    if (o.arch === "qwen3moe" || (sharedExperts && i >= o.leadingDense)) {
       // the router stays f32, as llama.cpp's quantizer leaves it
       add(`${p}ffn_gate_inp.weight`, [E, X], "f32", inv(E), 0);
+      if (sharedExperts) add(`${p}exp_probs_b.bias`, [X], "f32", BIAS_STD, 0);
       weight(`${p}ffn_gate_exps.weight`, [E, FX, X], inv(E));
       weight(`${p}ffn_up_exps.weight`, [E, FX, X], inv(E));
       weight(`${p}ffn_down_exps.weight`, [FX, E, X], inv(FX));
+      if (sharedExperts) {
+        const FS = FX * o.nExpertShared;
+        weight(`${p}ffn_gate_shexp.weight`, [E, FS], inv(E));
+        weight(`${p}ffn_up_shexp.weight`, [E, FS], inv(E));
+        weight(`${p}ffn_down_shexp.weight`, [FS, E], inv(FS));
+      }
     } else {
       weight(`${p}ffn_gate.weight`, [E, F], inv(E));
       weight(`${p}ffn_up.weight`, [E, F], inv(E));
       weight(`${p}ffn_down.weight`, [F, E], inv(F));
+    }
+    if (i >= o.nLayer) {
+      // the MTP block: the next token's embedding and this hidden state, normed and projected
+      weight(`${p}nextn.eh_proj.weight`, [2 * E, E], inv(2 * E));
+      norm(`${p}nextn.enorm.weight`, E);
+      norm(`${p}nextn.hnorm.weight`, E);
+      norm(`${p}nextn.shared_head_norm.weight`, E);
     }
   }
   if (o.tiedEmbeddings) {

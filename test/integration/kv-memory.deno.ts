@@ -1,6 +1,7 @@
 // Run by kv-memory.test.ts under Deno: the KV bytes llama.cpp allocates for a range (the C
 // API reads them from the cache itself) beside what Strata estimates from the header before
-// loading anything, for a model with sliding-window layers (Gemma 3) and one without.
+// loading anything: sliding-window layers (Gemma 3), grouped-query attention (SmolLM2),
+// latent attention's K-only cache (DeepSeek-V2), nextn layers (GLM-4.5 MoE).
 // Prints one JSON object.
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { resolveModel } from "../../server/model/fetch.ts";
@@ -8,9 +9,19 @@ import { readHeader } from "../../server/model/facts.ts";
 import { headerModel, specMemory } from "../../src/engine/memory-fit.ts";
 import type { ShardSpec } from "../../src/engine/range-engine.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
+import { synthModel } from "../../src/model/synth.ts";
+
+const dir = Deno.makeTempDirSync();
+for (const arch of ["deepseek2", "glm4moe"]) {
+  Deno.writeFileSync(`${dir}/${arch}.gguf`, synthModel({ arch, seed: 3 }));
+}
+const models = [["gemma3-270m", 9], ["smollm2", 12], [`${dir}/deepseek2.gguf`, 3], [
+  `${dir}/glm4moe.gguf`,
+  3,
+]] as const;
 
 const rows = [];
-for (const [name, cut] of [["gemma3-270m", 9], ["smollm2", 12]] as const) {
+for (const [name, cut] of models) {
   const { path } = await resolveModel(name);
   const model = headerModel(await readHeader(path), (await Deno.stat(path)).size);
   const n = model.manifest.nLayer;
@@ -28,7 +39,7 @@ for (const [name, cut] of [["gemma3-270m", 9], ["smollm2", 12]] as const) {
       const engine = await NativeEngine.load(spec);
       try {
         rows.push({
-          model: name,
+          model: name.split("/").pop(),
           range: range === "whole" ? "whole" : `${range.start}:${range.end}`,
           batchInvariant,
           allocated: (await engine.memory()).kvBytes,

@@ -32,15 +32,18 @@ describe("parity on Gemma 3 270M (Q4_K_M, sliding-window attention)", () => {
 });
 
 const dir = mkdtempSync(join(tmpdir(), "strata-synth-"));
-describe.each(["llama", "qwen3", "qwen3moe", "gemma3"])("parity on a synthetic %s model", (arch) => {
-  const file = join(dir, `${arch}.gguf`);
-  it("2 and 3 shards", async () => {
-    const w = await strata(["model", "synth", "--arch", arch, "--out", file, "--seed", "11"]);
-    expect(w.code, w.stderr).toBe(0);
-    expectParity(await parity(["--model", file, "--split", "0:3,3:6"]), 1);
-    expectParity(await parity(["--model", file, "--split", "0:1,1:4,4:6"]), 2);
-  });
-});
+describe.each(["llama", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe"])(
+  "parity on a synthetic %s model",
+  (arch) => {
+    const file = join(dir, `${arch}.gguf`);
+    it("2 and 3 shards", async () => {
+      const w = await strata(["model", "synth", "--arch", arch, "--out", file, "--seed", "11"]);
+      expect(w.code, w.stderr).toBe(0);
+      expectParity(await parity(["--model", file, "--split", "0:3,3:6"]), 1);
+      expectParity(await parity(["--model", file, "--split", "0:1,1:4,4:6"]), 2);
+    });
+  },
+);
 
 describe("parity on the Vulkan build (lavapipe)", () => {
   const vulkan = spawnSync(`${root}strata`, ["build", "--backend", "vulkan", "--cached-only"], {

@@ -5,12 +5,25 @@
 # the pin and patches skips the work when nothing changed.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-tree="${1:-$here/tree}"
+# STRATA_PATCHES_ONLY="name …": the pinned tree with only these patches of the series, in
+# vendor/llama.cpp/upstream (the upstream check: llama.cpp as released, less what crashes here)
+only="${STRATA_PATCHES_ONLY:-}"
+if [ -n "$only" ]; then
+  tree="${1:-$here/upstream}"
+else
+  tree="${1:-$here/tree}"
+fi
+patches() {
+  if [ -z "$only" ]; then ls "$here"/patches/*.patch; return; fi
+  for name in $only; do
+    [ "$name" = "-" ] || echo "$here/patches/$name.patch"
+  done
+}
 cache="${STRATA_CACHE:-$HOME/.cache/strata}/pkg"
 pin() { node -p "require('$here/pin.json').$1"; }
 
 # the stamp first: a tree carried to a machine without node (checks/gpu/carry.sh) needs no pin lookups
-stamp="$(cat "$here/pin.json" "$here"/patches/*.patch | sha256sum | cut -c1-16)"
+stamp="$(cat "$here/pin.json" $(patches) | sha256sum | cut -c1-16)"
 if [ -f "$tree/.strata-stamp" ] && [ "$(cat "$tree/.strata-stamp")" = "$stamp" ]; then
   exit 0
 fi
@@ -40,10 +53,10 @@ if [ "$got" != "$want" ]; then
   exit 1
 fi
 
-echo "materialize: llama.cpp $(pin tag) + $(ls "$here"/patches/*.patch | wc -l) patches → $tree" >&2
+echo "materialize: llama.cpp $(pin tag) + $(patches | wc -l) patches → $tree" >&2
 rm -rf "$tree"
 git -c advice.detachedHead=false clone --quiet "$bundle" "$tree"
-for p in "$here"/patches/*.patch; do
+for p in $(patches); do
   git -C "$tree" apply --whitespace=nowarn "$p"
 done
 echo "$stamp" > "$tree/.strata-stamp"

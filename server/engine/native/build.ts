@@ -66,6 +66,18 @@ export async function findNativeLibrary(backend: NativeBackend = "cpu"): Promise
   return existsSync(lib) ? lib : undefined;
 }
 
+/** ccache (when present, with paths relative to the repository) and ninja (when present). */
+export function cmakeSetup(backend: NativeBackend) {
+  const env: Record<string, string> = { CCACHE_BASEDIR: repoRoot, CCACHE_NOHASHDIR: "1" };
+  const launcher = hasCommand("ccache")
+    ? ["C", "CXX", ...(backend === "cuda" ? ["CUDA"] : [])].map((l) =>
+      `-DCMAKE_${l}_COMPILER_LAUNCHER=ccache`
+    )
+    : [];
+  const generator = hasCommand("ninja") ? ["-G", "Ninja"] : [];
+  return { env, launcher, generator };
+}
+
 /** Path of libstrata.so for this backend, building it first when the cache lacks it. */
 export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promise<string> {
   const found = await findNativeLibrary(backend);
@@ -79,13 +91,7 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
 
   // a CUDA build folder per toolkit and architecture: CMake refuses a changed CUDA compiler
   const buildDir = cacheDir("native", backend === "cuda" ? `build-cuda-${key}` : `build-${backend}`);
-  const env: Record<string, string> = { CCACHE_BASEDIR: repoRoot, CCACHE_NOHASHDIR: "1" };
-  const launcher = hasCommand("ccache")
-    ? ["C", "CXX", ...(backend === "cuda" ? ["CUDA"] : [])].map((l) =>
-      `-DCMAKE_${l}_COMPILER_LAUNCHER=ccache`
-    )
-    : [];
-  const generator = hasCommand("ninja") ? ["-G", "Ninja"] : [];
+  const { env, generator, launcher } = cmakeSetup(backend);
   const cuda = backend === "cuda" ? await cudaToolkit() : undefined;
   if (cuda) {
     console.error(`engine: CUDA from ${cuda.source} (${cuda.nvcc}), GPU architecture sm_${cuda.arch}`);

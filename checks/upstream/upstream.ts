@@ -1,0 +1,122 @@
+// The upstream check: whole-model logits from the patched tree beside those of the pinned tree
+// without Strata's patches, through the same small llama.h program (logits.cpp). The patch
+// series only adds layer ranges: a whole-model load must stay bit for bit what llama.cpp does.
+import { join } from "node:path";
+import { cmakeSetup, ensureNativeLibrary, forkDir } from "../../server/engine/native/build.ts";
+import { cacheDir } from "../../server/paths.ts";
+import { runCommand } from "../../server/process/run.ts";
+import { cmakeBuild } from "../../server/toolchain/cmake-build.ts";
+import { CATALOG } from "../../server/model/default-model.ts";
+import { resolveModel } from "../../server/model/fetch.ts";
+import { SYNTH_ARCHS, synthModel } from "../../src/model/synth.ts";
+
+export type Flavor = "patched" | "unpatched";
+
+/** The one patch the unpatched build keeps: without it ggml's AMX kernels die with SIGILL on
+ *  CPUs that have AMX (docs/engine.md), so no quantized model would run there at all. It
+ *  changes no computation (an operand's declared size). */
+export const CRASH_FIXES = ["0006-amx-tile-config-operand"];
+
+/** Every catalog model, and a synthetic model of every architecture the synthesizer writes. */
+export async function upstreamModels(): Promise<{ name: string; path: string }[]> {
+  const dir = await Deno.makeTempDir({ prefix: "strata-upstream-" });
+  const synth = SYNTH_ARCHS.map((arch) => {
+    const path = join(dir, `${arch}.gguf`);
+    Deno.writeFileSync(path, synthModel({ arch, seed: 3 }));
+    return { name: `synthetic ${arch}`, path };
+  });
+  const catalog = await Promise.all(CATALOG.map((m) => resolveModel(m.name)));
+  return [...synth, ...catalog];
+}
+
+/** Builds the logits tool against one tree (the patched one shares libstrata's build folder). */
+export async function logitsTool(flavor: Flavor): Promise<string> {
+  const { env, generator, launcher } = cmakeSetup("cpu");
+  const started = performance.now();
+  let buildDir: string;
+  if (flavor === "patched") {
+    await ensureNativeLibrary("cpu");
+    buildDir = cacheDir("native", "build-cpu");
+  } else {
+    await runCommand(join(forkDir, "materialize.sh"), [], {
+      env: { STRATA_PATCHES_ONLY: CRASH_FIXES.join(" ") },
+      onLine: (l) => console.error(l),
+    });
+    buildDir = cacheDir("native", "build-upstream");
+    await runCommand("cmake", [
+      "-S",
+      forkDir,
+      "-B",
+      buildDir,
+      ...generator,
+      "-DCMAKE_BUILD_TYPE=Release",
+      ...launcher,
+      `-DSTRATA_LLAMA_TREE=${join(forkDir, "upstream")}`,
+    ], { env });
+  }
+  await cmakeBuild(
+    `upstream: compiling the logits tool (${flavor})`,
+    buildDir,
+    ["strata_logits"],
+    env,
+    started,
+  );
+  return join(buildDir, "strata_logits");
+}
+
+/** The prompt's last logits and each greedy step's, as the tool wrote them. */
+export async function wholeLogits(tool: string, model: string, tokens: readonly number[], steps: number) {
+  const out = await Deno.makeTempFile({ suffix: ".f32" });
+  try {
+    const r = await new Deno.Command(tool, { args: [model, out, tokens.join(","), String(steps)] }).output();
+    if (!r.success) throw new Error(`${tool} ${model}: ${new TextDecoder().decode(r.stderr).trim()}`);
+    const bytes = await Deno.readFile(out);
+    return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+  } finally {
+    await Deno.remove(out);
+  }
+}
+
+export interface UpstreamRow {
+  readonly model: string;
+  readonly floats: number;
+  /** every float bit for bit */
+  readonly identical: boolean;
+  readonly maxAbsDiff: number;
+}
+
+/** Each model's whole-model logits through both builds. */
+export async function compareUpstream(
+  models: readonly { name: string; path: string }[],
+  o: { tokens?: readonly number[]; steps?: number } = {},
+): Promise<UpstreamRow[]> {
+  const patched = await logitsTool("patched");
+  const unpatched = await logitsTool("unpatched");
+  const tokens = o.tokens ?? [1, 17, 40, 200, 9, 77, 123, 300, 5, 64, 250, 31];
+  const rows: UpstreamRow[] = [];
+  for (const m of models) {
+    const a = await wholeLogits(patched, m.path, tokens, o.steps ?? 8);
+    const b = await wholeLogits(unpatched, m.path, tokens, o.steps ?? 8);
+    let max = a.length === b.length ? 0 : Infinity;
+    const bitsA = new Uint32Array(a.buffer, a.byteOffset, a.length);
+    const bitsB = new Uint32Array(b.buffer, b.byteOffset, b.length);
+    let identical = a.length === b.length && a.length > 0;
+    for (let i = 0; i < Math.min(a.length, b.length); i++) {
+      if (bitsA[i] !== bitsB[i]) identical = false;
+      max = Math.max(max, Math.abs(a[i] - b[i]));
+    }
+    rows.push({ model: m.name, floats: a.length, identical, maxAbsDiff: max });
+  }
+  return rows;
+}
+
+export function printUpstream(rows: readonly UpstreamRow[]): string {
+  return [
+    "whole-model logits, patched tree vs the pinned tree without patches (same llama.h program)",
+    ...rows.map((r) =>
+      `  ${r.model.padEnd(28)} ${String(r.floats).padStart(9)} floats  ${
+        r.identical ? "identical" : `DIFFER (max |Δ| ${r.maxAbsDiff.toExponential(2)})`
+      }`
+    ),
+  ].join("\n");
+}
