@@ -1,6 +1,7 @@
 // The commands that check Strata rather than run it: parity against whole-model llama.cpp,
 // the benchmark suite and the separate-host helper. server/cli.ts loads this file when the
 // tree has it.
+import { cutRule } from "../src/gguf/cut-points.ts";
 import { type Command, Option } from "commander";
 import { Compression } from "../src/gen/strata/seam/v1/seam_pb.ts";
 import { parseSplit } from "../src/engine/layer-range.ts";
@@ -97,7 +98,7 @@ export function addCheckCommands(program: Command): void {
       try {
         const facts = await fileFacts(path);
         const prompts = { text: !isSynthetic(facts.header), minTokens: o.promptTokens };
-        const split = parseSplit(splitText, facts.nLayer);
+        const split = parseSplit(splitText, facts.nLayer, cutRule(facts.header));
         if (o.transport) {
           const report = await runRouteParity({
             modelPath: path,

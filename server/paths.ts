@@ -1,7 +1,12 @@
 // Where Strata keeps what it builds and fetches: outside the repository.
+import { createHash } from "node:crypto";
 import { join } from "node:path";
 
 export const repoRoot: string = new URL("../", import.meta.url).pathname.replace(/\/$/, "");
+
+/** A short name for this checkout: CMake keeps the source folder a build folder was configured
+ *  with, so two checkouts on one machine build in folders of their own (ccache shares the work). */
+export const checkoutTag: string = createHash("sha256").update(repoRoot).digest("hex").slice(0, 8);
 
 export function cacheDir(...parts: string[]): string {
   const base = Deno.env.get("STRATA_CACHE") ?? join(Deno.env.get("HOME") ?? "/tmp", ".cache", "strata");

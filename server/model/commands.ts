@@ -56,6 +56,11 @@ export function modelCommands(): Command {
     .option("--vocab <n>", "vocabulary size (at least 259)", int)
     .option("--type <type>", `weight type: ${SYNTH_WEIGHT_TYPES.join(", ")} (with --size: q8_0)`)
     .option("--tied", "tie the output head to the token embedding")
+    .option(
+      "--indexer-every <n>",
+      "glm-dsa: every n-th layer has a full indexer, the others share its top-k",
+      int,
+    )
     .action(async (o) => {
       const given = {
         seed: o.seed,
@@ -67,6 +72,7 @@ export function modelCommands(): Command {
         nVocab: o.vocab,
         weightType: o.type,
         tiedEmbeddings: o.tied ? true : undefined,
+        indexerEvery: o.indexerEvery,
       };
       let opts: SynthOptions = { arch: o.arch, ...given, tiedEmbeddings: Boolean(o.tied) };
       if (o.size !== undefined) {

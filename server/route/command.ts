@@ -1,4 +1,5 @@
 // `strata route`: one generation along a static route of nodes; `strata key new`: a route key.
+import { cutRule } from "../../src/gguf/cut-points.ts";
 import { contextCap, contextWindow } from "../../src/route/context-window.ts";
 import { Command, InvalidArgumentError } from "commander";
 import { parseSplit } from "../../src/engine/layer-range.ts";
@@ -60,7 +61,7 @@ export function routeCommand(): Command {
       if (o.relay && !o.relayToken) throw new InvalidArgumentError("--relay needs --relay-token");
       const route = await StaticRoute.connect({
         nodes: String(o.nodes).split(","),
-        split: o.split ? parseSplit(o.split, facts.nLayer) : undefined,
+        split: o.split ? parseSplit(o.split, facts.nLayer, cutRule(facts.header)) : undefined,
         nLayer: facts.nLayer,
         artifactSha256: await artifactSha256(path),
         key: await importPrivateRouteKey(keyText),

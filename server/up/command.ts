@@ -1,4 +1,5 @@
 // `strata up`: the whole local network in one command.
+import { cutRule } from "../../src/gguf/cut-points.ts";
 import { Command, InvalidArgumentError } from "commander";
 import { evenSplit, formatRange, parseLayerRange, parseSplit } from "../../src/engine/layer-range.ts";
 import { ensureNativeLibrary } from "../engine/native/build.ts";
@@ -118,8 +119,12 @@ export function upCommand(): Command {
       const split = o.memoryCap !== undefined
         ? []
         : o.nodes
-        ? evenSplit(facts.nLayer, o.nodes)
-        : parseSplit(o.split ?? (catalogModel(o.model) ?? DEFAULT_MODEL).split, facts.nLayer);
+        ? evenSplit(facts.nLayer, o.nodes, cutRule(facts.header))
+        : parseSplit(
+          o.split ?? (catalogModel(o.model) ?? DEFAULT_MODEL).split,
+          facts.nLayer,
+          cutRule(facts.header),
+        );
       const inSplit = (text: string, flag: string) => {
         const r = parseLayerRange(text, facts.nLayer);
         if (!split.some((s) => s.start === r.start && s.end === r.end)) {

@@ -1,6 +1,8 @@
 // A Shard's layers: the half-open range [start, end) of one model's blocks.
 // Branded so that a range cannot be mixed up with a token count or a position.
 
+import { cutRefusal, type CutRule } from "../gguf/cut-points.ts";
+
 export type LayerRange = { readonly start: number; readonly end: number } & {
   readonly __brand: "LayerRange";
 };
@@ -29,7 +31,7 @@ export function parseLayerRange(text: string, nLayer?: number): LayerRange {
 }
 
 /** "0:12,12:30" → ranges that cover [0, nLayer) exactly once, in order. */
-export function parseSplit(text: string, nLayer: number): LayerRange[] {
+export function parseSplit(text: string, nLayer: number, cuts?: CutRule): LayerRange[] {
   const ranges = text.split(",").map((part) => parseLayerRange(part, nLayer));
   let next = 0;
   for (const r of ranges) {
@@ -38,6 +40,8 @@ export function parseSplit(text: string, nLayer: number): LayerRange[] {
         `split ${text} must be contiguous from layer 0: expected a range starting at ${next}`,
       );
     }
+    const refusal = cutRefusal(cuts, r.start);
+    if (refusal) throw new LayerRangeError(`split ${text}: ${refusal}`);
     next = r.end;
   }
   if (next !== nLayer) {
@@ -46,16 +50,25 @@ export function parseSplit(text: string, nLayer: number): LayerRange[] {
   return ranges;
 }
 
-/** Splits nLayer layers into `parts` contiguous ranges of near-equal size. */
-export function evenSplit(nLayer: number, parts: number): LayerRange[] {
+/** Splits nLayer layers into `parts` contiguous ranges of near-equal size, each boundary at the
+ *  allowed cut nearest its even place (cuts: where no range may start). */
+export function evenSplit(nLayer: number, parts: number, cuts?: CutRule): LayerRange[] {
   if (!Number.isInteger(parts) || parts < 1 || parts > nLayer) {
     throw new LayerRangeError(`cannot split ${nLayer} layers into ${parts} ranges`);
   }
-  const out: LayerRange[] = [];
-  for (let i = 0; i < parts; i++) {
-    out.push(layerRange(Math.round((i * nLayer) / parts), Math.round(((i + 1) * nLayer) / parts), nLayer));
+  const allowed = Array.from({ length: nLayer }, (_, l) => l).filter((l) => l > 0 && !cutRefusal(cuts, l));
+  if (allowed.length < parts - 1) {
+    throw new LayerRangeError(`cannot split ${nLayer} layers into ${parts} ranges: ${cuts?.why}`);
   }
-  return out;
+  const starts = [0];
+  for (let i = 1; i < parts; i++) {
+    const even = Math.round((i * nLayer) / parts);
+    // past the last boundary, leaving one allowed cut for each range still to come
+    const open = allowed.filter((l) => l > starts[i - 1]);
+    const usable = open.slice(0, open.length - (parts - 1 - i));
+    starts.push(usable.reduce((best, l) => (Math.abs(l - even) < Math.abs(best - even) ? l : best)));
+  }
+  return starts.map((start, i) => layerRange(start, starts[i + 1] ?? nLayer, nLayer));
 }
 
 export const formatRange = (r: LayerRange): string => `${r.start}:${r.end}`;

@@ -42,7 +42,7 @@ export function rangeMemory(o: {
   computeBytes?: number;
 }): RangeMemory {
   const cells = kvCellsAllocated(o.kvCells, o.streams);
-  const kvBytes = o.kv.reduce((n, l) => n + cells * (l.k + l.v) * 2, 0);
+  const kvBytes = o.kv.reduce((n, l) => n + cells * (l.k + l.v + (l.indexer ?? 0)) * 2, 0);
   const computeBytes = o.computeBytes ?? 0;
   return { weightBytes: o.weightBytes, kvBytes, computeBytes, total: o.weightBytes + kvBytes + computeBytes };
 }

@@ -1,9 +1,11 @@
 // The KV cache's shape from a GGUF header, layer by layer, as llama.cpp allocates it: K and V
 // rows of key_length × head_count_kv and value_length × head_count_kv (grouped-query attention
 // makes them narrower than the residual stream); multi-head latent attention (DeepSeek) caches
-// one compressed K row per token and no V (V is read out of K); sliding-window layers (Gemma 3)
+// one compressed K row per token and no V (V is read out of K), and with sparse attention
+// (glm-dsa) a full indexer layer caches its indexer keys too; sliding-window layers (Gemma 3)
 // are marked with their window.
 import { arch, type GgufHeader, metaNumber, trunkLayers } from "./reader.ts";
+import { indexerTypes } from "./cut-points.ts";
 
 /** One layer's cache: row widths in elements, and the window it attends to (0: all of the context). */
 export interface KvLayer {
@@ -11,6 +13,8 @@ export interface KvLayer {
   /** 0: no V rows of its own (a K-only cache) */
   readonly v: number;
   readonly window: number;
+  /** the lightning indexer's key width, in a cache of its own (glm-dsa's full indexer layers) */
+  readonly indexer?: number;
 }
 
 export interface KvShape {
@@ -36,10 +40,13 @@ export function kvShape(h: GgufHeader): KvShape {
   const valueLength = metaNumber(h, `${a}.attention.value_length`) ?? nEmbd / nHead;
   const swa = slidingWindows(h, a, nLayer);
   const mla = metaNumber(h, `${a}.attention.key_length_mla`) !== undefined;
+  const indexer = a === "glm-dsa" ? metaNumber(h, `${a}.attention.indexer.key_length`) ?? 0 : 0;
+  const full = indexer > 0 ? indexerTypes(h, nLayer) : [];
   const layers = Array.from({ length: nLayer }, (_, il) => ({
     k: keyLength * nHeadKv,
     v: mla ? 0 : valueLength * nHeadKv,
     window: swa[il],
+    ...(full[il] ? { indexer } : {}),
   }));
   return { nEmbd, nLayer, layers };
 }

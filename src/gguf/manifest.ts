@@ -5,6 +5,7 @@
 import { arch, blockCount, GgufError, type GgufHeader, trunkLayers } from "./reader.ts";
 import { ggmlTypeName, type TensorRole } from "./types.ts";
 import { type KvLayer, kvShape } from "./kv-shape.ts";
+import { type CutRule, cutRule } from "./cut-points.ts";
 
 /** The sha256 of an artifact's bytes, lower-case hex: the artifact's name. */
 export type ArtifactId = string & { readonly __brand: "ArtifactId" };
@@ -37,6 +38,8 @@ export interface Manifest {
   readonly tiedEmbeddings: boolean;
   /** each trunk layer's KV cache (absent from manifests built before it was recorded) */
   readonly kv?: readonly KvLayer[];
+  /** layers no range may start at, and why (absent: any boundary is a cut) */
+  readonly cuts?: CutRule;
 }
 
 export interface ShardNeeds {
@@ -98,6 +101,7 @@ export function buildManifest(header: GgufHeader, fileSize: number, sha256: stri
     sharedBytes,
     tiedEmbeddings: !tensors.some((t) => t.name === "output.weight"),
     kv: kvShape(header).layers,
+    cuts: cutRule(header),
   };
 }
 

@@ -12,7 +12,16 @@ import { BASE_VOCAB, fillerBytes, SPECIAL_TOKENS, vocabMetadata } from "./synth-
 import { ggufFileBytes, ggufLayout, ggufMetadataBytes } from "./gguf-stream.ts";
 
 /** Architectures synthModel writes weights for; any other name gets a header without tensors. */
-export const SYNTH_ARCHS = ["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe"] as const;
+export const SYNTH_ARCHS = [
+  "llama",
+  "qwen2",
+  "qwen3",
+  "qwen3moe",
+  "gemma3",
+  "deepseek2",
+  "glm4moe",
+  "glm-dsa",
+] as const;
 export type SynthArch = (typeof SYNTH_ARCHS)[number];
 export const SYNTH_WEIGHT_TYPES = ["f32", "f16", "q8_0", "q4_0"] as const;
 export type SynthWeightType = (typeof SYNTH_WEIGHT_TYPES)[number];
@@ -52,6 +61,12 @@ export interface SynthOptions {
   readonly ropeDim?: number;
   readonly nopeDim?: number;
   readonly vHeadDim?: number;
+  /** glm-dsa: every indexerEvery-th layer (from 0) computes its own top-k; the layers between
+   *  share it. The indexer's heads, their width and the keys each query keeps. */
+  readonly indexerEvery?: number;
+  readonly indexerHeads?: number;
+  readonly indexerDim?: number;
+  readonly indexerTopK?: number;
   /** Omit output.weight: the head reuses token_embd.weight. */
   readonly tiedEmbeddings?: boolean;
   /** Type of the weight matrices; norms, biases and the MoE router stay f32. */
@@ -90,6 +105,12 @@ export const SYNTH_DEFAULTS = {
   ropeDim: 16,
   nopeDim: 16,
   vHeadDim: 16,
+  indexerEvery: 3,
+  indexerHeads: 2,
+  // the indexer keys are rotated by a Hadamard matrix of at least 64 (llama_kv_cache::build_input_k_rot)
+  indexerDim: 64,
+  // fewer than a test's prompt: the sparse attention does choose
+  indexerTopK: 4,
   tiedEmbeddings: false,
   weightType: "f32" as SynthWeightType,
   draws: 4 as 1 | 4,
@@ -111,7 +132,10 @@ const BIAS_STD = 0.1;
 export type SynthResolved = Required<Omit<SynthOptions, "headDim">> & { headDim: number };
 
 /** Architectures whose synthetic models carry an MTP layer after the trunk (unless nextn: 0). */
-const WITH_NEXTN = ["deepseek2", "glm4moe"];
+const WITH_NEXTN = ["deepseek2", "glm4moe", "glm-dsa"];
+/** Architectures with latent attention (MLA) and DeepSeek's MoE (leading dense layers, shared experts). */
+const MLA = ["deepseek2", "glm-dsa"];
+const SHARED_EXPERTS = ["deepseek2", "glm4moe", "glm-dsa"];
 
 function resolve(opts: SynthOptions): SynthResolved {
   const o = {
@@ -139,6 +163,10 @@ function resolve(opts: SynthOptions): SynthResolved {
     ["ropeDim", o.ropeDim],
     ["nopeDim", o.nopeDim],
     ["vHeadDim", o.vHeadDim],
+    ["indexerEvery", o.indexerEvery],
+    ["indexerHeads", o.indexerHeads],
+    ["indexerDim", o.indexerDim],
+    ["indexerTopK", o.indexerTopK],
   ];
   for (const [k, v] of ints) {
     if (!Number.isInteger(v) || v <= 0) {
@@ -382,28 +410,28 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
     [`${a}.block_count`, o.nLayer + (known ? o.nextn : 0), "u32"],
     [`${a}.feed_forward_length`, o.nFf, "u32"],
     [`${a}.attention.head_count`, o.nHead, "u32"],
-    [`${a}.attention.head_count_kv`, a === "deepseek2" ? 1 : o.nHeadKv, "u32"],
+    [`${a}.attention.head_count_kv`, MLA.includes(a) ? 1 : o.nHeadKv, "u32"],
     // MLA caches one compressed K row per token (kv_lora_rank + the rotary part), V its first kv_lora_rank values
-    [`${a}.attention.key_length`, a === "deepseek2" ? o.kvLoraRank + o.ropeDim : o.headDim, "u32"],
-    [`${a}.attention.value_length`, a === "deepseek2" ? o.kvLoraRank : o.headDim, "u32"],
+    [`${a}.attention.key_length`, MLA.includes(a) ? o.kvLoraRank + o.ropeDim : o.headDim, "u32"],
+    [`${a}.attention.value_length`, MLA.includes(a) ? o.kvLoraRank : o.headDim, "u32"],
     [`${a}.attention.layer_norm_rms_epsilon`, 1e-6, "f32"],
     // glm4moe rotates half of each head, as GLM-4.5 does
     [
       `${a}.rope.dimension_count`,
-      a === "deepseek2" ? o.ropeDim : a === "glm4moe" ? o.headDim / 2 : o.headDim,
+      MLA.includes(a) ? o.ropeDim : a === "glm4moe" ? o.headDim / 2 : o.headDim,
       "u32",
     ],
     [`${a}.rope.freq_base`, a === "gemma3" ? 1e6 : 10000, "f32"],
     [`${a}.vocab_size`, o.nVocab, "u32"],
   ];
-  if (known && (a === "qwen3moe" || a === "deepseek2" || a === "glm4moe")) {
+  if (known && (a === "qwen3moe" || SHARED_EXPERTS.includes(a))) {
     md.push(
       [`${a}.expert_count`, o.nExpert, "u32"],
       [`${a}.expert_used_count`, o.nExpertUsed, "u32"],
       [`${a}.expert_feed_forward_length`, o.nFfExp, "u32"],
     );
   }
-  if (known && (a === "deepseek2" || a === "glm4moe")) {
+  if (known && SHARED_EXPERTS.includes(a)) {
     // sigmoid routing with a selection bias, normalized weights (DeepSeek-V3, GLM-4.5)
     md.push(
       [`${a}.leading_dense_block_count`, o.leadingDense, "u32"],
@@ -414,7 +442,15 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
     );
     if (o.nextn > 0) md.push([`${a}.nextn_predict_layers`, o.nextn, "u32"]);
   }
-  if (known && a === "deepseek2") {
+  if (known && a === "glm-dsa") {
+    md.push(
+      [`${a}.attention.indexer.head_count`, o.indexerHeads, "u32"],
+      [`${a}.attention.indexer.key_length`, o.indexerDim, "u32"],
+      [`${a}.attention.indexer.top_k`, o.indexerTopK, "u32"],
+      [`${a}.attention.indexer.types`, indexerTypes(o), { array: "u32" }],
+    );
+  }
+  if (known && MLA.includes(a)) {
     md.push(
       [`${a}.attention.q_lora_rank`, o.qLoraRank, "u32"],
       [`${a}.attention.kv_lora_rank`, o.kvLoraRank, "u32"],
@@ -477,7 +513,7 @@ function plan(o: SynthResolved): SynthTensor[] {
   for (let i = 0; i < o.nLayer + o.nextn; i++) {
     const p = `blk.${i}.`;
     norm(`${p}attn_norm.weight`, E);
-    if (o.arch === "deepseek2") mlaAttention(p);
+    if (MLA.includes(o.arch)) mlaAttention(p);
     else {
       weight(`${p}attn_q.weight`, [E, D * H], ATTN_GAIN * inv(E));
       weight(`${p}attn_k.weight`, [E, D * HKV], ATTN_GAIN * inv(E));
@@ -489,6 +525,15 @@ function plan(o: SynthResolved): SynthTensor[] {
       }
       weight(`${p}attn_output.weight`, [D * H, E], inv(D * H));
     }
+    if (o.arch === "glm-dsa" && i < o.nLayer && indexerTypes(o)[i]) {
+      // the lightning indexer of a full layer: its own queries from the compressed q, one key head
+      const { indexerHeads: IH, indexerDim: ID, qLoraRank: QL } = o;
+      weight(`${p}indexer.attn_q_b.weight`, [QL, IH * ID], inv(QL));
+      weight(`${p}indexer.attn_k.weight`, [E, ID], inv(E));
+      norm(`${p}indexer.k_norm.weight`, ID);
+      bias(`${p}indexer.k_norm.bias`, ID);
+      weight(`${p}indexer.proj.weight`, [E, IH], inv(E));
+    }
     if (o.arch === "qwen3" || o.arch === "qwen3moe" || o.arch === "gemma3") {
       gainNorm(`${p}attn_q_norm.weight`, D, ATTN_GAIN);
       gainNorm(`${p}attn_k_norm.weight`, D, ATTN_GAIN);
@@ -498,7 +543,7 @@ function plan(o: SynthResolved): SynthTensor[] {
     // glm4moe names its pre-FFN norm post_attention_norm
     norm(o.arch === "glm4moe" ? `${p}post_attention_norm.weight` : `${p}ffn_norm.weight`, E);
     if (o.arch === "gemma3") norm(`${p}post_ffw_norm.weight`, E);
-    const sharedExperts = o.arch === "deepseek2" || o.arch === "glm4moe";
+    const sharedExperts = SHARED_EXPERTS.includes(o.arch);
     if (o.arch === "qwen3moe" || (sharedExperts && i >= o.leadingDense)) {
       // the router stays f32, as llama.cpp's quantizer leaves it
       add(`${p}ffn_gate_inp.weight`, [E, X], "f32", inv(E), 0);
@@ -550,6 +595,11 @@ function plan(o: SynthResolved): SynthTensor[] {
     }
   }
   return out;
+}
+
+/** glm-dsa's indexer kind of each trunk layer: 1 full, 0 shared. */
+function indexerTypes(o: SynthResolved): number[] {
+  return Array.from({ length: o.nLayer }, (_, il) => (il % o.indexerEvery === 0 ? 1 : 0));
 }
 
 /** A step coprime with n, near n·(golden ratio − 1): successive tokens land far apart. */

@@ -3,6 +3,7 @@
 // changes. Nodes with ranges of their own count as fixed coverage.
 import { memoryMisfit } from "../engine/memory-fit.ts";
 import type { PlaceRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
+import { cutRefusal } from "../gguf/cut-points.ts";
 import { decodeWork } from "./decode-work.ts";
 import {
   bottleneck,
@@ -42,7 +43,8 @@ export class Placer {
   ) {
     this.#planning = {
       nLayer: model.nLayer,
-      fits: (n, s) => this.#fits(n, s),
+      // a span that starts where the model cannot be cut fits nobody
+      fits: (n, s) => !cutRefusal(model.manifest.cuts, s.start) && this.#fits(n, s),
       work: decodeWork(model.manifest),
     };
   }

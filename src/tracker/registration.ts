@@ -2,6 +2,7 @@
 // serves this tracker's artifact, that its range exists, and that its engine can hold it.
 import { bytesToHex } from "../bytes/hex.ts";
 import { memoryMisfit } from "../engine/memory-fit.ts";
+import { cutRefusal } from "../gguf/cut-points.ts";
 import type { RegisterRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
 import { TrackerError } from "./errors.ts";
 import { rangeMemoryOf, type RangeModel } from "./range-memory.ts";
@@ -30,6 +31,8 @@ export function checkRegistration(req: RegisterRequest, model: TrackedModel): No
   if (start >= end || end > model.nLayer) {
     throw new TrackerError("invalid_argument", `layers ${start}:${end} of ${model.nLayer}`);
   }
+  const refusal = cutRefusal(model.manifest.cuts, start);
+  if (refusal) throw new TrackerError("invalid_argument", `layers ${start}:${end}: ${refusal}`);
   // a node is never given a range its memory cap cannot hold. The advert has no batch size or
   // backend: count the least compute any node needs (1 token, fused attention), so the
   // tracker never refuses what the node's own full estimate accepted

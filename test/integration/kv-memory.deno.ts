@@ -1,7 +1,8 @@
 // Run by kv-memory.test.ts under Deno: the KV bytes llama.cpp allocates for a range (the C
 // API reads them from the cache itself) beside what Strata estimates from the header before
 // loading anything: sliding-window layers (Gemma 3), grouped-query attention (SmolLM2),
-// latent attention's K-only cache (DeepSeek-V2), nextn layers (GLM-4.5 MoE).
+// latent attention's K-only cache (DeepSeek-V2), nextn layers (GLM-4.5 MoE), the indexer keys of
+// sparse attention's full layers (glm-dsa).
 // Prints one JSON object.
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { resolveModel } from "../../server/model/fetch.ts";
@@ -12,13 +13,16 @@ import { layerRange } from "../../src/engine/layer-range.ts";
 import { synthModel } from "../../src/model/synth.ts";
 
 const dir = Deno.makeTempDirSync();
-for (const arch of ["deepseek2", "glm4moe"]) {
+for (const arch of ["deepseek2", "glm4moe", "glm-dsa"]) {
   Deno.writeFileSync(`${dir}/${arch}.gguf`, synthModel({ arch, seed: 3 }));
 }
-const models = [["gemma3-270m", 9], ["smollm2", 12], [`${dir}/deepseek2.gguf`, 3], [
-  `${dir}/glm4moe.gguf`,
-  3,
-]] as const;
+const models = [
+  ["gemma3-270m", 9],
+  ["smollm2", 12],
+  [`${dir}/deepseek2.gguf`, 3],
+  [`${dir}/glm4moe.gguf`, 3],
+  [`${dir}/glm-dsa.gguf`, 3],
+] as const;
 
 const rows = [];
 for (const [name, cut] of models) {

@@ -2,11 +2,11 @@ import { describe, expect, it } from "vitest";
 import { denoRun, root } from "./strata.ts";
 
 describe("KV memory, estimated from the header and allocated by llama.cpp", () => {
-  it("agree to the byte: sliding windows, latent attention's K-only cache, nextn layers", async () => {
+  it("agree to the byte: sliding windows, latent attention's K-only cache, indexer keys, nextn layers", async () => {
     const r = await denoRun(`${root}test/integration/kv-memory.deno.ts`);
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     const rows = JSON.parse(r.stdout.trim().split("\n").pop()!);
-    expect(rows).toHaveLength(24);
+    expect(rows).toHaveLength(30);
     for (const row of rows) expect(row.estimated, JSON.stringify(row)).toBe(row.allocated);
     // Gemma 3 270M: K and V of 256 (one KV head of 256), not n_embd × kv heads / heads = 160
     const g = rows.find((x: { model: string; range: string }) =>
@@ -18,5 +18,10 @@ describe("KV memory, estimated from the header and allocated by llama.cpp", () =
       x.model === "deepseek2.gguf" && x.range === "whole"
     );
     expect(d.allocated).toBe(6 * 4096 * 48 * 2);
+    // glm-dsa: the same latent K, and 64-wide indexer keys in the full indexer layers 0 and 3
+    const s = rows.find((x: { model: string; range: string }) =>
+      x.model === "glm-dsa.gguf" && x.range === "whole"
+    );
+    expect(s.allocated).toBe((6 * 48 + 2 * 64) * 4096 * 2);
   });
 });

@@ -32,6 +32,25 @@ describe("parity on Gemma 3 270M (Q4_K_M, sliding-window attention)", () => {
 });
 
 const dir = mkdtempSync(join(tmpdir(), "strata-synth-"));
+describe("parity on a synthetic glm-dsa model (sparse attention: shared-indexer layers)", () => {
+  it("2 shards; 3 shards cut at full indexer layers; a cut inside a shared-indexer group is refused", async () => {
+    const file = join(dir, "glm-dsa.gguf");
+    expect((await strata(["model", "synth", "--arch", "glm-dsa", "--out", file, "--seed", "11"])).code).toBe(
+      0,
+    );
+    // full indexer layers 0 and 3
+    expectParity(await parity(["--model", file, "--split", "0:3,3:6"]), 1);
+    const refused = await strata(["parity", "--model", file, "--split", "0:1,1:4,4:6"]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/no range may start at layer 1: a shared-indexer layer reuses the top-k/);
+    // full indexer layers 0, 2 and 4
+    const every2 = join(dir, "glm-dsa-2.gguf");
+    const w = await strata(["model", "synth", "--arch", "glm-dsa", "--indexer-every", "2", "--out", every2]);
+    expect(w.code, w.stderr).toBe(0);
+    expectParity(await parity(["--model", every2, "--split", "0:2,2:4,4:6"]), 2);
+  });
+});
+
 describe.each(["llama", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe"])(
   "parity on a synthetic %s model",
   (arch) => {

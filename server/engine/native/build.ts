@@ -2,7 +2,7 @@
 // outside the repository, keyed by pin + patches + C API + build flags.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir, repoRoot } from "../../paths.ts";
+import { cacheDir, checkoutTag, repoRoot } from "../../paths.ts";
 import { cmakeBuild } from "../../toolchain/cmake-build.ts";
 import { runCommand } from "../../process/run.ts";
 import { log } from "../../log/log.ts";
@@ -90,7 +90,10 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
 
   // a CUDA build folder per toolkit and architecture: CMake refuses a changed CUDA compiler
-  const buildDir = cacheDir("native", backend === "cuda" ? `build-cuda-${key}` : `build-${backend}`);
+  const buildDir = cacheDir(
+    "native",
+    backend === "cuda" ? `build-cuda-${key}` : `build-${backend}-${checkoutTag}`,
+  );
   const { env, generator, launcher } = cmakeSetup(backend);
   const cuda = backend === "cuda" ? await cudaToolkit() : undefined;
   if (cuda) {

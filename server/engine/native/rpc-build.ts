@@ -3,7 +3,7 @@
 // GGML_RPC on), cached like the engine library.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir, repoRoot } from "../../paths.ts";
+import { cacheDir, checkoutTag, repoRoot } from "../../paths.ts";
 import { cmakeBuild } from "../../toolchain/cmake-build.ts";
 import { runCommand } from "../../process/run.ts";
 import { log } from "../../log/log.ts";
@@ -34,7 +34,7 @@ export async function ensureRpcTools(): Promise<RpcTools> {
   if (existsSync(tools.rpcServer) && existsSync(tools.llamaServer)) return tools;
   const started = performance.now();
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
-  const buildDir = cacheDir("native", "build-rpc");
+  const buildDir = cacheDir("native", `build-rpc-${checkoutTag}`);
   const env: Record<string, string> = { CCACHE_BASEDIR: repoRoot, CCACHE_NOHASHDIR: "1" };
   const launcher = hasCommand("ccache")
     ? ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]

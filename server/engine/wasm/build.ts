@@ -3,7 +3,7 @@
 // private writable place, and acorn is found through NODE_PATH (docs/engine.md).
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir, repoRoot } from "../../paths.ts";
+import { cacheDir, checkoutTag, repoRoot } from "../../paths.ts";
 import { cmakeBuild } from "../../toolchain/cmake-build.ts";
 import { runCommand } from "../../process/run.ts";
 import { log } from "../../log/log.ts";
@@ -114,7 +114,7 @@ export async function ensureWasmEngine(
     CCACHE_BASEDIR: repoRoot,
     CCACHE_NOHASHDIR: "1",
   };
-  const buildDir = cacheDir("wasm", `build-${dirName(flavor, o)}`);
+  const buildDir = cacheDir("wasm", `build-${dirName(flavor, o)}-${checkoutTag}`);
   console.error(`engine: building the WASM engine (${dirName(flavor, o)}; first use only; a few minutes)`);
   await runCommand("emcmake", [
     "cmake",

@@ -20,12 +20,14 @@
 
 namespace {
 
-const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe"};
+const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe", "glm-dsa"};
 
 std::atomic<int> g_log_level{1};
 // the last warning or error llama.cpp logged on this thread, quoted in our errors: per thread,
 // because engines in one process run their calls on different threads
 thread_local std::string t_log_tail;
+// the loader's own reason ("error loading model: …"), which a generic line follows
+thread_local std::string t_log_cause;
 
 // One error message, owned by a model, a context, or a call without a handle.
 struct err_slot {
@@ -48,7 +50,7 @@ int32_t fail(err_slot & e, int32_t code, const std::string & msg) {
 }
 
 std::string log_tail() {
-    std::string s = t_log_tail;
+    std::string s = t_log_cause.empty() ? t_log_tail : t_log_cause;
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
     return s;
 }
@@ -58,6 +60,8 @@ void on_log(ggml_log_level level, const char * text, void *) {
     const int ours = level == GGML_LOG_LEVEL_ERROR ? 1 : level == GGML_LOG_LEVEL_WARN ? 2 :
                      level == GGML_LOG_LEVEL_INFO  ? 3 : level == GGML_LOG_LEVEL_DEBUG ? 4 : 0;
     if (ours == 1 || ours == 2) t_log_tail = text;
+    static const char kCause[] = "error loading model: ";
+    if (const char * at = ours == 1 ? strstr(text, kCause) : nullptr) t_log_cause = at + sizeof(kCause) - 1;
     if (ours != 0 && ours <= g_log_level.load()) fputs(text, stderr);
 }
 
@@ -66,6 +70,7 @@ void on_log(ggml_log_level level, const char * text, void *) {
 template <typename R, typename F>
 R guarded(err_slot & e, R on_error, F && body) {
     t_log_tail.clear();
+    t_log_cause.clear();
     try {
         return body();
     } catch (const std::bad_alloc &) {
@@ -307,7 +312,7 @@ strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t
             return nullptr;
         }
         if (!arch_supported(arch)) {
-            fail(e.slot, STRATA_ERR_INPUT, "unsupported architecture '" + arch + "': Strata runs llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2 and glm4moe");
+            fail(e.slot, STRATA_ERR_INPUT, "unsupported architecture '" + arch + "': Strata runs llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2, glm4moe and glm-dsa");
             return nullptr;
         }
         const int32_t end = layer_end > 0 ? layer_end : (int32_t) n_layer;
