@@ -2,7 +2,7 @@
 // without Strata's patches, through the same small llama.h program (logits.cpp). The patch
 // series only adds layer ranges: a whole-model load must stay bit for bit what llama.cpp does.
 import { join } from "node:path";
-import { cmakeSetup, forkDir } from "../../server/engine/native/build.ts";
+import { cmakeConfigure, forkDir } from "../../server/engine/native/build.ts";
 import { cacheDir, checkoutTag } from "../../server/paths.ts";
 import { runCommand } from "../../server/process/run.ts";
 import { cmakeBuild } from "../../server/toolchain/cmake-build.ts";
@@ -32,23 +32,15 @@ export async function upstreamModels(): Promise<{ name: string; path: string }[]
 /** Builds the logits tool against one tree: the patched one (vendor/llama.cpp/tree, as the
  *  engine) or the pin with only CRASH_FIXES (vendor/llama.cpp/upstream). */
 export async function logitsTool(flavor: Flavor): Promise<string> {
-  const { env, generator, launcher } = cmakeSetup("cpu");
   const started = performance.now();
   await runCommand(join(forkDir, "materialize.sh"), [], {
     env: flavor === "patched" ? {} : { STRATA_PATCHES_ONLY: CRASH_FIXES.join(" ") },
     onLine: (l) => console.error(l),
   });
   const buildDir = cacheDir("native", `build-logits-${flavor}-${checkoutTag}`);
-  await runCommand("cmake", [
-    "-S",
-    forkDir,
-    "-B",
-    buildDir,
-    ...generator,
-    "-DCMAKE_BUILD_TYPE=Release",
-    ...launcher,
+  const env = await cmakeConfigure("cpu", buildDir, [
     `-DSTRATA_LLAMA_TREE=${join(forkDir, flavor === "patched" ? "tree" : "upstream")}`,
-  ], { env });
+  ]);
   await cmakeBuild(
     `upstream: compiling the logits tool (${flavor})`,
     buildDir,

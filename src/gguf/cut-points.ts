@@ -35,6 +35,8 @@ export function cutRefusal(rule: CutRule | undefined, start: number): string | u
  *  (GLM-5 and 5.1). */
 export function indexerTypes(h: GgufHeader, nLayer: number): boolean[] {
   const a = arch(h);
+  // DeepSeek-V3.2 has a full indexer in every layer
+  if (a !== "glm-dsa") return new Array(nLayer).fill(true);
   const entry = h.metadata.get(`${a}.attention.indexer.types`);
   if (entry && typeof entry.value === "object" && entry.value !== null && "items" in entry.value) {
     const items = (entry.value as { items: readonly unknown[] }).items;

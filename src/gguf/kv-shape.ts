@@ -40,7 +40,9 @@ export function kvShape(h: GgufHeader): KvShape {
   const valueLength = metaNumber(h, `${a}.attention.value_length`) ?? nEmbd / nHead;
   const swa = slidingWindows(h, a, nLayer);
   const mla = metaNumber(h, `${a}.attention.key_length_mla`) !== undefined;
-  const indexer = a === "glm-dsa" ? metaNumber(h, `${a}.attention.indexer.key_length`) ?? 0 : 0;
+  const indexer = a === "glm-dsa" || a === "deepseek32"
+    ? metaNumber(h, `${a}.attention.indexer.key_length`) ?? 0
+    : 0;
   const full = indexer > 0 ? indexerTypes(h, nLayer) : [];
   const layers = Array.from({ length: nLayer }, (_, il) => ({
     k: keyLength * nHeadKv,

@@ -21,6 +21,7 @@ export const SYNTH_ARCHS = [
   "deepseek2",
   "glm4moe",
   "glm-dsa",
+  "deepseek32",
 ] as const;
 export type SynthArch = (typeof SYNTH_ARCHS)[number];
 export const SYNTH_WEIGHT_TYPES = ["f32", "f16", "q8_0", "q4_0"] as const;
@@ -132,10 +133,12 @@ const BIAS_STD = 0.1;
 export type SynthResolved = Required<Omit<SynthOptions, "headDim">> & { headDim: number };
 
 /** Architectures whose synthetic models carry an MTP layer after the trunk (unless nextn: 0). */
-const WITH_NEXTN = ["deepseek2", "glm4moe", "glm-dsa"];
+const WITH_NEXTN = ["deepseek2", "glm4moe", "glm-dsa", "deepseek32"];
 /** Architectures with latent attention (MLA) and DeepSeek's MoE (leading dense layers, shared experts). */
-const MLA = ["deepseek2", "glm-dsa"];
-const SHARED_EXPERTS = ["deepseek2", "glm4moe", "glm-dsa"];
+const MLA = ["deepseek2", "glm-dsa", "deepseek32"];
+const SHARED_EXPERTS = ["deepseek2", "glm4moe", "glm-dsa", "deepseek32"];
+/** Sparse attention with a lightning indexer (DeepSeek-V3.2: in every layer; glm-dsa: every indexerEvery-th). */
+const DSA = ["glm-dsa", "deepseek32"];
 
 function resolve(opts: SynthOptions): SynthResolved {
   const o = {
@@ -442,13 +445,13 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
     );
     if (o.nextn > 0) md.push([`${a}.nextn_predict_layers`, o.nextn, "u32"]);
   }
-  if (known && a === "glm-dsa") {
+  if (known && DSA.includes(a)) {
     md.push(
       [`${a}.attention.indexer.head_count`, o.indexerHeads, "u32"],
       [`${a}.attention.indexer.key_length`, o.indexerDim, "u32"],
       [`${a}.attention.indexer.top_k`, o.indexerTopK, "u32"],
-      [`${a}.attention.indexer.types`, indexerTypes(o), { array: "u32" }],
     );
+    if (a === "glm-dsa") md.push([`${a}.attention.indexer.types`, indexerTypes(o), { array: "u32" }]);
   }
   if (known && MLA.includes(a)) {
     md.push(
@@ -525,7 +528,8 @@ function plan(o: SynthResolved): SynthTensor[] {
       }
       weight(`${p}attn_output.weight`, [D * H, E], inv(D * H));
     }
-    if (o.arch === "glm-dsa" && i < o.nLayer && indexerTypes(o)[i]) {
+    // (DeepSeek-V3.2's MTP layer has an indexer too: llama.cpp requires it)
+    if (DSA.includes(o.arch) && (i < o.nLayer ? indexerTypes(o)[i] : o.arch === "deepseek32")) {
       // the lightning indexer of a full layer: its own queries from the compressed q, one key head
       const { indexerHeads: IH, indexerDim: ID, qLoraRank: QL } = o;
       weight(`${p}indexer.attn_q_b.weight`, [QL, IH * ID], inv(QL));
@@ -597,9 +601,10 @@ function plan(o: SynthResolved): SynthTensor[] {
   return out;
 }
 
-/** glm-dsa's indexer kind of each trunk layer: 1 full, 0 shared. */
+/** The indexer kind of each trunk layer: 1 full, 0 shared (glm-dsa's; DeepSeek-V3.2's are all full). */
 function indexerTypes(o: SynthResolved): number[] {
-  return Array.from({ length: o.nLayer }, (_, il) => (il % o.indexerEvery === 0 ? 1 : 0));
+  const every = o.arch === "glm-dsa" ? o.indexerEvery : 1;
+  return Array.from({ length: o.nLayer }, (_, il) => (il % every === 0 ? 1 : 0));
 }
 
 /** A step coprime with n, near n·(golden ratio − 1): successive tokens land far apart. */

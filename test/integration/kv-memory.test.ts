@@ -6,7 +6,7 @@ describe("KV memory, estimated from the header and allocated by llama.cpp", () =
     const r = await denoRun(`${root}test/integration/kv-memory.deno.ts`);
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     const rows = JSON.parse(r.stdout.trim().split("\n").pop()!);
-    expect(rows).toHaveLength(30);
+    expect(rows).toHaveLength(36);
     for (const row of rows) expect(row.estimated, JSON.stringify(row)).toBe(row.allocated);
     // Gemma 3 270M: K and V of 256 (one KV head of 256), not n_embd × kv heads / heads = 160
     const g = rows.find((x: { model: string; range: string }) =>
@@ -23,5 +23,10 @@ describe("KV memory, estimated from the header and allocated by llama.cpp", () =
       x.model === "glm-dsa.gguf" && x.range === "whole"
     );
     expect(s.allocated).toBe((6 * 48 + 2 * 64) * 4096 * 2);
+    // DeepSeek-V3.2: indexer keys in every layer
+    const v32 = rows.find((x: { model: string; range: string }) =>
+      x.model === "deepseek32.gguf" && x.range === "whole"
+    );
+    expect(v32.allocated).toBe(6 * (48 + 64) * 4096 * 2);
   });
 });

@@ -51,7 +51,7 @@ describe("parity on a synthetic glm-dsa model (sparse attention: shared-indexer 
   });
 });
 
-describe.each(["llama", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe"])(
+describe.each(["llama", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe", "deepseek32"])(
   "parity on a synthetic %s model",
   (arch) => {
     const file = join(dir, `${arch}.gguf`);

@@ -66,8 +66,13 @@ export async function findNativeLibrary(backend: NativeBackend = "cpu"): Promise
   return existsSync(lib) ? lib : undefined;
 }
 
-/** ccache (when present, with paths relative to the repository) and ninja (when present). */
-export function cmakeSetup(backend: NativeBackend) {
+/** Configures a CMake build of the fork in buildDir, with ccache (paths relative to the
+ *  repository) and ninja where present; returns the environment its builds run in. */
+export async function cmakeConfigure(
+  backend: NativeBackend,
+  buildDir: string,
+  args: readonly string[],
+): Promise<Record<string, string>> {
   const env: Record<string, string> = { CCACHE_BASEDIR: repoRoot, CCACHE_NOHASHDIR: "1" };
   const launcher = hasCommand("ccache")
     ? ["C", "CXX", ...(backend === "cuda" ? ["CUDA"] : [])].map((l) =>
@@ -75,7 +80,17 @@ export function cmakeSetup(backend: NativeBackend) {
     )
     : [];
   const generator = hasCommand("ninja") ? ["-G", "Ninja"] : [];
-  return { env, launcher, generator };
+  await runCommand("cmake", [
+    "-S",
+    forkDir,
+    "-B",
+    buildDir,
+    ...generator,
+    "-DCMAKE_BUILD_TYPE=Release",
+    ...launcher,
+    ...args,
+  ], { env });
+  return env;
 }
 
 /** Path of libstrata.so for this backend, building it first when the cache lacks it. */
@@ -94,22 +109,12 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
     "native",
     backend === "cuda" ? `build-cuda-${key}` : `build-${backend}-${checkoutTag}`,
   );
-  const { env, generator, launcher } = cmakeSetup(backend);
   const cuda = backend === "cuda" ? await cudaToolkit() : undefined;
   if (cuda) {
     console.error(`engine: CUDA from ${cuda.source} (${cuda.nvcc}), GPU architecture sm_${cuda.arch}`);
   }
   console.error(`engine: building the native ${backend} library (first use only; a few minutes)`);
-  await runCommand("cmake", [
-    "-S",
-    forkDir,
-    "-B",
-    buildDir,
-    ...generator,
-    "-DCMAKE_BUILD_TYPE=Release",
-    ...launcher,
-    ...(cuda?.cmakeArgs ?? FLAGS[backend]),
-  ], { env });
+  const env = await cmakeConfigure(backend, buildDir, cuda?.cmakeArgs ?? FLAGS[backend]);
 
   const seconds = await cmakeBuild(`engine: compiling (${backend})`, buildDir, ["strata"], env, started);
 

@@ -20,7 +20,7 @@
 
 namespace {
 
-const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe", "glm-dsa"};
+const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe", "glm-dsa", "deepseek32"};
 
 std::atomic<int> g_log_level{1};
 // the last warning or error llama.cpp logged on this thread, quoted in our errors: per thread,
@@ -312,7 +312,7 @@ strata_model * strata_model_load(const char * path, int32_t layer_start, int32_t
             return nullptr;
         }
         if (!arch_supported(arch)) {
-            fail(e.slot, STRATA_ERR_INPUT, "unsupported architecture '" + arch + "': Strata runs llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2, glm4moe and glm-dsa");
+            fail(e.slot, STRATA_ERR_INPUT, "unsupported architecture '" + arch + "': Strata runs llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2, glm4moe, glm-dsa and deepseek32");
             return nullptr;
         }
         const int32_t end = layer_end > 0 ? layer_end : (int32_t) n_layer;
