@@ -147,8 +147,11 @@ function resolve(opts: SynthOptions): SynthResolved {
     ...stripUndefined(opts),
   } as Omit<SynthResolved, "headDim"> & { headDim?: number };
   const headDim = o.headDim ?? o.nEmbd / o.nHead;
+  // a GGUF of nextn (MTP) layers alone has no trunk
+  if (!Number.isInteger(o.nLayer) || o.nLayer < (o.nextn > 0 ? 0 : 1)) {
+    throw new RangeError(`synth nLayer must be a positive integer (0 with nextn layers), got ${o.nLayer}`);
+  }
   const ints: Array<[string, number]> = [
-    ["nLayer", o.nLayer],
     ["nEmbd", o.nEmbd],
     ["nHead", o.nHead],
     ["nHeadKv", o.nHeadKv],

@@ -185,6 +185,19 @@ fail("model_error_null_model", lib.strata_model_error(null, new Uint8Array(8), 8
   const r2 = await lib.strata_model_load(null, 0, 0, 0, 0, null, 0);
   results["load_null_path_no_error_buffer"] = String(r2 ? 1 : 0);
 }
+{
+  // a GGUF of nextn (MTP) layers alone: no trunk, so it loads whole, and no range of it exists
+  const mtp = `${dir}/mtp-only.gguf`;
+  Deno.writeFileSync(mtp, synthModel({ arch: "glm4moe", nLayer: 0, leadingDense: 0, seed: 2 }));
+  const err = new ErrorBuffer();
+  const whole = await lib.strata_model_load(cstr(mtp), 0, 0, 0, 0, err.buf, err.cap);
+  const f = new BigInt64Array(6);
+  if (whole) lib.strata_model_facts(whole, f, 6);
+  results["mtp_only_whole"] = whole ? `layers ${f[0]}, embd ${f[1]}` : err.message;
+  if (whole) lib.strata_model_free(whole);
+  const r = await lib.strata_model_load(cstr(mtp), 0, 1, 0, 0, err.buf, err.cap);
+  fail("mtp_only_range", r ? 1 : 0, err.message);
+}
 
 // after all of that: the same prompt in a fresh sequence gives the same logits, bit for bit
 lib.strata_seq_release(ctx, 0);

@@ -68,6 +68,8 @@ describe("the flat C API cannot be crashed by its caller (Deno FFI, hostile argu
     expect(out.chat_count_past_messages).toBe("-1: chat: message 1 runs past the 8 bytes given");
     expect(out.load_missing_file).toMatch(/^0: not a readable GGUF file: .*missing\.gguf$/);
     expect(out.load_null_path_no_error_buffer).toBe("0");
+    expect(out.mtp_only_whole).toBe("layers 0, embd 64");
+    expect(out.mtp_only_range).toBe("0: invalid layer range [0, 1) for a model with 0 layers");
     // the process lived through all of it and computes exactly what it did before
     expect(out.same_logits_after).toBe("true");
     expect(out.cells_after_release).toBe("0");
