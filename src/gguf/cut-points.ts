@@ -3,7 +3,7 @@
 // the full indexer layer before them, so a range may start only at a full one. The rule comes
 // from the header; the tracker, `strata up` and placement read it as layers and a reason, never
 // as the architecture's internals.
-import { arch, type GgufHeader, metaNumber, trunkLayers } from "./reader.ts";
+import { arch, type GgufHeader, metaArray, metaNumber, trunkLayers } from "./reader.ts";
 
 export interface CutRule {
   /** layers no range may start at */
@@ -37,11 +37,8 @@ export function indexerTypes(h: GgufHeader, nLayer: number): boolean[] {
   const a = arch(h);
   // DeepSeek-V3.2 has a full indexer in every layer
   if (a !== "glm-dsa") return new Array(nLayer).fill(true);
-  const entry = h.metadata.get(`${a}.attention.indexer.types`);
-  if (entry && typeof entry.value === "object" && entry.value !== null && "items" in entry.value) {
-    const items = (entry.value as { items: readonly unknown[] }).items;
-    return Array.from({ length: nLayer }, (_, il) => Number(items[il] ?? 0) !== 0);
-  }
+  const listed = metaArray(h, `${a}.attention.indexer.types`);
+  if (listed) return Array.from({ length: nLayer }, (_, il) => Number(listed[il] ?? 0) !== 0);
   const glm52 = (metaNumber(h, `${a}.context_length`) ?? 0) >= 1048576;
   return Array.from({ length: nLayer }, (_, il) => !glm52 || il < 2 || (il - 2) % 4 === 0);
 }

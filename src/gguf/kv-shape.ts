@@ -4,7 +4,7 @@
 // one compressed K row per token and no V (V is read out of K), and with sparse attention
 // (glm-dsa) a full indexer layer caches its indexer keys too; sliding-window layers (Gemma 3)
 // are marked with their window.
-import { arch, type GgufHeader, metaNumber, trunkLayers } from "./reader.ts";
+import { arch, type GgufHeader, metaArray, metaNumber, trunkLayers } from "./reader.ts";
 import { indexerTypes } from "./cut-points.ts";
 
 /** One layer's cache: row widths in elements, and the window it attends to (0: all of the context). */
@@ -58,12 +58,9 @@ function slidingWindows(h: GgufHeader, a: string, nLayer: number): number[] {
   const window = metaNumber(h, `${a}.attention.sliding_window`) ?? 0;
   const fallback = SWA_PATTERN[a];
   if (fallback === undefined || window <= 0) return new Array(nLayer).fill(0);
-  const entry = h.metadata.get(`${a}.attention.sliding_window_pattern`);
-  if (entry && typeof entry.value === "object" && entry.value !== null && "items" in entry.value) {
-    // one flag per layer: true where the layer slides
-    const flags = (entry.value as { items: readonly unknown[] }).items;
-    return Array.from({ length: nLayer }, (_, il) => (flags[il] ? window : 0));
-  }
+  // one flag per layer: true where the layer slides
+  const flags = metaArray(h, `${a}.attention.sliding_window_pattern`);
+  if (flags) return Array.from({ length: nLayer }, (_, il) => (flags[il] ? window : 0));
   const n = metaNumber(h, `${a}.attention.sliding_window_pattern`) ?? fallback;
   // as llama_hparams::set_swa_pattern: the last layer of every n is global (n = 0: all slide)
   return Array.from({ length: nLayer }, (_, il) => (n === 0 || il % n < n - 1 ? window : 0));

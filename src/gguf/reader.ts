@@ -332,6 +332,12 @@ export function metaString(h: GgufHeader, key: string): string | undefined {
   return kv.value as string;
 }
 
+/** An array's items, or undefined when the key is absent or not an array. */
+export function metaArray(h: GgufHeader, key: string): readonly GgufValue[] | undefined {
+  const v = h.metadata.get(key)?.value;
+  return typeof v === "object" && v !== null && "items" in v ? (v as GgufArray).items : undefined;
+}
+
 /** A numeric metadata value of any integer or float type, as a JS number. */
 export function metaNumber(h: GgufHeader, key: string): number | undefined {
   const kv = h.metadata.get(key);

@@ -49,21 +49,23 @@ export interface SynthOptions {
   readonly slidingWindow?: number;
   /** gemma3: every swaPattern-th layer attends to the whole context, the others to the window. */
   readonly swaPattern?: number;
-  /** deepseek2, glm4moe: the first layers with a dense feed-forward, before the MoE ones. */
+  /** DeepSeek-style MoE (deepseek2, glm4moe, glm-dsa, deepseek32): the first layers with a dense
+   *  feed-forward, before the MoE ones. */
   readonly leadingDense?: number;
-  /** deepseek2, glm4moe: experts every token goes through, beside the routed ones. */
+  /** DeepSeek-style MoE: experts every token goes through, beside the routed ones. */
   readonly nExpertShared?: number;
-  /** deepseek2, glm4moe: nextn (MTP) layers stored after the trunk's nLayer. */
+  /** nextn (MTP) layers stored after the trunk's nLayer (DeepSeek-style MoE: 1 unless given). */
   readonly nextn?: number;
-  /** deepseek2 (MLA): the ranks of the compressed query and key/value, and the widths of a
-   *  head's rotary and non-rotary key parts and of its value. */
+  /** Latent attention (deepseek2, glm-dsa, deepseek32): the ranks of the compressed query and
+   *  key/value, and the widths of a head's rotary and non-rotary key parts and of its value. */
   readonly qLoraRank?: number;
   readonly kvLoraRank?: number;
   readonly ropeDim?: number;
   readonly nopeDim?: number;
   readonly vHeadDim?: number;
-  /** glm-dsa: every indexerEvery-th layer (from 0) computes its own top-k; the layers between
-   *  share it. The indexer's heads, their width and the keys each query keeps. */
+  /** Sparse attention (glm-dsa, deepseek32): glm-dsa's every indexerEvery-th layer (from 0)
+   *  computes its own top-k and the layers between share it (deepseek32: every layer). The
+   *  indexer's heads, their width and the keys each query keeps. */
   readonly indexerEvery?: number;
   readonly indexerHeads?: number;
   readonly indexerDim?: number;
