@@ -3,16 +3,9 @@
 // changes. Nodes with ranges of their own count as fixed coverage.
 import { memoryMisfit } from "../engine/memory-fit.ts";
 import type { PlaceRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
-import { cutRefusal } from "../gguf/cut-points.ts";
+import { planAtCuts } from "./cut-placement.ts";
 import { decodeWork } from "./decode-work.ts";
-import {
-  bottleneck,
-  type Participant,
-  type Placement,
-  type PlacementModel,
-  plan,
-  type Span,
-} from "./placement.ts";
+import { bottleneck, type Participant, type Placement, type PlacementModel, type Span } from "./placement.ts";
 import { rangeMemoryOf } from "./range-memory.ts";
 import type { TrackedModel } from "./registration.ts";
 import type { NodeRecord } from "./storage.ts";
@@ -43,8 +36,7 @@ export class Placer {
   ) {
     this.#planning = {
       nLayer: model.nLayer,
-      // a span that starts where the model cannot be cut fits nobody
-      fits: (n, s) => !cutRefusal(model.manifest.cuts, s.start) && this.#fits(n, s),
+      fits: (n, s) => this.#fits(n, s),
       work: decodeWork(model.manifest),
     };
   }
@@ -131,12 +123,13 @@ export class Placer {
     ]);
     if (key === this.#key) return;
     const m = this.#planning;
-    let next = plan(m, participants, fixed);
+    const cuts = this.model.manifest.cuts;
+    let next = planAtCuts(m, participants, fixed, cuts);
     // measured speeds known everywhere: a plan from scratch may be worth the moves
     if (
       participants.length > 1 && participants.every((p) => p.speed > 0) && quiet
     ) {
-      const afresh = plan(m, participants.map((p) => ({ ...p, current: undefined })), fixed);
+      const afresh = planAtCuts(m, participants.map((p) => ({ ...p, current: undefined })), fixed, cuts);
       if (cost(m, participants, next) > REBALANCE_GAIN * cost(m, participants, afresh)) next = afresh;
     }
     if (!samePlan(next, this.#plan)) this.#changedAt = now;

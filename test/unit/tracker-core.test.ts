@@ -515,6 +515,27 @@ describe("tracker core: placement", () => {
     expect(span(core.placement().get("c"))).toBe(hole);
   });
 
+  it("never places a range where the model cannot be cut (glm-dsa: only at full indexer layers)", async () => {
+    // 8 layers, full indexers at 0, 3 and 6: the even halves 0:4 and 4:8 are not allowed
+    const dsaFile = synthModel({ arch: "glm-dsa", nLayer: 8 });
+    const dsaHeader = parseGgufHeader(dsaFile);
+    const dsaManifest = buildManifest(dsaHeader, dsaFile.length, ARTIFACT);
+    const dsa = { artifact: ARTIFACT, nLayer: 8, manifest: dsaManifest, kv: kvShape(dsaHeader).layers };
+    const { core } = await tracker({ model: dsa });
+    const needed = (start: number, end: number) =>
+      rangeMemoryOf(dsa, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;
+    // room for four layers anywhere: without the rule two nodes would take 0:4 and 4:8
+    const room = BigInt(Math.max(needed(0, 4), needed(4, 8)) + 1);
+    expect(needed(0, 8)).toBeGreaterThan(Number(room));
+    const spans = ["a", "b", "c"].map((n) => core.place(placeAsk(n, room)).range);
+    expect(spans.map((r) => (r ? `${r.start}:${r.end}` : "-")).sort()).toEqual(["0:3", "3:6", "6:8"]);
+    // together they cover the model
+    const covered = new Set(
+      spans.flatMap((r) => (r ? Array.from({ length: r.end - r.start }, (_, i) => r.start + i) : [])),
+    );
+    expect(covered.size).toBe(8);
+  });
+
   it("once every speed is measured and the plan has been quiet, moves layers to the faster node", async () => {
     const { core, clock } = await tracker({ leaseMs: 60_000 });
     // a holds half the model at most; b holds five layers, but a came first
