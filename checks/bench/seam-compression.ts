@@ -114,7 +114,7 @@ export async function benchSeamCompression(
   } finally {
     for (const e of engines) await e.close();
   }
-  const nEmbd = engines[0].facts.nEmbd;
+  const nEmbd = engines[0].facts.seamWidth;
   const blocks = o.kind === "row" ? 1 : Math.ceil(nEmbd / Q8_BLOCK);
   return {
     kind: o.kind,

@@ -62,7 +62,7 @@ for await (const { header: h, payload } of readFrames(Deno.stdin.readable)) {
       case "decode": {
         const e = need();
         const n = Number(h.n);
-        const width = e.input === "tokens" ? 1 : e.facts.nEmbd;
+        const width = e.input === "tokens" ? 1 : e.facts.seamWidth;
         const [input, pos, seq, outputs] = splitPayload(payload, [
           [e.input === "tokens" ? "i32" : "f32", n * width],
           ["i32", n],

@@ -180,6 +180,8 @@ export async function runParity(o: ParityOptions) {
       model: o.modelName,
       arch: whole.facts.arch,
       n_layer: whole.facts.nLayer,
+      // floats of one token's hidden state at a seam (deepseek4: its 4 residual streams)
+      seam_width: whole.facts.seamWidth,
       split: o.split.map(formatRange).join(","),
       backend: isNative(o.backend) ? `native-${o.backend}` : o.backend,
       engine_backends: shards.map((p) => p.engineBackend),

@@ -61,6 +61,7 @@ export async function certify(o: CertifyOptions): Promise<Certified> {
   );
   log.info("certify.plan", { ranges: ranges.map((r) => `${r.start}:${r.end}`), cap: o.capBytes });
   let nVocab = 0;
+  let seamWidth = 0;
   // what enters the next range: token ids first, then each probe's hidden states
   let inputs: Array<Int32Array | Float32Array> = [];
   const after: Float32Array[][] = [];
@@ -81,6 +82,7 @@ export async function certify(o: CertifyOptions): Promise<Certified> {
     );
     try {
       nVocab = engine.facts.nVocab;
+      seamWidth = engine.facts.seamWidth;
       if (r.start === 0) inputs = probePrompts(nVocab, nProbes, nTokens, seedOf(artifact));
       const layers = Array.from({ length: r.end - r.start }, (_, i) => r.start + i);
       await engine.capture(layers);
@@ -98,12 +100,15 @@ export async function certify(o: CertifyOptions): Promise<Certified> {
         });
         for (const il of layers) {
           // a range's own output is what leaves its last layer (not captured apart)
-          const state = !last && il === r.end - 1 ? out.data.slice() : await engine.captured(il);
-          // the model's last layer computes only the rows it outputs: the last token's
+          let state = !last && il === r.end - 1 ? out.data.slice() : await engine.captured(il);
+          // the model's last layer computes only the rows it outputs: the last token's (deepseek4
+          // trims after its last layer, so its capture holds every row: the last is kept)
           const rows = il === manifest.nLayer - 1 ? 1 : nTokens;
-          if (state.length !== rows * engine.facts.nEmbd) {
+          const w = engine.facts.seamWidth;
+          if (rows === 1 && state.length === nTokens * w) state = state.slice((nTokens - 1) * w);
+          if (state.length !== rows * w) {
             throw new Error(
-              `layer ${il}: ${state.length} values captured, not ${rows} × ${engine.facts.nEmbd}`,
+              `layer ${il}: ${state.length} values captured, not ${rows} × ${w}`,
             );
           }
           (after[p] ??= [])[il] = state;
@@ -128,7 +133,7 @@ export async function certify(o: CertifyOptions): Promise<Certified> {
   const set = probeSet({
     artifactSha256: hexToBytes(artifact),
     nLayer: manifest.nLayer,
-    nEmbd: shape.nEmbd,
+    nEmbd: seamWidth,
     nVocab,
     engine: `native-${o.backend}`,
     probes,

@@ -39,12 +39,29 @@ export function rangeMemory(o: {
   kvCells: number;
   /** KV streams: one per sequence when batch-invariant (default 1) */
   streams?: number;
+  /** sequences the context holds (default: streams) */
+  sequences?: number;
   computeBytes?: number;
 }): RangeMemory {
-  const cells = kvCellsAllocated(o.kvCells, o.streams);
-  const kvBytes = o.kv.reduce((n, l) => n + cells * (l.k + l.v + (l.indexer ?? 0)) * 2, 0);
+  const streams = o.streams ?? 1;
+  const sequences = Math.max(streams, o.sequences ?? streams);
+  const kvBytes = o.kv.reduce((n, l) => n + layerKvBytes(l, o.kvCells, streams, sequences), 0);
   const computeBytes = o.computeBytes ?? 0;
   return { weightBytes: o.weightBytes, kvBytes, computeBytes, total: o.weightBytes + kvBytes + computeBytes };
+}
+
+/** One layer's cache. A per-sequence cache (deepseek4) has a stream for every sequence, each
+ *  of a batch-invariant stream's cells, or of the whole pool's in a shared pool; each of its
+ *  compressed caches rounds a stream's rows up as llama.cpp rounds a context. */
+function layerKvBytes(l: KvLayer, kvCells: number, streams: number, sequences: number): number {
+  const width = l.k + l.v + (l.indexer ?? 0);
+  if (l.streams !== "per-sequence") return kvCellsAllocated(kvCells, streams) * width * 2;
+  const perStream = kvCellsAllocated(kvCells, streams) / streams;
+  const compressed = (l.compressed ?? []).reduce(
+    (n, c) => n + padTo(Math.max(1, Math.ceil(perStream / c.ratio)), KV_PAD) * c.k * 2,
+    0,
+  );
+  return sequences * (perStream * width * 2 + compressed + (l.stateBytes ?? 0));
 }
 
 /** The engine settings the estimate depends on: a ShardSpec's, or what a node advertises. */
@@ -123,9 +140,11 @@ export function shardMemory(
   const at = { first: range.start === 0, last: range.end === m.nLayer };
   return rangeMemory({
     weightBytes: shardBytes(m, range.start, range.end).bytes,
-    kv: model.kv.slice(range.start, range.end),
+    // the last range holds the caches of layers after the trunk too
+    kv: model.kv.slice(range.start, at.last ? undefined : range.end),
     kvCells,
     streams,
+    sequences: budget?.maxSequences,
     computeBytes: budget ? computeBytes(model.graph ?? graphShape(m.tensors), at, { ...budget, kvCells }) : 0,
   });
 }

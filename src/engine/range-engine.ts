@@ -8,7 +8,9 @@ export type SeqId = number & { readonly __brand: "SeqId" };
 export interface ModelFacts {
   readonly arch: string;
   readonly nLayer: number;
-  readonly nEmbd: number;
+  /** Floats in one hidden-state row at a seam: n_embd, or the whole residual stream where the
+   *  architecture keeps more (deepseek4: hc_mult × n_embd). */
+  readonly seamWidth: number;
   readonly nVocab: number;
   readonly nCtxTrain: number;
   readonly nHead: number;
@@ -53,7 +55,7 @@ export function contextFlags(spec: ShardSpec, capture = false): number {
 }
 
 /**
- * One mixed batch: token ids on the first shard, hidden states (n_tokens × n_embd, f32)
+ * One mixed batch: token ids on the first shard, hidden states (n_tokens × the seam width, f32)
  * on the others; a sequence and a position per token. `outputs` marks the tokens whose
  * logits the last shard returns; other shards return every token's hidden state.
  */

@@ -68,10 +68,10 @@ export class SequenceTable {
       }
     } else {
       if (!batch.hidden || batch.tokens) throw new EngineError("bad_input", "this shard takes hidden states");
-      if (batch.hidden.length !== n * facts.nEmbd) {
+      if (batch.hidden.length !== n * facts.seamWidth) {
         throw new EngineError(
           "bad_input",
-          `hidden state of ${batch.hidden.length} floats for ${n} tokens; expected ${n} × n_embd ${facts.nEmbd}`,
+          `hidden state of ${batch.hidden.length} floats for ${n} tokens; expected ${n} × ${facts.seamWidth} (the seam width)`,
         );
       }
     }

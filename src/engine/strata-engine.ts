@@ -39,7 +39,7 @@ export function modelFacts<H>(calls: StrataCalls<H>, model: H): ModelFacts {
   return {
     arch: calls.modelArch(model),
     nLayer: n(0),
-    nEmbd: n(1),
+    seamWidth: n(1),
     nVocab: n(2),
     nCtxTrain: n(3),
     range: layerRange(n(4), n(5), n(0)),

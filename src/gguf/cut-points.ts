@@ -1,6 +1,7 @@
 // Where a split may cut a model. At any layer, unless the architecture carries state from one
 // layer to the next that no seam carries: glm-dsa's shared-indexer layers reuse the top-k of
-// the full indexer layer before them, so a range may start only at a full one. The rule comes
+// the full indexer layer before them, so a range may start only at a full one; deepseek4's
+// hash-routed layers pick experts by token id, so they stay in the first range. The rule comes
 // from the header; the tracker, `strata up` and placement read it as layers and a reason, never
 // as the architecture's internals.
 import { arch, type GgufHeader, metaArray, metaNumber, trunkLayers } from "./reader.ts";
@@ -13,6 +14,14 @@ export interface CutRule {
 
 /** The model's rule, or undefined where every layer boundary is a cut. */
 export function cutRule(h: GgufHeader): CutRule | undefined {
+  if (arch(h) === "deepseek4") {
+    const hashed = Math.min(metaNumber(h, "deepseek4.hash_layer_count") ?? 0, trunkLayers(h));
+    if (hashed < 2) return undefined;
+    return {
+      refused: Array.from({ length: hashed - 1 }, (_, i) => i + 1),
+      why: "a hash-routed layer picks its experts by token id, and only the first range has them (deepseek4)",
+    };
+  }
   if (arch(h) !== "glm-dsa") return undefined;
   const nLayer = trunkLayers(h);
   const types = indexerTypes(h, nLayer);

@@ -3,7 +3,8 @@
 // makes them narrower than the residual stream); multi-head latent attention (DeepSeek) caches
 // one compressed K row per token and no V (V is read out of K), and with sparse attention
 // (glm-dsa) a full indexer layer caches its indexer keys too; sliding-window layers (Gemma 3)
-// are marked with their window.
+// are marked with their window. DeepSeek-V4 caches one K row per token in every layer, and
+// besides it keys compressed 4 or 128 tokens to a row, in caches of their own.
 import { arch, type GgufHeader, metaArray, metaNumber, trunkLayers } from "./reader.ts";
 import { indexerTypes } from "./cut-points.ts";
 
@@ -15,13 +16,21 @@ export interface KvLayer {
   readonly window: number;
   /** the lightning indexer's key width, in a cache of its own (glm-dsa's full indexer layers) */
   readonly indexer?: number;
+  /** a cache that keeps one stream per sequence even in a shared pool, each stream then as
+   *  large as the pool (deepseek4) */
+  readonly streams?: "per-sequence";
+  /** keys compressed to one row per `ratio` tokens, each in a cache of its own (deepseek4) */
+  readonly compressed?: readonly { readonly ratio: number; readonly k: number }[];
+  /** the compressors' running state, in bytes per stream */
+  readonly stateBytes?: number;
 }
 
 export interface KvShape {
   /** the residual stream's width */
   readonly nEmbd: number;
   readonly nLayer: number;
-  /** per trunk layer */
+  /** per trunk layer, then the layers after the trunk that keep a cache too (deepseek4's MTP
+   *  layer): the last range holds those */
   readonly layers: readonly KvLayer[];
 }
 
@@ -33,6 +42,7 @@ export function kvShape(h: GgufHeader): KvShape {
   const a = arch(h);
   const nEmbd = metaNumber(h, `${a}.embedding_length`) ?? 0;
   const nLayer = trunkLayers(h);
+  if (a === "deepseek4") return { nEmbd, nLayer, layers: deepseek4Kv(h, nLayer) };
   const nHead = metaNumber(h, `${a}.attention.head_count`) ?? 1;
   // no head_count_kv: every head has its own K and V
   const nHeadKv = metaNumber(h, `${a}.attention.head_count_kv`) ?? nHead;
@@ -51,6 +61,31 @@ export function kvShape(h: GgufHeader): KvShape {
     ...(full[il] ? { indexer } : {}),
   }));
   return { nEmbd, nLayer, layers };
+}
+
+/** deepseek4: in every layer (the MTP layer's too) one K row per token of key_length (its one
+ *  head's K, V read out of it) in a windowed cache kept whole; compressed keys every 4 tokens
+ *  beside the lightning indexer's every 4, or every 128; the compressors' state, f32 K and score
+ *  rows over their windows (2 × 4 rows of twice the width every 4 tokens, overlapping; 128 rows
+ *  every 128). */
+function deepseek4Kv(h: GgufHeader, nLayer: number): KvLayer[] {
+  const a = "deepseek4";
+  const k = metaNumber(h, `${a}.attention.key_length`) ?? 0;
+  const ik = metaNumber(h, `${a}.attention.indexer.key_length`) ?? 0;
+  const window = metaNumber(h, `${a}.attention.sliding_window`) ?? 0;
+  const ratios = metaArray(h, `${a}.attention.compress_ratios`) ?? [];
+  const all = nLayer + (metaNumber(h, `${a}.nextn_predict_layers`) ?? 0);
+  const state = (rows: number, width: number) => 2 * rows * width * 4;
+  return Array.from({ length: all }, (_, il): KvLayer => {
+    const ratio = il < nLayer ? Number(ratios[il] ?? 0) : 0;
+    const raw = { k, v: 0, window, streams: "per-sequence" } as const;
+    if (ratio === 4) {
+      const compressed = [{ ratio, k }, { ratio, k: ik }];
+      return { ...raw, compressed, stateBytes: state(8, 2 * k) + state(8, 2 * ik) };
+    }
+    if (ratio === 128) return { ...raw, compressed: [{ ratio, k }], stateBytes: state(128, k) };
+    return raw;
+  });
 }
 
 /** Each layer's window, or 0 where it sees the whole context. */

@@ -10,6 +10,7 @@ import { f16Into, q4_0Into, q8_0Into } from "../gguf/encode.ts";
 import { GaussianStream } from "./seeded.ts";
 import { BASE_VOCAB, fillerBytes, SPECIAL_TOKENS, vocabMetadata } from "./synth-vocab.ts";
 import { ggufFileBytes, ggufLayout, ggufMetadataBytes } from "./gguf-stream.ts";
+import { dsv4Head, dsv4Layer, dsv4Metadata } from "./synth-deepseek4.ts";
 
 /** Architectures synthModel writes weights for; any other name gets a header without tensors. */
 export const SYNTH_ARCHS = [
@@ -22,6 +23,7 @@ export const SYNTH_ARCHS = [
   "glm4moe",
   "glm-dsa",
   "deepseek32",
+  "deepseek4",
 ] as const;
 export type SynthArch = (typeof SYNTH_ARCHS)[number];
 export const SYNTH_WEIGHT_TYPES = ["f32", "f16", "q8_0", "q4_0"] as const;
@@ -70,6 +72,8 @@ export interface SynthOptions {
   readonly indexerHeads?: number;
   readonly indexerDim?: number;
   readonly indexerTopK?: number;
+  /** deepseek4: the first layers route each token to experts by its id (a table), not by score. */
+  readonly hashLayers?: number;
   /** Omit output.weight: the head reuses token_embd.weight. */
   readonly tiedEmbeddings?: boolean;
   /** Type of the weight matrices; norms, biases and the MoE router stay f32. */
@@ -114,6 +118,7 @@ export const SYNTH_DEFAULTS = {
   indexerDim: 64,
   // fewer than a test's prompt: the sparse attention does choose
   indexerTopK: 4,
+  hashLayers: 0,
   tiedEmbeddings: false,
   weightType: "f32" as SynthWeightType,
   draws: 4 as 1 | 4,
@@ -135,10 +140,10 @@ const BIAS_STD = 0.1;
 export type SynthResolved = Required<Omit<SynthOptions, "headDim">> & { headDim: number };
 
 /** Architectures whose synthetic models carry an MTP layer after the trunk (unless nextn: 0). */
-const WITH_NEXTN = ["deepseek2", "glm4moe", "glm-dsa", "deepseek32"];
+const WITH_NEXTN = ["deepseek2", "glm4moe", "glm-dsa", "deepseek32", "deepseek4"];
 /** Architectures with latent attention (MLA) and DeepSeek's MoE (leading dense layers, shared experts). */
 const MLA = ["deepseek2", "glm-dsa", "deepseek32"];
-const SHARED_EXPERTS = ["deepseek2", "glm4moe", "glm-dsa", "deepseek32"];
+const SHARED_EXPERTS = ["deepseek2", "glm4moe", "glm-dsa", "deepseek32", "deepseek4"];
 /** Sparse attention with a lightning indexer (DeepSeek-V3.2: in every layer; glm-dsa: every indexerEvery-th). */
 const DSA = ["glm-dsa", "deepseek32"];
 
@@ -146,6 +151,8 @@ function resolve(opts: SynthOptions): SynthResolved {
   const o = {
     ...SYNTH_DEFAULTS,
     nextn: WITH_NEXTN.includes(opts.arch) ? 1 : 0,
+    // every deepseek4 layer is MoE; its first two route by token id
+    ...(opts.arch === "deepseek4" ? { leadingDense: 0, hashLayers: 2 } : {}),
     ...stripUndefined(opts),
   } as Omit<SynthResolved, "headDim"> & { headDim?: number };
   const headDim = o.headDim ?? o.nEmbd / o.nHead;
@@ -189,12 +196,18 @@ function resolve(opts: SynthOptions): SynthResolved {
     throw new RangeError("qwen2 needs headDim * nHead = nEmbd");
   }
   for (
-    const [k, v] of [["leadingDense", o.leadingDense], ["nExpertShared", o.nExpertShared], ["nextn", o.nextn]]
+    const [k, v] of [
+      ["leadingDense", o.leadingDense],
+      ["nExpertShared", o.nExpertShared],
+      ["nextn", o.nextn],
+      ["hashLayers", o.hashLayers],
+    ]
   ) {
     if (!Number.isInteger(v) || (v as number) < 0) {
       throw new RangeError(`synth ${k} must be an integer ≥ 0, got ${v}`);
     }
   }
+  if (o.hashLayers > o.nLayer) throw new RangeError(`hashLayers ${o.hashLayers} exceeds nLayer ${o.nLayer}`);
   if (o.leadingDense > o.nLayer) {
     throw new RangeError(`leadingDense ${o.leadingDense} exceeds nLayer ${o.nLayer}`);
   }
@@ -232,11 +245,15 @@ export function synthModel(opts: SynthOptions): Uint8Array {
   });
 }
 
+/** What a tensor is stored as: a weight type, or i32 (deepseek4's table of experts per token id,
+ *  (id + j) mod n_expert: computed, not drawn). */
+export type SynthEncoding = SynthWeightType | "i32";
+
 /** Where a model's values come from: seeded gaussians of one tensor's stream, in one encoding. */
 export interface SynthTensor {
   readonly name: string;
   readonly shape: readonly number[];
-  readonly encoding: SynthWeightType;
+  readonly encoding: SynthEncoding;
   readonly seed: number;
   readonly std: number;
   readonly mean: number;
@@ -250,6 +267,8 @@ export interface SynthTensor {
     readonly rows: number;
     readonly fromRow: number;
   };
+  /** i32 expert tables: the count their ids run up to */
+  readonly experts?: number;
   /** Number of values (the product of the shape). */
   readonly values: number;
 }
@@ -273,7 +292,8 @@ export interface SynthFile {
   readonly parameters: number;
 }
 
-const GGML_TYPE: Record<SynthWeightType, number> = {
+const GGML_TYPE: Record<SynthEncoding, number> = {
+  i32: GgmlType.I32,
   f32: GgmlType.F32,
   f16: GgmlType.F16,
   q8_0: GgmlType.Q8_0,
@@ -363,6 +383,7 @@ export function* synthChunks(file: SynthFile, { reuse = false } = {}): Generator
  *  of out, or of scratch for f32. */
 export function renderPiece(p: SynthPiece, scratch?: Float32Array, out?: Uint8Array): Uint8Array {
   const n = p.to - p.from;
+  if (p.encoding === "i32") return expertTable(p);
   const values = scratch && scratch.length >= n && (p.encoding !== "f32" || out)
     ? scratch.subarray(0, n)
     : new Float32Array(n);
@@ -377,6 +398,17 @@ export function renderPiece(p: SynthPiece, scratch?: Float32Array, out?: Uint8Ar
   else if (p.encoding === "q8_0") q8_0Into(values, bytes);
   else q4_0Into(values, bytes);
   return bytes;
+}
+
+/** Values [from, to) of an expert table of shape [used, vocab]: token t's j-th expert is
+ *  (t + j) mod the expert count. */
+function expertTable(p: SynthPiece): Uint8Array {
+  const used = p.shape[0];
+  const ids = Int32Array.from({ length: p.to - p.from }, (_, i) => {
+    const k = p.from + i;
+    return (Math.floor(k / used) + (k % used)) % p.experts!;
+  });
+  return new Uint8Array(ids.buffer);
 }
 
 /** Adds p.plus to values, which hold p's values [from, to). */
@@ -418,15 +450,15 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
     [`${a}.block_count`, o.nLayer + (known ? o.nextn : 0), "u32"],
     [`${a}.feed_forward_length`, o.nFf, "u32"],
     [`${a}.attention.head_count`, o.nHead, "u32"],
-    [`${a}.attention.head_count_kv`, MLA.includes(a) ? 1 : o.nHeadKv, "u32"],
+    [`${a}.attention.head_count_kv`, MLA.includes(a) || a === "deepseek4" ? 1 : o.nHeadKv, "u32"],
     // MLA caches one compressed K row per token (kv_lora_rank + the rotary part), V its first kv_lora_rank values
     [`${a}.attention.key_length`, MLA.includes(a) ? o.kvLoraRank + o.ropeDim : o.headDim, "u32"],
     [`${a}.attention.value_length`, MLA.includes(a) ? o.kvLoraRank : o.headDim, "u32"],
     [`${a}.attention.layer_norm_rms_epsilon`, 1e-6, "f32"],
-    // glm4moe rotates half of each head, as GLM-4.5 does
+    // glm4moe rotates half of each head, as GLM-4.5 does (deepseek4: half too, the rest plain)
     [
       `${a}.rope.dimension_count`,
-      MLA.includes(a) ? o.ropeDim : a === "glm4moe" ? o.headDim / 2 : o.headDim,
+      MLA.includes(a) ? o.ropeDim : a === "glm4moe" || a === "deepseek4" ? o.headDim / 2 : o.headDim,
       "u32",
     ],
     [`${a}.rope.freq_base`, a === "gemma3" ? 1e6 : 10000, "f32"],
@@ -439,7 +471,7 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
       [`${a}.expert_feed_forward_length`, o.nFfExp, "u32"],
     );
   }
-  if (known && SHARED_EXPERTS.includes(a)) {
+  if (known && SHARED_EXPERTS.includes(a) && a !== "deepseek4") {
     // sigmoid routing with a selection bias, normalized weights (DeepSeek-V3, GLM-4.5)
     md.push(
       [`${a}.leading_dense_block_count`, o.leadingDense, "u32"],
@@ -475,6 +507,7 @@ function hparams(o: SynthResolved, known: boolean): MetadataEntry[] {
       [`${a}.final_logit_softcapping`, 30, "f32"],
     );
   }
+  if (known && a === "deepseek4") md.push(...dsv4Metadata(a, o));
   if (o.weightType !== "f32") md.push(["general.quantization_version", 2, "u32"]);
   return md;
 }
@@ -487,7 +520,7 @@ function plan(o: SynthResolved): SynthTensor[] {
   if (!(SYNTH_ARCHS as readonly string[]).includes(o.arch)) return [];
   const { nEmbd: E, nVocab: V, nFf: F, headDim: D, nHead: H, nHeadKv: HKV, nExpert: X, nFfExp: FX } = o;
   const out: SynthTensor[] = [];
-  const add = (name: string, shape: number[], encoding: SynthWeightType, std: number, mean: number) => {
+  const add = (name: string, shape: number[], encoding: SynthEncoding, std: number, mean: number) => {
     const values = shape.reduce((a, b) => a * b, 1);
     if (encoding === "q8_0" || encoding === "q4_0") {
       if (shape[0] % BLOCK !== 0) {
@@ -517,12 +550,36 @@ function plan(o: SynthResolved): SynthTensor[] {
     weight(`${p}attn_output.weight`, [H * DV, E], inv(H * DV));
   };
 
+  const dsv4 = {
+    weight,
+    norm,
+    bias,
+    f32: (name: string, shape: number[], std: number) => add(name, shape, "f32", std, 0),
+    expertTable: (name: string, shape: number[]) =>
+      out.push({
+        name,
+        shape,
+        encoding: "i32",
+        seed: o.seed,
+        std: 0,
+        mean: 0,
+        draws: o.draws,
+        experts: X,
+        values: shape[0] * shape[1],
+      }),
+  };
+
   weight("token_embd.weight", [E, V], o.embdStd);
   for (let i = 0; i < o.nLayer + o.nextn; i++) {
     const p = `blk.${i}.`;
-    norm(`${p}attn_norm.weight`, E);
-    if (MLA.includes(o.arch)) mlaAttention(p);
-    else {
+    if (o.arch === "deepseek4") {
+      // its attention, hyper-connections and routing (the experts follow below)
+      dsv4Layer(dsv4, o, i);
+    } else if (MLA.includes(o.arch)) {
+      norm(`${p}attn_norm.weight`, E);
+      mlaAttention(p);
+    } else {
+      norm(`${p}attn_norm.weight`, E);
       weight(`${p}attn_q.weight`, [E, D * H], ATTN_GAIN * inv(E));
       weight(`${p}attn_k.weight`, [E, D * HKV], ATTN_GAIN * inv(E));
       weight(`${p}attn_v.weight`, [E, D * HKV], inv(E));
@@ -554,9 +611,11 @@ function plan(o: SynthResolved): SynthTensor[] {
     if (o.arch === "gemma3") norm(`${p}post_ffw_norm.weight`, E);
     const sharedExperts = SHARED_EXPERTS.includes(o.arch);
     if (o.arch === "qwen3moe" || (sharedExperts && i >= o.leadingDense)) {
-      // the router stays f32, as llama.cpp's quantizer leaves it
-      add(`${p}ffn_gate_inp.weight`, [E, X], "f32", inv(E), 0);
-      if (sharedExperts) add(`${p}exp_probs_b.bias`, [X], "f32", BIAS_STD, 0);
+      // the router stays f32, as llama.cpp's quantizer leaves it (deepseek4's: dsv4Layer)
+      if (o.arch !== "deepseek4") {
+        add(`${p}ffn_gate_inp.weight`, [E, X], "f32", inv(E), 0);
+        if (sharedExperts) add(`${p}exp_probs_b.bias`, [X], "f32", BIAS_STD, 0);
+      }
       weight(`${p}ffn_gate_exps.weight`, [E, FX, X], inv(E));
       weight(`${p}ffn_up_exps.weight`, [E, FX, X], inv(E));
       weight(`${p}ffn_down_exps.weight`, [FX, E, X], inv(FX));
@@ -579,6 +638,7 @@ function plan(o: SynthResolved): SynthTensor[] {
       norm(`${p}nextn.shared_head_norm.weight`, E);
     }
   }
+  if (o.arch === "deepseek4") dsv4Head(dsv4, o);
   if (o.tiedEmbeddings) {
     // the head is token_embd itself: the final norm's gain brings the logits to LOGIT_STD
     const gain = LOGIT_STD / (o.embdStd * Math.sqrt(E));

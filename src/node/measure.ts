@@ -29,7 +29,7 @@ async function round(engine: RangeEngine, steps: number, salt: number): Promise<
     for (let i = 0; i < steps; i++) {
       const input = engine.input === "tokens"
         ? { tokens: Int32Array.of(1 + i + salt) }
-        : { hidden: Float32Array.from({ length: engine.facts.nEmbd }, (_, k) => Math.sin(k + i + salt)) };
+        : { hidden: Float32Array.from({ length: engine.facts.seamWidth }, (_, k) => Math.sin(k + i + salt)) };
       await engine.decode({ ...input, seq: one, pos: Int32Array.of(i), outputs: Uint8Array.of(1) });
     }
     return steps / ((performance.now() - t0) / 1000);

@@ -154,7 +154,7 @@ export class ShardNode {
       recipeFingerprint: this.engine.recipe,
       range: { start: f.range.start, end: f.range.end },
       nLayer: f.nLayer,
-      nEmbd: f.nEmbd,
+      nEmbd: f.seamWidth,
       nVocab: f.nVocab,
       engine: engineLabel(this.engine),
       kvCells: this.options.limits.kvCells,
@@ -376,7 +376,7 @@ export class ShardNode {
       hidden: unpackTensor(f.tensors[0], {
         name: "hidden_states",
         elementType: ElementType.F32,
-        cols: this.engine.facts.nEmbd,
+        cols: this.engine.facts.seamWidth,
         rows: count,
       }).values as Float32Array,
       wantLogits,
@@ -609,7 +609,7 @@ export class ShardNode {
     const last = r.hopPositions.length - 1;
     if (last < 0 || r.hopPositions[last] !== 0 || s.nextPos === 0 || !s.sent || !s.downstream) return;
     const hop = s.open.nextHops[0];
-    const nEmbd = this.engine.facts.nEmbd;
+    const nEmbd = this.engine.facts.seamWidth;
     const chunks = rebuildChunks(s.sent, nEmbd, PREFILL_CHUNK_TOKENS);
     try {
       const replies = chunks.map((c, i) =>

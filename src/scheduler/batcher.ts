@@ -8,7 +8,7 @@ import { SeamError } from "../seam/errors.ts";
 
 /** One unit of a session's work: a prefill chunk or one decode token. */
 export interface Step {
-  /** token ids (first shard) or hidden states (n × n_embd) */
+  /** token ids (first shard) or hidden states (n × the seam width) */
   readonly tokens?: Int32Array;
   readonly hidden?: Float32Array;
   /** whether the last shard should return logits for the step's last token */
@@ -183,7 +183,7 @@ export class Batcher {
     if (s.queue.length >= this.limits.maxQueuedPerSession) {
       throw new SeamError("overloaded", `session ${sessionId} has ${s.queue.length} steps queued`);
     }
-    const n = step.tokens?.length ?? (step.hidden ? step.hidden.length / this.engine.facts.nEmbd : 0);
+    const n = step.tokens?.length ?? (step.hidden ? step.hidden.length / this.engine.facts.seamWidth : 0);
     if (!Number.isInteger(n) || n < 1 || n > this.limits.maxBatchTokens) {
       throw new SeamError("bad_tensor", `a step of ${n} tokens (1 to ${this.limits.maxBatchTokens})`);
     }
@@ -361,7 +361,7 @@ export class Batcher {
     const pos = new Int32Array(n);
     const outputs = new Uint8Array(n);
     const tokens = e.input === "tokens" ? new Int32Array(n) : undefined;
-    const hidden = e.input === "hidden" ? new Float32Array(n * e.facts.nEmbd) : undefined;
+    const hidden = e.input === "hidden" ? new Float32Array(n * e.facts.seamWidth) : undefined;
     let o = 0;
     for (const { slot, p } of picked) {
       const start = e.nextPosition(slot.seq);
@@ -372,7 +372,10 @@ export class Batcher {
       if (p.step.wantLogits) outputs[o + p.n - 1] = 1;
       if (tokens) tokens.set(p.step.tokens ?? new Int32Array(p.n).fill(-1), o);
       if (hidden) {
-        hidden.set(p.step.hidden ?? new Float32Array(p.n * e.facts.nEmbd).fill(NaN), o * e.facts.nEmbd);
+        hidden.set(
+          p.step.hidden ?? new Float32Array(p.n * e.facts.seamWidth).fill(NaN),
+          o * e.facts.seamWidth,
+        );
       }
       o += p.n;
     }

@@ -96,7 +96,7 @@ export class FakeEngine implements RangeEngine {
     this.facts = {
       arch: "llama",
       nLayer,
-      nEmbd: o.nEmbd ?? 8,
+      seamWidth: o.nEmbd ?? 8,
       nVocab: o.nVocab ?? 32,
       nCtxTrain: 4096,
       nHead: 1,
@@ -105,7 +105,7 @@ export class FakeEngine implements RangeEngine {
       range,
       weightBytes: 0,
     };
-    if (this.facts.nEmbd <= SALT) throw new Error("the fake engine needs n_embd > 3");
+    if (this.facts.seamWidth <= SALT) throw new Error("the fake engine needs n_embd > 3");
     this.input = range.start === 0 ? "tokens" : "hidden";
     this.output = range.end === nLayer ? "logits" : "hidden";
     this.kvCells = o.kvCells ?? 256;
@@ -230,14 +230,14 @@ export class FakeEngine implements RangeEngine {
   }
 
   #rowTokens(hidden: Float32Array | undefined): number[] {
-    const w = this.facts.nEmbd;
+    const w = this.facts.seamWidth;
     return Array.from({ length: (hidden?.length ?? 0) / w }, (_, i) => Math.round(hidden![i * w]));
   }
 
   /** Hidden rows must be the previous shard's output for exactly this position. */
   #checkRows(b: DecodeBatch): void {
     if (!b.hidden) return;
-    const w = this.facts.nEmbd;
+    const w = this.facts.seamWidth;
     for (let i = 0; i < b.seq.length; i++) {
       const row = b.hidden.subarray(i * w, (i + 1) * w);
       if (!row.every(Number.isFinite)) throw new EngineError("bad_input", `row ${i} is not finite`);
@@ -276,7 +276,7 @@ export class FakeEngine implements RangeEngine {
   }
 
   #compute(b: DecodeBatch): DecodeOutputs {
-    const { nEmbd, nVocab, range } = this.facts;
+    const { seamWidth: nEmbd, nVocab, range } = this.facts;
     const tokens = b.tokens ? [...b.tokens] : this.#rowTokens(b.hidden);
     if (this.output === "hidden") {
       const data = new Float32Array(b.seq.length * nEmbd);

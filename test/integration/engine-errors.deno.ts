@@ -37,7 +37,7 @@ await expectError(
 const head = await NativeEngine.load({ ...spec, range: layerRange(0, 3) });
 const tail = await NativeEngine.load({ ...spec, range: layerRange(3, 6) });
 const s = tail.openSequence();
-const E = tail.facts.nEmbd;
+const E = tail.facts.seamWidth;
 await expectError(
   "hidden_wrong_width",
   () => tail.decode({ hidden: new Float32Array(E - 1), seq: Int32Array.of(s), pos: Int32Array.of(0) }),

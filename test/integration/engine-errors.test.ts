@@ -11,7 +11,7 @@ describe("native engine: bad input is a clear error, never a crash", () => {
     expect(out.unsupported_arch).toMatch(/^unsupported_arch: unsupported architecture 'gemma'/);
     expect(out.missing_file).toMatch(/^load_failed: no model file/);
     expect(out.hidden_wrong_width).toMatch(
-      /^bad_input: hidden state of 63 floats for 1 tokens; expected 1 × n_embd 64/,
+      /^bad_input: hidden state of 63 floats for 1 tokens; expected 1 × 64 \(the seam width\)/,
     );
     expect(out.hidden_non_finite).toMatch(/^bad_input: hidden state holds a non-finite value/);
     expect(out.tokens_to_hidden_shard).toMatch(/^bad_input: this shard takes hidden states/);

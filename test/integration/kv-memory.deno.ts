@@ -2,7 +2,8 @@
 // API reads them from the cache itself) beside what Strata estimates from the header before
 // loading anything: sliding-window layers (Gemma 3), grouped-query attention (SmolLM2),
 // latent attention's K-only cache (DeepSeek-V2), nextn layers (GLM-4.5 MoE), the indexer keys of
-// sparse attention's full layers (glm-dsa, DeepSeek-V3.2).
+// sparse attention's full layers (glm-dsa, DeepSeek-V3.2), DeepSeek-V4's compressed caches and
+// compressor state, one stream per sequence.
 // Prints one JSON object.
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { resolveModel } from "../../server/model/fetch.ts";
@@ -13,7 +14,7 @@ import { layerRange } from "../../src/engine/layer-range.ts";
 import { synthModel } from "../../src/model/synth.ts";
 
 const dir = Deno.makeTempDirSync();
-for (const arch of ["deepseek2", "glm4moe", "glm-dsa", "deepseek32"]) {
+for (const arch of ["deepseek2", "glm4moe", "glm-dsa", "deepseek32", "deepseek4"]) {
   Deno.writeFileSync(`${dir}/${arch}.gguf`, synthModel({ arch, seed: 3 }));
 }
 const models = [
@@ -23,6 +24,7 @@ const models = [
   [`${dir}/glm4moe.gguf`, 3],
   [`${dir}/glm-dsa.gguf`, 3],
   [`${dir}/deepseek32.gguf`, 3],
+  [`${dir}/deepseek4.gguf`, 3],
 ] as const;
 
 const rows = [];

@@ -51,6 +51,25 @@ describe("parity on a synthetic glm-dsa model (sparse attention: shared-indexer 
   });
 });
 
+describe("parity on a synthetic deepseek4 model (hyper-connections, compressed keys, hash routing)", () => {
+  it("2 shards past a 128-token compression; 3 shards; a cut inside the hash-routed layers is refused", async () => {
+    const file = join(dir, "deepseek4.gguf");
+    const w = await strata(["model", "synth", "--arch", "deepseek4", "--out", file, "--seed", "11"]);
+    expect(w.code, w.stderr).toBe(0);
+    const two = await parity(["--model", file, "--prompt-tokens", "160", "--split", "0:3,3:6"]);
+    expectParity(two, 1);
+    // the seam carries the whole residual: 4 streams of n_embd 64
+    expect(two.report.seam_width).toBe(256);
+    expectParity(await parity(["--model", file, "--split", "0:2,2:4,4:6"]), 2);
+    // layers 0 and 1 route by token id
+    const refused = await strata(["parity", "--model", file, "--split", "0:1,1:4,4:6"]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(
+      /no range may start at layer 1: a hash-routed layer picks its experts by token id/,
+    );
+  });
+});
+
 describe.each(["llama", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe", "deepseek32"])(
   "parity on a synthetic %s model",
   (arch) => {

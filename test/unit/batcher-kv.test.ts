@@ -17,7 +17,7 @@ function fakeEngine(): RangeEngine & { released: number[] } {
     facts: {
       arch: "llama",
       nLayer: 2,
-      nEmbd: 4,
+      seamWidth: 4,
       nVocab: 8,
       nCtxTrain: 4096,
       nHead: 1,

@@ -1,6 +1,7 @@
 // Where a model may be cut: glm-dsa's shared-indexer layers reuse the top-k of the full layer
-// before them, so no range starts at one. The rule comes from the header and is enforced by
-// splits, the tracker's registrations and placement.
+// before them, so no range starts at one; deepseek4's hash-routed layers need the token ids,
+// so they stay in the first range. The rule comes from the header and is enforced by splits,
+// the tracker's registrations and placement.
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
@@ -81,5 +82,21 @@ describe("glm-dsa's cut rule", () => {
     const names = new Set(header.tensors.map((t) => t.name));
     expect(names.has("blk.3.indexer.attn_k.weight")).toBe(true);
     expect(names.has("blk.4.indexer.attn_k.weight")).toBe(false);
+  });
+});
+
+describe("deepseek4's cut rule", () => {
+  it("keeps the hash-routed layers in the first range", () => {
+    const h = parseGgufHeader(synthModel({ arch: "deepseek4", hashLayers: 3 }));
+    const rule = cutRule(h)!;
+    expect(rule.refused).toEqual([1, 2]);
+    expect(cutRefusal(rule, 2)).toMatch(
+      /^no range may start at layer 2: a hash-routed layer picks its experts by token id/,
+    );
+    expect(parseSplit("0:3,3:6", 6, rule).map(formatRange)).toEqual(["0:3", "3:6"]);
+    expect(() => evenSplit(6, 3, rule)).not.toThrow();
+    expect(evenSplit(6, 3, rule)[0].end).toBeGreaterThanOrEqual(3);
+    // one hash-routed layer (layer 0) is the first range's anyway
+    expect(cutRule(parseGgufHeader(synthModel({ arch: "deepseek4", hashLayers: 1 })))).toBeUndefined();
   });
 });

@@ -396,7 +396,11 @@ describe("synthetic models", () => {
     }
   });
 
-  for (const a of SYNTH_ARCHS.filter((a) => !["deepseek2", "glm4moe", "glm-dsa", "deepseek32"].includes(a))) {
+  for (
+    const a of SYNTH_ARCHS.filter((a) =>
+      !["deepseek2", "glm4moe", "glm-dsa", "deepseek32", "deepseek4"].includes(a)
+    )
+  ) {
     it(`writes a complete ${a} model`, () => {
       const file = synthModel({ arch: a });
       const h = parseGgufHeader(file, { fileSize: file.length });
@@ -471,6 +475,42 @@ describe("synthetic models", () => {
     // GLM: biased q, k, v
     const glm = parseGgufHeader(synthModel({ arch: "glm4moe" }));
     expect(glm.tensors.some((t) => t.name === "blk.0.attn_q.bias")).toBe(true);
+  });
+
+  it("writes a DeepSeek-V4 model with every structural feature", () => {
+    const file = synthModel({ arch: "deepseek4" });
+    const h = parseGgufHeader(file, { fileSize: file.length });
+    const a = "deepseek4";
+    expect(blockCount(h)).toBe(7);
+    expect(metaNumber(h, `${a}.nextn_predict_layers`)).toBe(1);
+    expect(metaNumber(h, `${a}.hyper_connection.count`)).toBe(4);
+    expect(metaNumber(h, `${a}.expert_gating_func`)).toBe(4);
+    const ratios = (h.metadata.get(`${a}.attention.compress_ratios`)!.value as GgufArray).items.map(Number);
+    expect(ratios).toEqual([4, 128, 0, 4, 128, 0, 0]);
+    const t = (n: string) => h.tensors.find((x) => x.name === n);
+    // the residual's 4 streams mix through hyper-connections: (2 + 4) × 4 weights from 4 × n_embd
+    expect(t("blk.0.hc_attn_fn.weight")!.shape).toEqual([256, 24]);
+    expect(t("output_hc_fn.weight")!.shape).toEqual([256, 4]);
+    // compressors: every 4 tokens (overlapping: twice the width) with an indexer, every 128
+    expect(t("blk.0.attn_compressor_kv.weight")!.shape).toEqual([64, 32]);
+    expect(t("blk.0.indexer_compressor_ape.weight")!.shape).toEqual([128, 4]);
+    expect(t("blk.1.attn_compressor_ape.weight")!.shape).toEqual([16, 128]);
+    expect(t("blk.1.indexer.proj.weight")).toBeUndefined();
+    expect(t("blk.2.attn_compressor_kv.weight")).toBeUndefined();
+    // layers 0 and 1 route by token id: an i32 table of 2 distinct experts per token
+    const table = t("blk.1.ffn_gate_tid2eid.weight")!;
+    expect(table.type).toBe(GgmlType.I32);
+    expect(table.shape).toEqual([2, 384]);
+    const ids = new Int32Array(file.slice(table.offset, table.offset + table.size).buffer);
+    for (let tok = 0; tok < 384; tok++) {
+      expect(ids[2 * tok]).not.toBe(ids[2 * tok + 1]);
+      expect(Math.max(ids[2 * tok], ids[2 * tok + 1])).toBeLessThan(4);
+    }
+    expect(t("blk.1.exp_probs_b.bias")).toBeUndefined();
+    expect(t("blk.2.exp_probs_b.bias")!.shape).toEqual([4]);
+    // the MTP layer, and a shared expert everywhere
+    expect(t("blk.6.nextn.eh_proj.weight")!.shape).toEqual([128, 64]);
+    expect(t("blk.6.ffn_down_shexp.weight")).toBeDefined();
   });
 
   it("rejects impossible shapes", () => {

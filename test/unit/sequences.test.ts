@@ -6,7 +6,7 @@ import { SequenceTable } from "../../src/engine/sequences.ts";
 const facts: ModelFacts = {
   arch: "llama",
   nLayer: 6,
-  nEmbd: 4,
+  seamWidth: 4,
   nVocab: 10,
   nCtxTrain: 64,
   nHead: 2,

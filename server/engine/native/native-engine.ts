@@ -72,11 +72,11 @@ export class NativeEngine extends StrataEngine<Deno.PointerObject> {
     });
   }
 
-  /** What the last decode recorded after layer il (n_tokens × n_embd). */
+  /** What the last decode recorded after layer il (n_tokens × the seam width). */
   captured(il: number): Promise<Float32Array> {
     return this.queue.run(() => {
       // one decode records at most batchTokens rows of n_embd after a layer
-      const out = new Float32Array(this.spec.batchTokens * this.facts.nEmbd);
+      const out = new Float32Array(this.spec.batchTokens * this.facts.seamWidth);
       const n = this.check(Number(this.ffi.lib.strata_ctx_captured(this.ctx, il, out, BigInt(out.length))));
       return out.slice(0, n);
     });

@@ -20,7 +20,11 @@
 
 namespace {
 
-const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe", "glm-dsa", "deepseek32"};
+const char * const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "glm4moe", "glm-dsa", "deepseek32", "deepseek4"};
+
+// the width of one hidden-state row at a seam: n_embd, or the whole residual stream where an
+// architecture keeps more than that (deepseek4's hc_mult streams of n_embd)
+int64_t seam_width(const llama_model * m) { return llama_model_n_embd_out(m); }
 
 std::atomic<int> g_log_level{1};
 // the last warning or error llama.cpp logged on this thread, quoted in our errors: per thread,
@@ -219,7 +223,12 @@ namespace {
 bool on_eval(ggml_tensor * t, bool ask, void * user) {
     auto * s = static_cast<strata_ctx *>(user);
     int il = -1;
-    if (sscanf(t->name, "l_out-%d", &il) != 1) {
+    int end = 0;
+    // a layer's output: l_out, or l_last where the residual is wider than n_embd (deepseek4);
+    // the whole name, not a view of it ("l_last-2 (reshaped)")
+    const bool named = (sscanf(t->name, "l_out-%d%n", &il, &end) == 1 || sscanf(t->name, "l_last-%d%n", &il, &end) == 1) &&
+                       t->name[end] == '\0';
+    if (!named) {
         return ask ? false : true;
     }
     const bool wanted = std::find(s->capture_layers.begin(), s->capture_layers.end(), il) != s->capture_layers.end();
@@ -382,7 +391,7 @@ int32_t strata_model_facts(const strata_model * model, int64_t * out, int32_t ca
         const llama_model * m = model->m;
         const int64_t facts[] = {
             model->n_layer,
-            model->vocab_only ? 0 : llama_model_n_embd(m),
+            model->vocab_only ? 0 : seam_width(m),
             llama_vocab_n_tokens(llama_model_get_vocab(m)),
             model->vocab_only ? 0 : llama_model_n_ctx_train(m),
             model->start,
@@ -606,7 +615,7 @@ int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
         return fail(e, STRATA_ERR_INPUT, "batch of " + std::to_string(n_tokens) + " tokens; the context takes 1 to " +
                                          std::to_string(ctx->n_batch));
     }
-    const int64_t n_embd = llama_model_n_embd(model.m);
+    const int64_t n_embd = seam_width(model.m);
     // every array is as long as the batch says, and present when its length says so
     struct arr { const char * name; const void * p; int64_t len; int64_t want; };
     const arr arrays[] = {
@@ -713,7 +722,7 @@ int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
 int32_t strata_output_dim(const strata_ctx * ctx) {
     if (!ctx) return STRATA_ERR_INPUT;
     return ctx->model->last() ? llama_vocab_n_tokens(llama_model_get_vocab(ctx->model->m))
-                              : llama_model_n_embd(ctx->model->m);
+                              : seam_width(ctx->model->m);
 }
 
 int64_t strata_outputs(strata_ctx * ctx, float * dst, int64_t cap) {
@@ -764,8 +773,11 @@ int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap) {
     llama_memory_t mem = llama_get_memory(ctx->c);
     int64_t used = 0;
     for (int32_t s = 0; s < ctx->n_seq_max; ++s) {
+        // a sequence holds positions 0 to its highest: nothing here removes a sequence's head
+        // (and deepseek4's cache reports its highest as its lowest: its compressed keys cannot
+        // roll back within the window)
         const llama_pos hi = llama_memory_seq_pos_max(mem, s);
-        if (hi >= 0) used += hi - llama_memory_seq_pos_min(mem, s) + 1;
+        if (hi >= 0) used += hi + 1;
     }
     const int64_t cells = llama_n_ctx(ctx->c);
     // what the cache allocated: sliding-window layers hold fewer cells, and widths differ per layer

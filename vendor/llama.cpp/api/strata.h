@@ -57,8 +57,9 @@ STRATA_API strata_model * strata_model_load(const char * path, int32_t layer_sta
                                             char * err, int32_t err_cap);
 STRATA_API void strata_model_free(strata_model * model);
 
-// Model facts, in this order: n_layer, n_embd, n_vocab, n_ctx_train, layer_start, layer_end,
-// n_head, n_head_kv, weight bytes loaded, n_expert. Returns how many were written.
+// Model facts, in this order: n_layer, seam width (the floats of one hidden-state row: n_embd,
+// or hc_mult x n_embd for deepseek4's residual streams), n_vocab, n_ctx_train, layer_start,
+// layer_end, n_head, n_head_kv, weight bytes loaded, n_expert. Returns how many were written.
 STRATA_API int32_t strata_model_facts(const strata_model * model, int64_t * out, int32_t cap);
 STRATA_API int32_t strata_model_arch(const strata_model * model, char * buf, int32_t cap);
 
@@ -96,7 +97,7 @@ STRATA_API void strata_ctx_free(strata_ctx * ctx);
 STRATA_API int32_t strata_ctx_threads(strata_ctx * ctx, int32_t n_threads);
 
 // One mixed batch of n_tokens: token ids (first range, n_tokens of them) or hidden states
-// (other ranges, n_tokens x n_embd floats), with a position and a sequence per token.
+// (other ranges, n_tokens x seam width floats), with a position and a sequence per token.
 // outputs (n_tokens flags, or NULL) marks the tokens whose result is wanted (ranges without
 // the output head return every token). Each *_len is the array's element count and must
 // match (int32_t: an export with an int64_t parameter cannot resume after a WebGPU wait under
@@ -107,7 +108,7 @@ STRATA_API int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
                                  const int32_t * pos, int32_t pos_len,
                                  const int32_t * seq, int32_t seq_len,
                                  const uint8_t * outputs, int32_t outputs_len);
-// Width of one output row: n_vocab logits on the last range, n_embd hidden floats elsewhere.
+// Width of one output row: n_vocab logits on the last range, seam width hidden floats elsewhere.
 STRATA_API int32_t strata_output_dim(const strata_ctx * ctx);
 // Copies the last decode's output rows, in batch order. Returns floats written.
 STRATA_API int64_t strata_outputs(strata_ctx * ctx, float * dst, int64_t cap);
@@ -122,7 +123,7 @@ STRATA_API int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap
 
 // Reference runs: record the residual stream after each listed layer during the next decodes.
 STRATA_API int32_t strata_ctx_capture(strata_ctx * ctx, const int32_t * layers, int32_t n);
-// Copies what was recorded after layer il (n_tokens x n_embd floats). Returns floats written.
+// Copies what was recorded after layer il (n_tokens x seam width floats). Returns floats written.
 STRATA_API int64_t strata_ctx_captured(strata_ctx * ctx, int32_t il, float * dst, int64_t cap);
 
 #ifdef __cplusplus
