@@ -66,6 +66,8 @@ program.command("test")
     for (const m of CATALOG) await resolveModel(m.name);
     // the WASM, browser and WebGPU tests need emscripten, Chromium and lavapipe, the
     // separate-host test iproute2 (and root); without them those tests skip and say why
+    // the tracker-replica test runs a real PostgreSQL server of its own
+    await ensureDebianPackages(["postgresql"]);
     if (await ensureDebianPackages(["emscripten", "chromium", "mesa-vulkan-drivers", "iproute2"])) {
       await ensureWasmEngine("cpu");
       await ensureWasmEngine("webgpu");

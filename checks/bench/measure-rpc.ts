@@ -7,13 +7,7 @@ import { sseData } from "../../src/gateway/sse.ts";
 import { ensureRpcTools } from "../../server/engine/native/rpc-build.ts";
 import { type EngineFigures, figures, rssOf } from "./figures.ts";
 import { prompt } from "./route-throughput.ts";
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
+import { freePort } from "../../server/http/free-port.ts";
 
 async function waitFor(what: string, ok: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;

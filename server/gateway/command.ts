@@ -19,7 +19,10 @@ export function gatewayCommand(): Command {
       "the OpenAI API (chat/completions, completions, models; SSE streaming) over tracker-chosen routes",
     )
     .option("--model <name|path>", "the model served", DEFAULT_MODEL.name)
-    .requiredOption("--tracker <url>", "the tracker that picks routes")
+    .requiredOption(
+      "--tracker <url[,url…]>",
+      "the tracker that picks routes (replicas, comma-separated: the next when one fails)",
+    )
     .option("--listen <host:port>", "where clients connect", "127.0.0.1:8080")
     .option(
       "--api-key <key>",

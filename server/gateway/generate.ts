@@ -247,7 +247,7 @@ export async function generate(
         });
         await route.end?.();
         const keep = parked ? nodesOf(parked).filter((n) => !nodes.includes(n)) : [];
-        const ask = { sessionId: route.sessionId, avoid: nodes, keep };
+        const ask = { sessionId: route.sessionId, avoid: nodes, keep, afterEpoch: route.route.epoch };
         route = await rerouted(ctx.repair, ask, signal, at).catch((r) => {
           if (parked) releaseParked(ctx, parked, nodes);
           if (!(r instanceof ConnectError)) throw r;

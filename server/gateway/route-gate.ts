@@ -29,6 +29,8 @@ export interface RepairAsk {
   readonly sessionId?: string;
   readonly avoid?: readonly string[];
   readonly keep?: readonly string[];
+  /** the route epoch the session had: the new one is above it */
+  readonly afterEpoch?: bigint;
 }
 
 export class RouteGate {
@@ -59,6 +61,7 @@ export class RouteGate {
             count: 1,
             avoidNodes: [...repair?.avoid ?? []],
             keepNodes: [...repair?.keep ?? []],
+            afterEpoch: repair?.afterEpoch ?? 0n,
           },
           { timeoutMs: 10_000 },
         );

@@ -44,7 +44,10 @@ export function nodeCommand(): Command {
       "--route-key <file>",
       "route key file (its public half verifies route tickets); not with --tracker",
     )
-    .option("--tracker <url>", "register with this tracker (it hands over the route key)")
+    .option(
+      "--tracker <url[,url…]>",
+      "register with this tracker (it hands over the route key); replicas, comma-separated: the next when one fails",
+    )
     .option("--tracker-token <token>", "the tracker's node token (or STRATA_NODE_TOKEN)")
     .addOption(
       new Option("--inject-fault <kind>", "test aid: serve wrong outputs").choices(["scale", "scale-later"])

@@ -1,15 +1,59 @@
 // The tracker's Connect client (gateways, `strata up`, shard downloads), and a node's way to
 // reach it: the TrackerPort the one node runtime (src/node/) keeps its membership through.
-import { type Client, createClient } from "@connectrpc/connect";
+// A tracker URL may list replicas ("http://a:7600,http://b:7600"): calls go to one, and move
+// to the next when it cannot be reached.
+import { type Client, Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { TrackerPort } from "../../src/node/membership.ts";
+import { log } from "../log/log.ts";
+
+/** The replicas a tracker URL names, in order. */
+export function trackerUrls(url: string): string[] {
+  const urls = url.split(",").map((u) => u.trim()).filter((u) => u.length > 0);
+  if (urls.length === 0) throw new Error(`no tracker URL in "${url}"`);
+  return urls;
+}
 
 export function trackerClient(url: string): { client: Client<typeof TrackerService>; close(): void } {
-  const sessionManager = new Http2SessionManager(url);
+  const replicas = trackerUrls(url).map((baseUrl) => {
+    const sessionManager = new Http2SessionManager(baseUrl);
+    return { baseUrl, sessionManager, transport: createGrpcTransport({ baseUrl, sessionManager }) };
+  });
   return {
-    client: createClient(TrackerService, createGrpcTransport({ baseUrl: url, sessionManager })),
-    close: () => sessionManager.abort(),
+    client: createClient(TrackerService, failover(replicas)),
+    close: () => replicas.forEach((r) => r.sessionManager.abort()),
+  };
+}
+
+/** A replica that cannot be reached (connection refused or reset): the call goes to another. */
+const unreachable = (e: unknown) => e instanceof ConnectError && e.code === Code.Unavailable;
+
+/** Unary calls on the replica in use; on one it cannot reach, the next, each tried once. */
+function failover(replicas: readonly { baseUrl: string; transport: Transport }[]): Transport {
+  if (replicas.length === 1) return replicas[0].transport;
+  let current = 0;
+  return {
+    async unary(method, signal, timeoutMs, header, input, contextValues) {
+      for (let tried = 0;; tried++) {
+        const at = current;
+        try {
+          return await replicas[at].transport.unary(method, signal, timeoutMs, header, input, contextValues);
+        } catch (e) {
+          if (!unreachable(e) || tried + 1 >= replicas.length || signal?.aborted) throw e;
+          if (current === at) {
+            current = (at + 1) % replicas.length;
+            log.info("tracker replica unreachable, moving on", {
+              from: replicas[at].baseUrl,
+              to: replicas[current].baseUrl,
+            });
+          }
+        }
+      }
+    },
+    stream(method, signal, timeoutMs, header, input, contextValues) {
+      return replicas[current].transport.stream(method, signal, timeoutMs, header, input, contextValues);
+    },
   };
 }
 

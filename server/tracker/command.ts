@@ -20,7 +20,16 @@ export function trackerCommand(): Command {
     )
     .option("--publisher-key <hex>", "take only a reference signed by this Ed25519 key (raw, hex)")
     .option("--listen <host:port>", "where nodes and gateways reach it", "127.0.0.1:7600")
-    .option("--db <file>", "SQLite file for registrations, admissions and the route key")
+    .option(
+      "--db <file|url>",
+      "registrations, admissions, the route key and epochs: a SQLite file (one tracker), or a " +
+        "postgres://… database that any number of tracker replicas share",
+    )
+    .option(
+      "--sync-ms <n>",
+      "replicas: how often heartbeats go to the database and the other replicas' changes come in",
+      int("sync-ms"),
+    )
     .option("--token <token>", "nodes' registration token (or STRATA_NODE_TOKEN)")
     .option(
       "--lease-ms <n>",
@@ -59,7 +68,8 @@ export function trackerCommand(): Command {
         referencePath: o.reference,
         publisherKey: o.publisherKey,
         spotCheckMs: o.spotCheckMs,
-        dbPath: o.db ?? cacheDir("tracker.db"),
+        db: o.db ?? cacheDir("tracker.db"),
+        syncMs: o.syncMs,
         nodeToken: token,
         leaseMs: o.leaseMs,
         host,

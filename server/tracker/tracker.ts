@@ -19,7 +19,11 @@ import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import type { SeamCompressionPolicy } from "../../src/tracker/route-compression.ts";
 import { TrackerCore, type TrackerEvent } from "../../src/tracker/tracker-core.ts";
 import { TrackerStore } from "./store.ts";
+import { PgTrackerStore } from "./pg-store.ts";
 import { trackerRoutes } from "./service.ts";
+import { BlockEpochs } from "../../src/tracker/epochs.ts";
+import { ROUTE_KEY_META } from "../../src/tracker/route-key.ts";
+import { newRouteKeyText } from "../../src/route/keys.ts";
 
 export interface TrackerOptions {
   readonly modelPath: string;
@@ -27,7 +31,11 @@ export interface TrackerOptions {
   readonly referencePath?: string;
   /** only a reference signed by this publisher key (raw Ed25519, hex) */
   readonly publisherKey?: string;
-  readonly dbPath: string;
+  /** a SQLite file, or a postgres:// URL that any number of replicas share */
+  readonly db: string;
+  /** replicas: how often heartbeats go to the database and the others' writes come in
+   *  (default a quarter of the lease, at most 1 s) */
+  readonly syncMs?: number;
   /** nodes present it to register and heartbeat */
   readonly nodeToken: string;
   readonly leaseMs: number;
@@ -65,7 +73,12 @@ export async function startTracker(o: TrackerOptions) {
     engine: reference.engine,
     publisher: reference.publisher,
   });
-  const store = new TrackerStore(o.dbPath);
+  const shared = /^postgres(ql)?:\/\//.test(o.db);
+  const store = shared ? await PgTrackerStore.open(o.db) : new TrackerStore(o.db);
+  if (store instanceof PgTrackerStore) {
+    // the first replica makes the route key; every other signs with the same
+    await store.claimMeta(ROUTE_KEY_META, async () => JSON.stringify(await newRouteKeyText()));
+  }
   const manifest = buildManifest(header, (await Deno.stat(o.modelPath)).size, artifact);
   const dialer = await Dialer.connect(o.relay);
   const sink = new SpotSink(reference.nEmbd);
@@ -84,8 +97,14 @@ export async function startTracker(o: TrackerOptions) {
     spot: (target, key) => spotCheck(dialer.dial, key, reference, { url: server.url, sink }, target),
     seamCompression: o.seamCompression,
     repairReserve: o.repairReserve,
+    epochs: store instanceof PgTrackerStore
+      ? new BlockEpochs((n, after) => store.reserveEpochs(n, after))
+      : undefined,
     onEvent: logEvent,
   });
+  const syncing = store instanceof PgTrackerStore
+    ? replicate(store, core, o.syncMs ?? Math.min(1000, o.leaseMs / 4))
+    : undefined;
   const server = await listenConnect(
     (router) => {
       trackerRoutes(core, o.nodeToken)(router);
@@ -107,15 +126,45 @@ export async function startTracker(o: TrackerOptions) {
       inFlight = false;
     }
   };
-  log.info("tracker ready", { url: server.url, artifact, known_nodes: core.knownNodes });
+  log.info("tracker ready", {
+    url: server.url,
+    artifact,
+    known_nodes: core.knownNodes,
+    db: shared ? "postgres (replicas)" : "sqlite",
+  });
   return {
     url: server.url,
     publicKey: core.routePublicKey,
     close: async () => {
       clearInterval(spotting);
+      await syncing?.stop();
       dialer.close();
       await server.close();
-      store.close();
+      await store.close();
+    },
+  };
+}
+
+/** A replica's loop: its heartbeats out, the other replicas' writes in. */
+function replicate(store: PgTrackerStore, core: TrackerCore, everyMs: number) {
+  let running: Promise<void> | undefined;
+  const tick = () => {
+    running ??= (async () => {
+      try {
+        await store.flushBeats();
+        core.absorb(await store.pull());
+      } catch (e) {
+        log.warn("tracker replica sync failed", { error: e instanceof Error ? e.message : String(e) });
+      } finally {
+        running = undefined;
+      }
+    })();
+  };
+  const timer = setInterval(tick, everyMs);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await running;
     },
   };
 }

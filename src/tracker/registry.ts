@@ -99,6 +99,37 @@ export class Registry {
     return this.#replace(rec, { ...rec, tokensPerS });
   }
 
+  /**
+   * A registration another tracker replica saved: taken as is (not saved again). The same
+   * registration (only its verdict or rate changed) keeps its identity, so a probe of it still
+   * settles here; anything else is a new registration.
+   */
+  absorb(rec: NodeRecord): void {
+    const old = this.#records.get(rec.node);
+    if (old && sameRegistration(old, rec)) {
+      this.#registration.set(rec, this.#registration.get(old)!);
+    } else {
+      this.#registration.set(rec, ++this.#registrations);
+    }
+    this.#records.set(rec.node, rec);
+  }
+
+  /** A node another replica saw leave. */
+  forget(node: string): boolean {
+    this.#leases.delete(node);
+    return this.#records.delete(node);
+  }
+
+  /** A heartbeat another replica took: the lease runs from the latest beat either saw. True
+   *  when it is newer than any this replica knew. */
+  beatAt(node: string, at: number, sessions: number): boolean {
+    if (!this.#records.has(node)) return false;
+    const l = this.#leases.get(node);
+    if (l && l.lastBeat >= at) return false;
+    this.#leases.set(node, { lastBeat: at, sessions, assigned: l?.assigned ?? 0 });
+    return true;
+  }
+
   #replace(old: NodeRecord, next: NodeRecord): NodeRecord {
     this.#registration.set(next, this.#registration.get(old)!);
     this.#records.set(next.node, next);
@@ -120,4 +151,10 @@ export class Registry {
     const l = this.#leases.get(node);
     if (l) this.#leases.set(node, { ...l, assigned: l.assigned + 1 });
   }
+}
+
+/** Two records of one registration: equal but for the admission verdict and the measured rate. */
+function sameRegistration(a: NodeRecord, b: NodeRecord): boolean {
+  const strip = ({ admission: _a, tokensPerS: _t, ...rest }: NodeRecord) => JSON.stringify(rest);
+  return strip(a) === strip(b);
 }

@@ -4,7 +4,8 @@ import { fromBase64 } from "../bytes/base64.ts";
 import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../route/keys.ts";
 import type { TrackerStorage } from "./storage.ts";
 
-const META_KEY = "route_key";
+/** Where storage keeps the key. */
+export const ROUTE_KEY_META = "route_key";
 
 export interface TrackerRouteKey {
   readonly privateKey: CryptoKey;
@@ -13,10 +14,10 @@ export interface TrackerRouteKey {
 }
 
 export async function loadRouteKey(storage: TrackerStorage): Promise<TrackerRouteKey> {
-  let text = storage.meta(META_KEY);
+  let text = storage.meta(ROUTE_KEY_META);
   if (!text) {
     text = JSON.stringify(await newRouteKeyText());
-    storage.setMeta(META_KEY, text);
+    storage.setMeta(ROUTE_KEY_META, text);
   }
   const k = JSON.parse(text) as RouteKeyText;
   return { privateKey: await importPrivateRouteKey(k), publicRaw: fromBase64(k.public) };

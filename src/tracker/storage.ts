@@ -23,6 +23,15 @@ export interface NodeRecord {
   readonly admission: Admission;
 }
 
+/** A node's heartbeat, as replicas share them. */
+export interface Beat {
+  readonly node: string;
+  /** when the beat came (the receiving tracker's clock) */
+  readonly at: number;
+  readonly sessions: number;
+  readonly sessionIds: readonly string[];
+}
+
 export interface TrackerStorage {
   meta(key: string): string | undefined;
   setMeta(key: string, value: string): void;
@@ -30,6 +39,8 @@ export interface TrackerStorage {
   deleteNode(node: string): void;
   /** every saved registration, by node name */
   nodes(): NodeRecord[];
+  /** a heartbeat, for storage that shares leases between tracker replicas */
+  saveBeat?(beat: Beat): void;
 }
 
 /** Storage that forgets on exit: tests, and a tracker that need not survive restarts. */

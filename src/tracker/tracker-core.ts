@@ -42,7 +42,8 @@ import { chooseRoutes } from "./route-choice.ts";
 import { loadRouteKey, type TrackerRouteKey } from "./route-key.ts";
 import type { Candidate } from "./select.ts";
 import { reserved } from "./repair-reserve.ts";
-import type { NodeRecord, TrackerStorage } from "./storage.ts";
+import type { Beat, NodeRecord, TrackerStorage } from "./storage.ts";
+import { ClockEpochs, type EpochSource } from "./epochs.ts";
 
 /** Milliseconds since the epoch; injected so tests can move time. */
 export type Clock = () => number;
@@ -76,6 +77,8 @@ export interface TrackerCoreOptions {
   readonly seamCompression?: SeamCompressionPolicy;
   /** session slots on every layer that new sessions leave free for repairs (default 0) */
   readonly repairReserve?: number;
+  /** default: this tracker's own, from its start time */
+  readonly epochs?: EpochSource;
   /** default Date.now */
   readonly clock?: Clock;
   readonly onEvent?: (e: TrackerEvent) => void;
@@ -89,8 +92,8 @@ export class TrackerCore {
   // a claim per node for each route handed out, plus what heartbeats report: exact load
   readonly #loads: SessionLoad;
   readonly #probes = new Set<Promise<void>>();
-  // epochs only grow, across restarts too
-  #epoch: bigint;
+  // epochs only grow, across restarts and replicas too
+  readonly #epochs: EpochSource;
   readonly #placer: Placer;
 
   private constructor(o: TrackerCoreOptions, key: TrackerRouteKey) {
@@ -103,7 +106,7 @@ export class TrackerCore {
       // a heartbeat older than a lease says nothing any more
       doneQuietMs: o.leaseMs,
     });
-    this.#epoch = BigInt(this.#now()) * 1000n;
+    this.#epochs = o.epochs ?? new ClockEpochs(this.#now());
     this.#placer = new Placer(o.model, {
       records: () => this.#registry.records(),
       isLive: (node, now) => this.#registry.isLive(node, now),
@@ -144,6 +147,12 @@ export class TrackerCore {
     if (!beaten) return create(HeartbeatResponseSchema, { known: false, admission: "" });
     const rec = this.#registry.remeasured(req.node, req.decodeTokensPerS) ?? beaten;
     this.#loads.report(req.node, { sessions: req.sessions, sessionIds: req.sessionIds }, now);
+    this.#o.storage.saveBeat?.({
+      node: req.node,
+      at: now,
+      sessions: req.sessions,
+      sessionIds: req.sessionIds,
+    });
     // a placed node whose plan changed is told where to go now
     const place = this.#placer.places(req.node) ? this.#placer.placeOf(req.node, now) : undefined;
     const moved = place && (place.start !== rec.start || place.end !== rec.end);
@@ -217,9 +226,11 @@ export class TrackerCore {
         this.#registry.assigned(c.node);
         this.#loads.claim(c.node, req.sessionId, now);
       }
-      return { rt, urls: hopUrls(rt.map((c) => this.#registry.get(c.node)!.urls)), epoch: ++this.#epoch };
+      return { rt, urls: hopUrls(rt.map((c) => this.#registry.get(c.node)!.urls)) };
     });
-    const routes = await Promise.all(picked.map(async ({ rt, urls, epoch }) => {
+    const epochs = await this.#epochs.take(picked.length, req.afterEpoch);
+    const routes = await Promise.all(picked.map(async ({ rt, urls }, i) => {
+      const epoch = epochs[i];
       const hops = await signRoute(
         this.#key.privateKey,
         rt.map((c, i) => ({ url: urls[i], range: c.range })),
@@ -275,6 +286,28 @@ export class TrackerCore {
     });
   }
 
+  /**
+   * What other tracker replicas saved: registrations (new, re-registered, or with a verdict),
+   * nodes gone, and heartbeats. Routes here then see them as their own.
+   */
+  absorb(changes: { records: readonly NodeRecord[]; gone: readonly string[]; beats: readonly Beat[] }): void {
+    for (const rec of changes.records) {
+      const old = this.#registry.get(rec.node);
+      this.#registry.absorb(rec);
+      if (!old || old.start !== rec.start || old.end !== rec.end) this.#loads.forget(rec.node);
+      if (!old) this.#o.onEvent?.({ kind: "registered", rec });
+    }
+    for (const node of changes.gone) {
+      this.#placer.forget(node);
+      this.#loads.forget(node);
+      if (this.#registry.forget(node)) this.#o.onEvent?.({ kind: "left", node });
+    }
+    const now = this.#now();
+    for (const b of changes.beats) {
+      if (this.#registry.beatAt(b.node, b.at, b.sessions)) this.#loads.report(b.node, b, now);
+    }
+  }
+
   /** Resolves when every probe started so far has its verdict booked. */
   async admissionsSettled(): Promise<void> {
     while (this.#probes.size > 0) await Promise.all(this.#probes);
@@ -312,7 +345,8 @@ export class TrackerCore {
     );
     if (serving.length === 0) return undefined;
     const rec = serving[Math.min(serving.length - 1, Math.floor(pick * serving.length))];
-    const target = this.#target(rec, ++this.#epoch);
+    const [epoch] = await this.#epochs.take(1, 0n);
+    const target = this.#target(rec, epoch);
     const check = this.#o.spot ?? this.#o.probe;
     const verdict = await check(target, this.#key.privateKey).catch(() => undefined);
     if (verdict && !verdict.ok) {

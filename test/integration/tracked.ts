@@ -7,20 +7,25 @@ import { Dialer } from "../../server/seam/dialer.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
 
-/** `strata tracker` for SmolLM2 on loopback (its reference certified once and cached), its state in `dir`. */
+/**
+ * `strata tracker` for SmolLM2 on loopback (its reference certified once and cached), its state
+ * in `dir` (or in `at.db`: another file, or a database replicas share), on a port of its own (or
+ * `at.listen`, to come back on after a restart).
+ */
 export async function localTracker(
   dir: string,
   token: string,
   args: string[] = [],
+  at: { listen?: string; db?: string } = {},
 ): Promise<ServiceProcess> {
-  return ServiceProcess.start("tracker", [
+  return ServiceProcess.start(`tracker ${at.listen ?? ""}`.trim(), [
     "tracker",
     "--reference",
     await ensureReference(defaultModelPath(), { backend: "cpu" }),
     "--listen",
-    "127.0.0.1:0",
+    at.listen ?? "127.0.0.1:0",
     "--db",
-    `${dir}/tracker.db`,
+    at.db ?? `${dir}/tracker.db`,
     "--token",
     token,
     ...args,
@@ -51,6 +56,20 @@ export function trackedNode(
     "127.0.0.1:0",
     ...args,
   ]);
+}
+
+/** What the tracker at `url` says of each node it knows, by name: live, and its admission. */
+export async function nodeStates(url: string) {
+  const t = trackerClient(url);
+  try {
+    return (await t.client.nodes({}, { timeoutMs: 5000 })).nodes.map((n) => ({
+      node: n.node,
+      live: n.live,
+      admission: n.admission,
+    })).sort((x, y) => x.node < y.node ? -1 : 1);
+  } finally {
+    t.close();
+  }
 }
 
 /** A route from the tracker and `steps` greedy tokens through it (the nodes verify its tickets). */

@@ -4,50 +4,18 @@
 import { trackerClient } from "../../server/tracker/client.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { ensureReference } from "../../server/model/reference-file.ts";
-import { ServiceProcess } from "../../server/process/service-process.ts";
-import { routeTokens, trackedNode } from "./tracked.ts";
+import { localTracker, nodeStates, routeTokens, trackedNode } from "./tracked.ts";
+import { freePort } from "../../server/http/free-port.ts";
 
 const dir = await Deno.makeTempDir();
 const token = crypto.randomUUID();
 // a fixed port, so the nodes find the tracker again after its restart
-const port = (() => {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const p = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return p;
-})();
+const port = freePort();
 const url = `http://127.0.0.1:${port}`;
-// the tracker admits against the model's signed reference (certified here once, cached)
-const reference = await ensureReference(defaultModelPath(), { backend: "cpu" });
-const startTracker = () =>
-  ServiceProcess.start("tracker", [
-    "tracker",
-    "--reference",
-    reference,
-    "--listen",
-    `127.0.0.1:${port}`,
-    "--db",
-    `${dir}/tracker.db`,
-    "--token",
-    token,
-    "--lease-ms",
-    "2000",
-  ]);
+const startTracker = () => localTracker(dir, token, ["--lease-ms", "2000"], { listen: `127.0.0.1:${port}` });
 const artifact = await artifactSha256(defaultModelPath());
 
-async function states() {
-  const t = trackerClient(url);
-  try {
-    return (await t.client.nodes({}, { timeoutMs: 5000 })).nodes.map((n) => ({
-      node: n.node,
-      live: n.live,
-      admission: n.admission,
-    }));
-  } finally {
-    t.close();
-  }
-}
+const states = () => nodeStates(url);
 
 async function until(what: (s: Awaited<ReturnType<typeof states>>) => boolean, ms = 60_000) {
   const end = Date.now() + ms;

@@ -11,7 +11,12 @@ describe("strata upstream", () => {
     const { rows } = JSON.parse(r.stdout);
     const names = rows.map((x: { model: string }) => x.model);
     expect(names).toEqual(
-      expect.arrayContaining(["synthetic gemma3", "synthetic deepseek2", "synthetic glm4moe", "synthetic deepseek4"]),
+      expect.arrayContaining([
+        "synthetic gemma3",
+        "synthetic deepseek2",
+        "synthetic glm4moe",
+        "synthetic deepseek4",
+      ]),
     );
     expect(names).toEqual(expect.arrayContaining(["smollm2", "gemma3-270m"]));
     for (const row of rows) {

@@ -29,7 +29,8 @@ import type { ProbeVerdict } from "../../src/tracker/probe.ts";
 import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
 import { gaps } from "../../src/tracker/placement.ts";
 import { routeCompression } from "../../src/tracker/route-compression.ts";
-import { MemoryStorage } from "../../src/tracker/storage.ts";
+import { type Beat, MemoryStorage } from "../../src/tracker/storage.ts";
+import { BlockEpochs, ClockEpochs } from "../../src/tracker/epochs.ts";
 import { TrackerCore, type TrackerCoreOptions } from "../../src/tracker/tracker-core.ts";
 import { offeredRanges, TAB_ENGINE, volunteerAssignment } from "../../src/tracker/volunteer-assignment.ts";
 
@@ -572,5 +573,70 @@ describe("tracker core: placement", () => {
         core.place(create(PlaceRequestSchema, { ...placeAsk("x"), artifactSha256: new Uint8Array(32) }))
       ),
     ).toMatch(/^failed_precondition/);
+  });
+});
+
+describe("tracker replicas", () => {
+  it("take epochs from one counter in blocks: unique, increasing, above the session's last", async () => {
+    // the database's counter: each reservation moves it past the block (and past `after`)
+    let counter = 5_000n;
+    let reservations = 0;
+    const reserve = (n: number, after: bigint) => {
+      reservations++;
+      if (counter <= after) counter = after + 1n;
+      const first = counter;
+      counter += BigInt(n);
+      return Promise.resolve(first);
+    };
+    const a = new BlockEpochs(reserve, 4), b = new BlockEpochs(reserve, 4);
+    const fromA = [...await a.take(3, 0n), ...await a.take(1, 0n)];
+    const fromB = await b.take(2, 0n);
+    expect(fromA).toEqual([5000n, 5001n, 5002n, 5003n]);
+    expect(fromB).toEqual([5004n, 5005n]);
+    expect(reservations).toBe(2);
+    // A's block is spent; a session B routed is repaired through A: above B's epoch
+    const [repair] = await a.take(1, fromB[1]);
+    expect(repair).toBeGreaterThan(fromB[1]);
+    // and through B again, above A's: never back
+    const [again] = await b.take(1, repair);
+    expect(again).toBeGreaterThan(repair);
+    // concurrent routes share one reservation
+    const before = reservations;
+    const both = await Promise.all([a.take(1, 0n), a.take(1, 0n)]);
+    expect(new Set(both.flat()).size).toBe(2);
+    expect(reservations - before).toBeLessThanOrEqual(1);
+    // one tracker alone: from its start time, above a session's last all the same
+    expect(new ClockEpochs(7).take(2, 0n)).toEqual([7001n, 7002n]);
+    expect(new ClockEpochs(7).take(1, 9_000n)).toEqual([9001n]);
+  });
+
+  it("route through nodes another replica registered, once its records and beats come in", async () => {
+    const storage = new MemoryStorage();
+    const { core: a, clock } = await tracker({ storage });
+    const { core: b } = await tracker();
+    await admitted(a, [["a", 0, 3], ["b", 3, 6]]);
+    expect(await refusal(() => b.route(ask("s1")))).toBe(
+      "unavailable: no complete route of admitted, live nodes",
+    );
+    // the registrations with their verdicts: known, but not live before a heartbeat
+    b.absorb({ records: storage.nodes(), gone: [], beats: [] });
+    expect(b.nodes().nodes.map((n) => [n.node, n.admission])).toEqual([["a", "admitted"], ["b", "admitted"]]);
+    const beats: Beat[] = [
+      { node: "a", at: clock.now, sessions: 1, sessionIds: ["elsewhere"] },
+      { node: "b", at: clock.now, sessions: 0, sessionIds: [] },
+    ];
+    b.absorb({ records: [], gone: [], beats });
+    const r = await b.route(ask("s1"));
+    expect(r.routes[0].name).toBe("a+b");
+    // the session the other replica's route opened on "a" counts here too
+    expect(b.nodes(["a"]).nodes[0].load).toBe(2);
+    // an older beat coming in again changes nothing
+    b.absorb({ records: [], gone: [], beats: [{ ...beats[0], at: clock.now - 1, sessionIds: [] }] });
+    expect(b.nodes(["a"]).nodes[0].load).toBe(2);
+    // a node the other replica saw leave leaves every route here
+    b.absorb({ records: [], gone: ["b"], beats: [] });
+    expect(await refusal(() => b.route(ask("s2")))).toBe(
+      "unavailable: no complete route of admitted, live nodes",
+    );
   });
 });
