@@ -26,6 +26,8 @@ import { benchRoute, printRouteBench } from "./bench/route-throughput.ts";
 import { benchUp, printUpBench } from "./bench/up-vs-whole.ts";
 import { benchBigModel, printBigBench } from "./bench/big-model.ts";
 import { benchPlacement, printPlacementBench } from "./bench/placement.ts";
+import { benchTracker, printTrackerBench, TRACKER_BENCH_DEFAULTS } from "./bench/tracker/tracker-bench.ts";
+import { ensureDebianPackages } from "../server/toolchain/apt.ts";
 import { runChaos } from "./bench/chaos.ts";
 import { benchWasm, printWasmBench } from "./bench/wasm-vs-native.ts";
 import { hostsCommand } from "./hosts/command.ts";
@@ -254,6 +256,50 @@ export function addCheckCommands(program: Command): void {
       await resolveModel(DEFAULT_MODEL.name);
       const r = await benchPlacement();
       console.log(o.json ? JSON.stringify(r, null, 2) : printPlacementBench(r));
+    });
+
+  const d = TRACKER_BENCH_DEFAULTS;
+  bench.command("tracker")
+    .description(
+      "the control plane at scale: tracker replicas on PostgreSQL, simulated nodes joining, beating, churning and serving routes, one replica killed half-way",
+    )
+    .option("--nodes <n>", "simulated nodes", int("nodes"), d.nodes)
+    .option("--replicas <n>", "tracker replicas", int("replicas"), d.replicas)
+    .option("--seconds <n>", "the measured window, once every node joined", int("seconds"), d.seconds)
+    .option(
+      "--churn <fraction>",
+      "nodes leaving (and joining) per minute, as a share of the network",
+      Number,
+      d.churnPerMin,
+    )
+    .option("--workers <n>", "route requests in flight at once", int("workers"), d.workers)
+    .option(
+      "--session-tokens <n>",
+      "tokens a simulated session decodes",
+      int("session-tokens"),
+      d.sessionTokens,
+    )
+    .option("--lease-ms <n>", "the trackers' lease", int("lease-ms"), d.leaseMs)
+    .option("--layers <n>", "layers of the synthetic model routed", int("layers"), d.layers)
+    .option("--seed <n>", "the simulated network's seed", int("seed"), d.seed)
+    .option("--no-kill", "keep every replica running")
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      await ensureNativeLibrary("cpu");
+      if (!await ensureDebianPackages(["postgresql"])) throw new Error("the bench needs a PostgreSQL server");
+      const r = await benchTracker({
+        nodes: o.nodes,
+        replicas: o.replicas,
+        seconds: o.seconds,
+        churnPerMin: o.churn,
+        workers: o.workers,
+        sessionTokens: o.sessionTokens,
+        leaseMs: o.leaseMs,
+        layers: o.layers,
+        seed: o.seed,
+        kill: o.kill,
+      });
+      console.log(o.json ? JSON.stringify(r, null, 2) : printTrackerBench(r));
     });
 
   bench.command("chaos")

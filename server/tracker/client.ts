@@ -26,8 +26,11 @@ export function trackerClient(url: string): { client: Client<typeof TrackerServi
   };
 }
 
-/** A replica that cannot be reached (connection refused or reset): the call goes to another. */
-const unreachable = (e: unknown) => e instanceof ConnectError && e.code === Code.Unavailable;
+/** A replica that cannot be reached (connection refused, or reset under the call): the call
+ *  goes to another. */
+const unreachable = (e: unknown) =>
+  e instanceof ConnectError &&
+  (e.code === Code.Unavailable || /ECONNRESET|ECONNREFUSED|socket hang up|GOAWAY/.test(e.rawMessage));
 
 /** Unary calls on the replica in use; on one it cannot reach, the next, each tried once. */
 function failover(replicas: readonly { baseUrl: string; transport: Transport }[]): Transport {

@@ -13,7 +13,7 @@ import {
   type SeamFrame,
   SeamFrameSchema,
 } from "../../src/gen/strata/seam/v1/seam_pb.ts";
-import { refusal, replyTo } from "../../src/node/replies.ts";
+import { answering, replyTo } from "../../src/node/replies.ts";
 import { signRoute } from "../../src/route/plan.ts";
 import { GREEDY } from "../../src/route/route-session.ts";
 import { SeamError } from "../../src/seam/errors.ts";
@@ -49,15 +49,7 @@ export class SpotSink {
     this.#expected.delete(sessionId);
   }
 
-  readonly serve: SeamServe = async (frames, reply) => {
-    for await (const f of frames) {
-      try {
-        reply(this.#answer(f));
-      } catch (e) {
-        reply(refusal(f, e));
-      }
-    }
-  };
+  readonly serve: SeamServe = answering((f) => this.#answer(f));
 
   #answer(f: SeamFrame): SeamFrame {
     const taken = this.#expected.get(f.sessionId);

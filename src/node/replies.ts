@@ -3,6 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Phase, type SeamFrame, SeamFrameSchema, StatusSchema } from "../gen/strata/seam/v1/seam_pb.ts";
 import { SCHEMA_VERSION } from "../seam/limits.ts";
+import type { SeamServe } from "../seam/link.ts";
 
 type Fields = Partial<
   Pick<
@@ -27,6 +28,19 @@ export function replyTo(f: SeamFrame, fields: Fields = {}): SeamFrame {
     rebuild: f.rebuild,
     ...fields,
   });
+}
+
+/** A seam endpoint that answers each frame on its own: a refusal for one it throws on. */
+export function answering(answer: (f: SeamFrame) => SeamFrame): SeamServe {
+  return async (frames, reply) => {
+    for await (const f of frames) {
+      try {
+        reply(answer(f));
+      } catch (e) {
+        reply(refusal(f, e));
+      }
+    }
+  };
 }
 
 export function errorCode(e: unknown): string {

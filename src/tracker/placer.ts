@@ -16,6 +16,11 @@ export interface PlacedView {
   readonly isLive: (node: string, now: number) => boolean;
 }
 
+/** Without a new ask, the plan is looked at again at most this often: a heartbeat reads the
+ *  plan in force, and a pass over thousands of nodes per beat would cost more than the beats
+ *  themselves. Registrations, verdicts and lapsed leases are seen within it. */
+const PLAN_REFRESH_MS = 1000;
+
 /** A plan this much faster (slowest stage, measured speeds) than the one in force replaces it. */
 const REBALANCE_GAIN = 1.25;
 /** ... but not sooner than this after the last change: moving has a cost too. */
@@ -28,6 +33,9 @@ export class Placer {
   #changedAt = 0;
   readonly #planning: PlacementModel;
   readonly #fitting = new WeakMap<PlaceRequest, Map<number, boolean>>();
+  // when the plan was last looked at, and whether an ask came or went since
+  #refreshedAt = -Infinity;
+  #asksChanged = true;
 
   constructor(
     private readonly model: TrackedModel,
@@ -44,6 +52,7 @@ export class Placer {
   /** A node asks where to go: its range in the plan (undefined: nothing useful fits it). */
   ask(req: PlaceRequest, now: number): Span | undefined {
     this.#asks.set(req.node, { req, at: now });
+    this.#asksChanged = true;
     return this.placeOf(req.node, now);
   }
 
@@ -53,7 +62,7 @@ export class Placer {
   }
 
   forget(node: string): void {
-    this.#asks.delete(node);
+    if (this.#asks.delete(node)) this.#asksChanged = true;
   }
 
   /** The node's range in the plan now (recomputed when who is present has changed). */
@@ -91,6 +100,9 @@ export class Placer {
   }
 
   #refresh(now: number): void {
+    if (!this.#asksChanged && now - this.#refreshedAt < PLAN_REFRESH_MS) return;
+    this.#asksChanged = false;
+    this.#refreshedAt = now;
     const records = new Map([...this.view.records()].map((r) => [r.node, r]));
     const present = (node: string) =>
       this.view.isLive(node, now) || now - (this.#asks.get(node)?.at ?? -Infinity) <= this.leaseMs;

@@ -33,15 +33,18 @@ function cost(c: Candidate): number {
 
 /** The cheapest route over the candidates, or undefined when none covers every layer. */
 export function bestRoute(cands: readonly Candidate[], nLayer: number): Candidate[] | undefined {
+  // the candidates by their first layer, in their order: each is looked at once
+  const from: Candidate[][] = Array.from({ length: nLayer }, () => []);
+  for (const c of cands) if (c.range.start >= 0 && c.range.start < nLayer) from[c.range.start].push(c);
   // best[l]: cheapest way to cover [0, l)
   const best: Array<{ cost: number; hops: Candidate[] } | undefined> = new Array(nLayer + 1).fill(undefined);
   best[0] = { cost: 0, hops: [] };
   for (let l = 0; l < nLayer; l++) {
     const here = best[l];
     if (!here) continue;
-    for (const c of cands) {
+    for (const c of from[l]) {
       // a kept node's load already counts this session
-      if (c.range.start !== l || c.range.end > nLayer || (c.load >= 1 && !c.kept)) continue;
+      if (c.range.end > nLayer || (c.load >= 1 && !c.kept)) continue;
       const total = here.cost + cost(c);
       const there = best[c.range.end];
       if (

@@ -40,7 +40,8 @@ import { Registry } from "./registry.ts";
 import { routeCompression, type SeamCompressionPolicy } from "./route-compression.ts";
 import { chooseRoutes } from "./route-choice.ts";
 import { loadRouteKey, type TrackerRouteKey } from "./route-key.ts";
-import type { Candidate } from "./select.ts";
+import { type Candidate, disjointRoutes } from "./select.ts";
+import { RoutePool } from "./route-pool.ts";
 import { reserved } from "./repair-reserve.ts";
 import type { Beat, NodeRecord, TrackerStorage } from "./storage.ts";
 import { ClockEpochs, type EpochSource } from "./epochs.ts";
@@ -52,6 +53,9 @@ export type Clock = () => number;
 export const CLAIM_TTL_MS = 15_000;
 /** How long a route's tickets stay valid. */
 export const ROUTE_TICKET_TTL_MS = 3_600_000;
+/** Past this many nodes, new sessions take routes from the pool (route-pool.ts) instead of
+ *  every disjoint route worked out per request. */
+export const POOL_MIN_NODES = 256;
 /** Who signs the tickets, as the claims name it. */
 export const TRACKER_ISSUER = "tracker";
 
@@ -81,6 +85,8 @@ export interface TrackerCoreOptions {
   readonly epochs?: EpochSource;
   /** default Date.now */
   readonly clock?: Clock;
+  /** default POOL_MIN_NODES */
+  readonly poolMinNodes?: number;
   readonly onEvent?: (e: TrackerEvent) => void;
 }
 
@@ -95,6 +101,12 @@ export class TrackerCore {
   // epochs only grow, across restarts and replicas too
   readonly #epochs: EpochSource;
   readonly #placer: Placer;
+  readonly #pool: RoutePool;
+  // bumped whenever the routable network may have changed: the pool rebuilds after it
+  #version = 0;
+  // nodes a gateway found gone (named in a request's avoid list), and when: no route takes
+  // them until they beat again, so a dead node does not keep drawing sessions for a lease
+  readonly #suspects = new Map<string, number>();
 
   private constructor(o: TrackerCoreOptions, key: TrackerRouteKey) {
     this.#o = o;
@@ -107,6 +119,13 @@ export class TrackerCore {
       doneQuietMs: o.leaseMs,
     });
     this.#epochs = o.epochs ?? new ClockEpochs(this.#now());
+    this.#pool = new RoutePool(() =>
+      disjointRoutes(
+        this.#candidates([], this.#now()).map((c) => ({ ...c, load: 0 })),
+        o.model.nLayer,
+        Infinity,
+      )
+    );
     this.#placer = new Placer(o.model, {
       records: () => this.#registry.records(),
       isLive: (node, now) => this.#registry.isLive(node, now),
@@ -131,6 +150,7 @@ export class TrackerCore {
   register(req: RegisterRequest): RegisterResponse {
     const rec = checkRegistration(req, this.#o.model);
     this.#registry.add(rec, this.#now());
+    this.#version++;
     // a node registering again lost whatever it held
     this.#loads.forget(rec.node);
     this.#o.onEvent?.({ kind: "registered", rec });
@@ -143,9 +163,12 @@ export class TrackerCore {
 
   heartbeat(req: HeartbeatRequest): HeartbeatResponse {
     const now = this.#now();
+    // a node back from a lapsed lease can be routed again
+    if (!this.#registry.isLive(req.node, now)) this.#version++;
     const beaten = this.#registry.beat(req.node, req.sessions, now);
     if (!beaten) return create(HeartbeatResponseSchema, { known: false, admission: "" });
     const rec = this.#registry.remeasured(req.node, req.decodeTokensPerS) ?? beaten;
+    if (rec !== beaten) this.#version++;
     this.#loads.report(req.node, { sessions: req.sessions, sessionIds: req.sessionIds }, now);
     this.#o.storage.saveBeat?.({
       node: req.node,
@@ -191,6 +214,8 @@ export class TrackerCore {
   leave(req: LeaveRequest): LeaveResponse {
     this.#placer.forget(req.node);
     const known = this.#registry.remove(req.node);
+    this.#suspects.delete(req.node);
+    this.#version++;
     this.#loads.forget(req.node);
     if (known) this.#o.onEvent?.({ kind: "left", node: req.node });
     return create(LeaveResponseSchema, { known });
@@ -211,16 +236,8 @@ export class TrackerCore {
     }
     if (!req.sessionId) throw new TrackerError("invalid_argument", "a route is asked for one session");
     const now = this.#now();
-    const cands = this.#candidates(req.avoidNodes, now)
-      .map((c) => req.keepNodes.includes(c.node) ? { ...c, kept: true } : c);
-    // a repair (or a retry on other nodes) may take the slots new sessions leave free
-    const repair = req.avoidNodes.length > 0 || req.keepNodes.length > 0;
-    const nLayer = this.#o.model.nLayer;
-    const chosen = chooseRoutes(
-      repair ? cands : reserved(cands, nLayer, this.#o.repairReserve ?? 0),
-      nLayer,
-      req.count,
-    );
+    for (const node of req.avoidNodes) if (this.#registry.get(node)) this.#suspects.set(node, now);
+    const chosen = this.#choose(req, now);
     const picked = chosen.map((rt) => {
       for (const c of rt) {
         this.#registry.assigned(c.node);
@@ -251,6 +268,50 @@ export class TrackerCore {
       });
     }));
     return create(RouteResponseSchema, { routes });
+  }
+
+  /** The routes for a request: from the pool for a new session in a large network, else every
+   *  disjoint route over the nodes worked out now (repairs, the repair reserve, small networks). */
+  #choose(req: RouteRequest, now: number): Candidate[][] {
+    const repair = req.avoidNodes.length > 0 || req.keepNodes.length > 0;
+    const nLayer = this.#o.model.nLayer;
+    const reserve = this.#o.repairReserve ?? 0;
+    if (!repair && reserve === 0 && this.#registry.size > (this.#o.poolMinNodes ?? POOL_MIN_NODES)) {
+      const picked = this.#pool.pick(req.count, this.#version, now, (rt) => this.#routeLoad(rt, now));
+      if (picked.routes.length > 0) return picked.routes;
+      // routes, only full: the gateway waits (working every route out again to say so would
+      // cost a pass over the network for each waiting request)
+      if (picked.busy) throw new TrackerError("resource_exhausted", "all routes are busy");
+    }
+    const cands = this.#candidates(req.avoidNodes, now)
+      .map((c) => req.keepNodes.includes(c.node) ? { ...c, kept: true } : c);
+    // a repair (or a retry on other nodes) may take the slots new sessions leave free
+    return chooseRoutes(repair ? cands : reserved(cands, nLayer, reserve), nLayer, req.count);
+  }
+
+  /** A pooled route's load now (its fullest node's), or undefined when it cannot be used. */
+  #routeLoad(rt: readonly Candidate[], now: number): number | undefined {
+    let worst = 0;
+    for (const c of rt) {
+      const r = this.#registry.get(c.node);
+      if (
+        !r || r.admission !== "admitted" || r.start !== c.range.start || r.end !== c.range.end ||
+        !this.#registry.isLive(c.node, now) || this.#suspected(c.node)
+      ) return undefined;
+      worst = Math.max(worst, this.#loads.load(c.node, now) / Math.max(1, r.maxSessions));
+    }
+    return worst;
+  }
+
+  /** Named gone by a gateway, and not heard from since. */
+  #suspected(node: string): boolean {
+    const at = this.#suspects.get(node);
+    if (at === undefined) return false;
+    if ((this.#registry.lease(node)?.lastBeat ?? -Infinity) > at) {
+      this.#suspects.delete(node);
+      return false;
+    }
+    return true;
   }
 
   /** Every known node (or only those named): its advert, admission, lease and load. */
@@ -291,6 +352,7 @@ export class TrackerCore {
    * nodes gone, and heartbeats. Routes here then see them as their own.
    */
   absorb(changes: { records: readonly NodeRecord[]; gone: readonly string[]; beats: readonly Beat[] }): void {
+    if (changes.records.length > 0 || changes.gone.length > 0) this.#version++;
     for (const rec of changes.records) {
       const old = this.#registry.get(rec.node);
       this.#registry.absorb(rec);
@@ -298,12 +360,14 @@ export class TrackerCore {
       if (!old) this.#o.onEvent?.({ kind: "registered", rec });
     }
     for (const node of changes.gone) {
+      this.#suspects.delete(node);
       this.#placer.forget(node);
       this.#loads.forget(node);
       if (this.#registry.forget(node)) this.#o.onEvent?.({ kind: "left", node });
     }
     const now = this.#now();
     for (const b of changes.beats) {
+      if (!this.#registry.isLive(b.node, now)) this.#version++;
       if (this.#registry.beatAt(b.node, b.at, b.sessions)) this.#loads.report(b.node, b, now);
     }
   }
@@ -317,7 +381,10 @@ export class TrackerCore {
   #candidates(avoid: readonly string[], now: number): Candidate[] {
     const cands: Candidate[] = [];
     for (const r of this.#registry.records()) {
-      if (r.admission !== "admitted" || !this.#registry.isLive(r.node, now) || avoid.includes(r.node)) {
+      if (
+        r.admission !== "admitted" || !this.#registry.isLive(r.node, now) || avoid.includes(r.node) ||
+        this.#suspected(r.node)
+      ) {
         continue;
       }
       cands.push({
@@ -352,6 +419,7 @@ export class TrackerCore {
     if (verdict && !verdict.ok) {
       const admission: Admission = `refused: spot check: ${verdict.detail}`;
       if (this.#registry.settle(rec, admission)) {
+        this.#version++;
         this.#o.onEvent?.({ kind: "admission", node: rec.node, admission });
       }
     }
@@ -381,6 +449,7 @@ export class TrackerCore {
         admission = `refused: probe failed: ${e instanceof Error ? e.message : e}`;
       }
       if (this.#registry.settle(rec, admission)) {
+        this.#version++;
         this.#o.onEvent?.({ kind: "admission", node: rec.node, admission });
       }
     })();

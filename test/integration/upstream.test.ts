@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import { strata } from "./strata.ts";
 
 describe("strata upstream", () => {
-  it("patched and unpatched builds give identical whole-model logits", async () => {
+  // two cold builds of the logits tool (patched, unpatched) before any model runs
+  it("patched and unpatched builds give identical whole-model logits", { timeout: 1_500_000 }, async () => {
     const r = await strata(["upstream", "--json"]);
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     const { rows } = JSON.parse(r.stdout);

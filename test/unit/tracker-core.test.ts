@@ -640,3 +640,56 @@ describe("tracker replicas", () => {
     );
   });
 });
+
+describe("tracker core: the route pool (large networks)", () => {
+  it("spreads new sessions over every disjoint route, drops routes through gone nodes, says busy when all are full", async () => {
+    const { core, clock } = await tracker({ poolMinNodes: 0 });
+    // three disjoint routes of two nodes
+    await admitted(core, [
+      ["a1", 0, 3, 1],
+      ["a2", 3, 6, 1],
+      ["b1", 0, 3, 1],
+      ["b2", 3, 6, 1],
+      ["c1", 0, 2, 1],
+      [
+        "c2",
+        2,
+        6,
+        1,
+      ],
+    ]);
+    const names = new Set<string>();
+    for (let i = 0; i < 3; i++) names.add((await core.route(ask(`s${i}`))).routes[0].name);
+    // one session each: every route taken once
+    expect([...names].sort()).toEqual(["a1+a2", "b1+b2", "c1+c2"]);
+    expect(await refusal(() => core.route(ask("s3")))).toBe("resource_exhausted: all routes are busy");
+    // a session ends; a node leaves: its route goes (the pool is worked out again)
+    for (const sessionId of ["s0", "s1", "s2"]) core.done(create(DoneRequestSchema, { sessionId }));
+    core.leave(create(LeaveRequestSchema, { node: "a2" }));
+    clock.now += 1_000;
+    const after = new Set<string>();
+    for (let i = 0; i < 2; i++) after.add((await core.route(ask(`t${i}`))).routes[0].name);
+    // two routes remain, one through either first node left over
+    expect(after.size).toBe(2);
+    expect([...after].some((n) => n.includes("a2"))).toBe(false);
+    expect(await refusal(() => core.route(ask("t2")))).toBe("resource_exhausted: all routes are busy");
+    // a gateway names c2 gone (a repair's avoid list): no new session is routed through it
+    // until it beats again
+    for (const sessionId of ["t0", "t1"]) core.done(create(DoneRequestSchema, { sessionId }));
+    await core.route(ask("r", 1, ["c2"]));
+    core.done(create(DoneRequestSchema, { sessionId: "r" }));
+    expect((await core.route(ask("v0"))).routes[0].name).not.toContain("c2");
+    expect(await refusal(() => core.route(ask("v1")))).toBe("resource_exhausted: all routes are busy");
+    core.done(create(DoneRequestSchema, { sessionId: "v0" }));
+    clock.now += 1;
+    core.heartbeat(beat("c2"));
+    const back = new Set<string>();
+    for (let i = 0; i < 2; i++) back.add((await core.route(ask(`w${i}`))).routes[0].name);
+    expect([...back].some((n) => n.includes("c2"))).toBe(true);
+    // past their lease without a beat: no route at all
+    clock.now += LEASE_MS + 1;
+    expect(await refusal(() => core.route(ask("u")))).toBe(
+      "unavailable: no complete route of admitted, live nodes",
+    );
+  });
+});

@@ -1,0 +1,385 @@
+// `strata bench tracker`: the control plane at network scale. Real tracker replicas (separate
+// processes) on a real PostgreSQL, thousands of simulated nodes over the trackers' protocol
+// (agents.ts), a load generator asking for routes, churn, and one replica killed half-way.
+// The model is a synthetic llama of many small layers (its reference certified once and
+// cached), so probes are cheap and a route crosses many nodes.
+import { create } from "@bufbuild/protobuf";
+import postgres from "postgres";
+import { NodeInfoSchema } from "../../../src/gen/strata/seam/v1/seam_pb.ts";
+import { synthModel } from "../../../src/model/synth.ts";
+import { rangeMemoryOf } from "../../../src/tracker/range-memory.ts";
+import { openReference } from "../../../src/tracker/reference.ts";
+import { headerModel } from "../../../src/engine/memory-fit.ts";
+import { sha256File } from "../../../server/model/hash.ts";
+import { readHeader } from "../../../server/model/facts.ts";
+import { ensureReference } from "../../../server/model/reference-file.ts";
+import { ServiceProcess } from "../../../server/process/service-process.ts";
+import { serveSeams } from "../../../server/seam/grpc.ts";
+import { startPostgres } from "../../../server/toolchain/postgres.ts";
+import { trackerClient } from "../../../server/tracker/client.ts";
+import { cacheDir } from "../../../server/paths.ts";
+import { progress } from "../../../server/log/progress.ts";
+import { Agents, BATCH_TOKENS, drawAgents, KV_CELLS, MAX_SESSIONS } from "./agents.ts";
+import { equalPlacement, routesOver, routeTokS, smallCases } from "./placement-cases.ts";
+import { ProbeAnswerer } from "./probe-answerer.ts";
+
+export interface TrackerBenchOptions {
+  readonly nodes: number;
+  readonly replicas: number;
+  /** the measured window, after every node joined */
+  readonly seconds: number;
+  /** nodes leaving (and as many joining) per minute, as a fraction of the network */
+  readonly churnPerMin: number;
+  /** route requests in flight at once */
+  readonly workers: number;
+  /** tokens a simulated session decodes before it ends (at its route's simulated rate) */
+  readonly sessionTokens: number;
+  readonly leaseMs: number;
+  readonly layers: number;
+  readonly seed: number;
+  /** kill one replica half-way through the window */
+  readonly kill: boolean;
+}
+
+export const TRACKER_BENCH_DEFAULTS: TrackerBenchOptions = {
+  nodes: 1000,
+  replicas: 3,
+  seconds: 60,
+  churnPerMin: 0.01,
+  workers: 64,
+  sessionTokens: 16,
+  leaseMs: 15_000,
+  layers: 48,
+  seed: 1,
+  kill: true,
+};
+
+const mean = (xs: number[]) => xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+const quantile = (xs: number[], q: number) => {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
+const rssMb = (pid: number) => {
+  try {
+    const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/VmRSS:\s+(\d+) kB/);
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A synthetic model of `layers` small layers and its signed reference, made once. */
+async function benchModel(layers: number) {
+  const path = cacheDir(`bench-tracker/llama-${layers}.gguf`);
+  try {
+    await Deno.stat(path);
+  } catch {
+    await Deno.mkdir(cacheDir("bench-tracker"), { recursive: true });
+    await Deno.writeFile(path, synthModel({ arch: "llama", nLayer: layers, seed: 7 }));
+  }
+  return { path, reference: await ensureReference(path, { backend: "cpu" }) };
+}
+
+export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
+  const o = { ...TRACKER_BENCH_DEFAULTS, ...opts };
+  const model = await benchModel(o.layers);
+  const header = await readHeader(model.path);
+  const artifact = await sha256File(model.path);
+  const rangeModel = headerModel(header, (await Deno.stat(model.path)).size);
+  const nLayer = rangeModel.manifest.nLayer;
+  const budget = {
+    maxSequences: MAX_SESSIONS,
+    batchTokens: BATCH_TOKENS,
+    batchInvariant: true,
+    flashAttention: true,
+  };
+  const capOf = (layers: number) =>
+    Math.ceil(rangeMemoryOf(rangeModel, { start: 0, end: Math.min(layers, nLayer) }, KV_CELLS, budget).total);
+  const reference = await openReference(await Deno.readFile(model.reference), { artifact });
+  const answerer = new ProbeAnswerer(reference);
+  const seams = await serveSeams(
+    answerer.serve,
+    () => Promise.resolve(create(NodeInfoSchema, { node: "simulated nodes" })),
+    "127.0.0.1",
+    0,
+  );
+  const pg = await startPostgres();
+  const token = crypto.randomUUID();
+  const replicas: ServiceProcess[] = [];
+  const stats = postgres(pg.url, { max: 1, onnotice: () => {} });
+  let agents: Agents | undefined;
+  const clients: Array<ReturnType<typeof trackerClient>> = [];
+  try {
+    for (let i = 0; i < o.replicas; i++) {
+      replicas.push(
+        await ServiceProcess.start(`tracker r${i}`, [
+          "tracker",
+          "--model",
+          model.path,
+          "--reference",
+          model.reference,
+          "--listen",
+          "127.0.0.1:0",
+          "--db",
+          pg.url,
+          "--token",
+          token,
+          "--lease-ms",
+          String(o.leaseMs),
+          "--spot-check-ms",
+          "0",
+        ]),
+      );
+    }
+    const urls = replicas.map((r) => String(r.ready.url));
+    // client i calls replica i first, then the others in turn
+    for (let i = 0; i < urls.length; i++) {
+      clients.push(trackerClient([...urls.slice(i), ...urls.slice(0, i)].join(",")));
+    }
+    agents = new Agents({
+      clients: clients.map((c) => c.client),
+      token,
+      artifact,
+      url: String(seams.url),
+      leaseMs: o.leaseMs,
+    });
+
+    // 1. every node joins: asks where to go, registers, is probed
+    const joinStarted = performance.now();
+    const specs = drawAgents(o.nodes, o, capOf);
+    const bar = progress(`bench tracker: ${o.nodes} nodes joining`, o.nodes);
+    let next = 0;
+    await Promise.all(Array.from({ length: 32 }, async () => {
+      while (next < specs.length) {
+        await agents!.join(specs[next++]);
+        bar.update(next, o.nodes);
+      }
+    }));
+    bar.finish(`${agents.all.size} joined`);
+    const admittedShare = () => [...agents!.all.values()].filter((a) => a.admitted).length / agents!.all.size;
+    const joinDeadline = Date.now() + Math.max(120_000, o.nodes * 20);
+    while (admittedShare() < 0.98 && Date.now() < joinDeadline) await sleep(250);
+    const joinSeconds = (performance.now() - joinStarted) / 1000;
+
+    // 2. the window: routes asked for as fast as `workers` can, churn, a replica killed
+    const writes0 = await dbWrites(stats);
+    const latencies: number[] = [];
+    const handedOut: number[] = [];
+    const errors = new Map<string, number>();
+    let departedRoutes = 0;
+    let routes = 0;
+    let sessions = 0;
+    const windowStart = Date.now();
+    const windowEnd = windowStart + o.seconds * 1000;
+    const killAt = windowStart + (o.seconds * 1000) / 2;
+    let killedAt: number | undefined;
+    // the longest time, after the kill, without a route for the workers that used the killed replica
+    let lastRouteOnKilled = 0;
+    let killGapMs = 0;
+    const pending = new Set<ReturnType<typeof setTimeout>>();
+    const worker = async (w: number) => {
+      const c = clients[w % clients.length];
+      while (Date.now() < windowEnd) {
+        const sessionId = crypto.randomUUID();
+        // a route through a node that has left fails to open: the gateway asks again, naming it
+        let avoid: string[] = [];
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const t0 = performance.now();
+          try {
+            const r = await c.client.route(
+              { artifactSha256: hexBytes(artifact), sessionId, count: 1, avoidNodes: avoid },
+              { timeoutMs: 10_000 },
+            );
+            latencies.push(performance.now() - t0);
+            routes++;
+            const now = Date.now();
+            if (w % clients.length === 0 && killedAt !== undefined) {
+              killGapMs = Math.max(killGapMs, now - Math.max(lastRouteOnKilled, killedAt));
+            }
+            if (w % clients.length === 0) lastRouteOnKilled = now;
+            const hops = r.routes[0].hops.map((h) => ({
+              node: h.node,
+              range: h.range!,
+              agent: agents!.all.get(h.node),
+            }));
+            const gone = hops.filter((h) => !h.agent).map((h) => h.node);
+            if (gone.length > 0) {
+              departedRoutes++;
+              avoid = [...avoid, ...gone];
+              continue;
+            }
+            const rate = routeTokS(hops.map((h) => ({ spec: h.agent!.spec, range: h.range })));
+            handedOut.push(rate);
+            // the session decodes `sessionTokens` at the route's rate (at most 10 s), then ends
+            const holdMs = Math.min(10_000, (o.sessionTokens / rate) * 1000);
+            agents!.serve(hops.map((h) => h.node), sessionId, now + holdMs);
+            sessions++;
+            const t = setTimeout(() => {
+              pending.delete(t);
+              void c.client.done({ sessionId }).catch(() => {});
+            }, holdMs);
+            pending.add(t);
+            break;
+          } catch (e) {
+            const code = (e as { rawMessage?: string }).rawMessage ?? String(e);
+            errors.set(code, (errors.get(code) ?? 0) + 1);
+            await sleep(20);
+            break;
+          }
+        }
+      }
+    };
+    // coverage: sampled from the nodes' own view (alive and admitted), every 250 ms
+    let covered = 0, samples = 0;
+    const coverage = setInterval(() => {
+      samples++;
+      const have = new Uint8Array(nLayer);
+      for (const a of agents!.all.values()) {
+        if (!a.alive || !a.admitted || !a.range) continue;
+        have.fill(1, a.range.start, a.range.end);
+      }
+      if (have.every((x) => x === 1)) covered++;
+    }, 250);
+    // churn: each second, its share of the network leaves (half by Leave, half by vanishing)
+    // and as many new nodes join
+    let joined = o.nodes, churned = 0, churnCarry = 0;
+    const churn = setInterval(() => {
+      churnCarry += (o.churnPerMin * o.nodes) / 60;
+      const n = Math.floor(churnCarry);
+      churnCarry -= n;
+      const names = [...agents!.all.keys()];
+      for (let i = 0; i < n && names.length > 0; i++) {
+        const name = names.splice(Math.floor(Math.random() * names.length), 1)[0];
+        void agents!.leave(name, (churned++ & 1) === 0);
+      }
+      for (const spec of drawAgents(n, o, capOf, joined)) void agents!.join(spec);
+      joined += n;
+    }, 1000);
+    const killer = o.kill && replicas.length > 1
+      ? setTimeout(() => {
+        killedAt = Date.now();
+        replicas[0].child.kill("SIGKILL");
+      }, killAt - Date.now())
+      : undefined;
+    await Promise.all(Array.from({ length: o.workers }, (_, w) => worker(w)));
+    for (const t of pending) clearTimeout(t);
+    clearInterval(coverage);
+    clearInterval(churn);
+    clearTimeout(killer);
+    const seconds = (Date.now() - windowStart) / 1000;
+    const writes1 = await dbWrites(stats);
+
+    // 3. after: who the surviving replicas see, the placement beside equal layers
+    const alive = [...agents.all.values()].filter((a) => a.alive && a.range);
+    const survivor = clients[clients.length - 1];
+    // asked about in chunks: one answer for every node would pass a message size limit
+    const seen = new Set<string>();
+    for (let i = 0; i < alive.length; i += 1000) {
+      const names = alive.slice(i, i + 1000).map((a) => a.spec.name);
+      const r = await survivor.client.nodes({ nodes: names }, { timeoutMs: 60_000 }).catch(() => undefined);
+      for (const n of r?.nodes ?? []) if (n.live) seen.add(n.node);
+    }
+    const lost = alive.filter((a) => a.admitted && !seen.has(a.spec.name)).length;
+    const placed = routesOver(alive.map((a) => ({ spec: a.spec, range: a.range! })), nLayer);
+    const equal = equalPlacement(alive.map((a) => a.spec), nLayer);
+    const equalRoutes = routesOver(equal.placed, nLayer);
+    const live = replicas.filter((_, i) => !(o.kill && i === 0 && replicas.length > 1));
+    const small = await smallCases(o, capOf, rangeModel, artifact);
+    return {
+      nodes: o.nodes,
+      replicas: o.replicas,
+      layers: nLayer,
+      seconds,
+      join_seconds: joinSeconds,
+      probes_answered: answerer.answered,
+      route_rps: routes / seconds,
+      route_p50_ms: quantile(latencies, 0.5),
+      route_p99_ms: quantile(latencies, 0.99),
+      route_errors: Object.fromEntries(errors),
+      sessions,
+      coverage: samples ? covered / samples : 0,
+      churn_per_min: o.churnPerMin,
+      churned,
+      routes_to_departed_nodes: departedRoutes,
+      routes_to_departed_share: routes ? departedRoutes / routes : 0,
+      handed_out_tok_s_mean: mean(handedOut),
+      placement: {
+        routes: placed.routes,
+        aggregate_tok_s: placed.aggregate,
+        route_tok_s_mean: placed.mean,
+      },
+      equal_layers: {
+        parts: equal.parts,
+        nodes_used: equal.placed.length,
+        routes: equalRoutes.routes,
+        aggregate_tok_s: equalRoutes.aggregate,
+        route_tok_s_mean: equalRoutes.mean,
+      },
+      placement_vs_equal: equalRoutes.aggregate > 0 ? placed.aggregate / equalRoutes.aggregate : null,
+      handed_out_vs_equal: equalRoutes.mean > 0 ? mean(handedOut) / equalRoutes.mean : null,
+      placement_small_cases: small,
+      killed_replica: o.kill && replicas.length > 1
+        ? { gap_ms: killGapMs, nodes_alive: alive.length, nodes_lost: lost }
+        : null,
+      db_writes_per_s: (writes1.commits - writes0.commits) / seconds,
+      db_rows_per_s: (writes1.rows - writes0.rows) / seconds,
+      rss_mb_per_replica: live.map((r) => rssMb(r.child.pid)),
+      agent_counts: agents.counts,
+      join_failures: Object.fromEntries(agents.joinFailures),
+    };
+  } finally {
+    agents?.close();
+    for (const c of clients) c.close();
+    await stats.end({ timeout: 1 }).catch(() => {});
+    for (const r of replicas) await r.stop().catch(() => {});
+    await seams.close();
+    await pg.stop();
+  }
+}
+
+const hexBytes = (hex: string) => Uint8Array.from(hex.match(/../g)!, (b) => parseInt(b, 16));
+
+/** Transactions committed and rows written, database-wide. */
+async function dbWrites(sql: postgres.Sql) {
+  const [d] = await sql`select xact_commit from pg_stat_database where datname = current_database()`;
+  const [t] =
+    await sql`select coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) as rows from pg_stat_user_tables`;
+  return { commits: Number(d.xact_commit), rows: Number(t.rows) };
+}
+
+export function printTrackerBench(r: Awaited<ReturnType<typeof benchTracker>>): string {
+  const f = (x: number, d = 1) => x.toFixed(d);
+  return [
+    `bench tracker: ${r.nodes} simulated nodes, ${r.replicas} replicas on PostgreSQL, ${r.layers} layers, ${
+      f(r.seconds, 0)
+    } s`,
+    `  joined in ${f(r.join_seconds)} s (${r.probes_answered} admission probes answered)`,
+    `  routes: ${f(r.route_rps)} /s, p50 ${f(r.route_p50_ms, 2)} ms, p99 ${f(r.route_p99_ms, 2)} ms; errors ${
+      JSON.stringify(r.route_errors)
+    }`,
+    `  coverage ${
+      f(100 * r.coverage)
+    } % of the time; churn ${r.churned} nodes; ${r.routes_to_departed_nodes} routes through a departed node`,
+    `  placement: ${r.placement.routes} routes, ${
+      f(r.placement.aggregate_tok_s)
+    } tok/s in all; equal layers (${r.equal_layers.parts} parts): ${r.equal_layers.routes} routes, ${
+      f(r.equal_layers.aggregate_tok_s)
+    } tok/s; ratio ${r.placement_vs_equal === null ? "-" : f(r.placement_vs_equal, 2)}`,
+    `  handed-out routes ${f(r.handed_out_tok_s_mean)} tok/s mean vs equal-layer routes ${
+      f(r.equal_layers.route_tok_s_mean)
+    }`,
+    ...r.placement_small_cases.map((c) =>
+      `  ${c.nodes} nodes (${c.cases} draws): placer ${f(100 * c.placer_vs_best)} %, equal layers ${
+        f(100 * c.equal_vs_best)
+      } % of the best split`
+    ),
+    r.killed_replica
+      ? `  replica killed: longest gap ${r.killed_replica.gap_ms} ms, nodes lost ${r.killed_replica.nodes_lost} of ${r.killed_replica.nodes_alive}`
+      : "  no replica killed",
+    `  database: ${f(r.db_writes_per_s)} commits/s, ${f(r.db_rows_per_s)} rows/s; replica RSS ${
+      r.rss_mb_per_replica.map((x) => f(x, 0)).join(", ")
+    } MB`,
+  ].join("\n");
+}

@@ -1,0 +1,83 @@
+// Routes for new sessions in a large network. Every disjoint route over thousands of nodes
+// cannot be worked out per request (each route is a pass over all nodes): the pool works them
+// out once, by speed alone, and again when the network changed and a while has passed. A
+// request then looks at a few of them picked at random and takes the least loaded that is
+// free, so requests spread over the whole network and cost the same at any size. Load is read
+// per request; only who is in which route can be a second old.
+import type { Candidate } from "./select.ts";
+
+/** The pool is worked out again at most this often (ms), and only after a change... */
+export const POOL_REBUILD_MS = 1000;
+/** ... or when it is this old: leases that lapse change the network without a word. */
+const POOL_MAX_AGE_MS = 10_000;
+/** Routes a request looks at before it takes the least loaded of them. */
+const SAMPLES = 8;
+
+/** What a request needs to know of a route now: its load (≥ 1: full), or undefined when a
+ *  node on it is gone or not admitted any more. */
+export type RouteLoad = (route: readonly Candidate[]) => number | undefined;
+
+export class RoutePool {
+  #routes: Candidate[][] = [];
+  #builtAt = -Infinity;
+  #builtFor = -1;
+
+  constructor(
+    /** every disjoint route, best first, by speed alone */
+    private readonly build: () => Candidate[][],
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  /** The routes as of `version` of the network (rebuilt when it changed, at most once a
+   *  POOL_REBUILD_MS, or when stale routes found nothing free). */
+  #routesFor(version: number, now: number, force: boolean): readonly Candidate[][] {
+    const changed = version !== this.#builtFor;
+    const age = now - this.#builtAt;
+    if ((changed && (force || age >= POOL_REBUILD_MS)) || age >= POOL_MAX_AGE_MS) {
+      this.#routes = this.build();
+      this.#builtAt = now;
+      this.#builtFor = version;
+    }
+    return this.#routes;
+  }
+
+  /**
+   * Up to `count` routes, least loaded of those looked at first. A few picked at random are
+   * looked at, then, if none of them is free, all of them in turn. None free: `busy` says
+   * whether a route was there, only full.
+   */
+  pick(
+    count: number,
+    version: number,
+    now: number,
+    load: RouteLoad,
+  ): { routes: Candidate[][]; busy: boolean } {
+    let found = this.#pick(this.#routesFor(version, now, false), count, load);
+    if (found.routes.length === 0) {
+      // maybe the pool is behind the network: once more from a fresh one
+      found = this.#pick(this.#routesFor(version, now, true), count, load);
+    }
+    return found;
+  }
+
+  #pick(routes: readonly Candidate[][], count: number, load: RouteLoad) {
+    const want = Math.max(1, count);
+    const seen = new Set<number>();
+    const free: Array<{ i: number; load: number }> = [];
+    let busy = false;
+    const look = (i: number) => {
+      if (seen.has(i)) return;
+      seen.add(i);
+      const l = load(routes[i]);
+      if (l !== undefined && l < 1) free.push({ i, load: l });
+      else if (l !== undefined) busy = true;
+    };
+    for (let k = 0; k < Math.min(SAMPLES, routes.length); k++) {
+      look(Math.floor(this.random() * routes.length));
+    }
+    for (let i = 0; i < routes.length && free.length < want; i++) look(i);
+    // least loaded first; between equals, the faster route (built best first)
+    free.sort((a, b) => a.load - b.load || a.i - b.i);
+    return { routes: free.slice(0, want).map((f) => routes[f.i]), busy };
+  }
+}
