@@ -274,14 +274,23 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     // 3. after: who the surviving replicas see, the placement beside equal layers
     const alive = [...agents.all.values()].filter((a) => a.alive && a.range);
     const survivor = clients[clients.length - 1];
-    // asked about in chunks: one answer for every node would pass a message size limit
-    const seen = new Set<string>();
+    // asked about in chunks (one answer for every node would pass a message size limit), each
+    // again until answered: a replica slow to answer has not lost the nodes it did not name
+    const seen = new Set<string>(), answered = new Set<string>();
+    let unanswered = 0;
     for (let i = 0; i < alive.length; i += 1000) {
       const names = alive.slice(i, i + 1000).map((a) => a.spec.name);
-      const r = await survivor.client.nodes({ nodes: names }, { timeoutMs: 60_000 }).catch(() => undefined);
+      let r;
+      for (let tries = 0; tries < 5 && !r; tries++) {
+        r = await survivor.client.nodes({ nodes: names }, { timeoutMs: 60_000 }).catch(() => undefined);
+      }
+      if (!r) unanswered += names.length;
+      else for (const n of names) answered.add(n);
       for (const n of r?.nodes ?? []) if (n.live) seen.add(n.node);
     }
-    const lost = alive.filter((a) => a.admitted && !seen.has(a.spec.name)).length;
+    const lost = alive.filter((a) =>
+      a.admitted && answered.has(a.spec.name) && !seen.has(a.spec.name)
+    ).length;
     const placed = routesOver(alive.map((a) => ({ spec: a.spec, range: a.range! })), nLayer);
     const equal = equalPlacement(alive.map((a) => a.spec), nLayer);
     const equalRoutes = routesOver(equal.placed, nLayer);
@@ -321,7 +330,7 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
       handed_out_vs_equal: equalRoutes.mean > 0 ? mean(handedOut) / equalRoutes.mean : null,
       placement_small_cases: small,
       killed_replica: o.kill && replicas.length > 1
-        ? { gap_ms: killGapMs, nodes_alive: alive.length, nodes_lost: lost }
+        ? { gap_ms: killGapMs, nodes_alive: alive.length, nodes_lost: lost, nodes_unanswered: unanswered }
         : null,
       db_writes_per_s: (writes1.commits - writes0.commits) / seconds,
       db_rows_per_s: (writes1.rows - writes0.rows) / seconds,
