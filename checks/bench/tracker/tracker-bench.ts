@@ -7,6 +7,7 @@ import { create } from "@bufbuild/protobuf";
 import postgres from "postgres";
 import { NodeInfoSchema } from "../../../src/gen/strata/seam/v1/seam_pb.ts";
 import { synthModel } from "../../../src/model/synth.ts";
+import { hexToBytes } from "../../../src/bytes/hex.ts";
 import { rangeMemoryOf } from "../../../src/tracker/range-memory.ts";
 import { openReference } from "../../../src/tracker/reference.ts";
 import { headerModel } from "../../../src/engine/memory-fit.ts";
@@ -179,6 +180,7 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     let lastRouteOnKilled = 0;
     let killGapMs = 0;
     const pending = new Set<ReturnType<typeof setTimeout>>();
+    const artifactBytes = hexToBytes(artifact);
     const worker = async (w: number) => {
       const c = clients[w % clients.length];
       while (Date.now() < windowEnd) {
@@ -189,7 +191,7 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
           const t0 = performance.now();
           try {
             const r = await c.client.route(
-              { artifactSha256: hexBytes(artifact), sessionId, count: 1, avoidNodes: avoid },
+              { artifactSha256: artifactBytes, sessionId, count: 1, avoidNodes: avoid },
               { timeoutMs: 10_000 },
             );
             latencies.push(performance.now() - t0);
@@ -347,8 +349,6 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     await pg.stop();
   }
 }
-
-const hexBytes = (hex: string) => Uint8Array.from(hex.match(/../g)!, (b) => parseInt(b, 16));
 
 /** Transactions committed and rows written, database-wide. */
 async function dbWrites(sql: postgres.Sql) {
