@@ -6,7 +6,6 @@ import { type Client, Code, ConnectError, createClient, type Transport } from "@
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { TrackerPort } from "../../src/node/membership.ts";
-import { log } from "../log/log.ts";
 
 /** The replicas a tracker URL names, in order. */
 export function trackerUrls(url: string): string[] {
@@ -33,7 +32,7 @@ const unreachable = (e: unknown) =>
   (e.code === Code.Unavailable || /ECONNRESET|ECONNREFUSED|socket hang up|GOAWAY/.test(e.rawMessage));
 
 /** Unary calls on the replica in use; on one it cannot reach, the next, each tried once. */
-function failover(replicas: readonly { baseUrl: string; transport: Transport }[]): Transport {
+function failover(replicas: readonly { transport: Transport }[]): Transport {
   if (replicas.length === 1) return replicas[0].transport;
   let current = 0;
   return {
@@ -44,13 +43,8 @@ function failover(replicas: readonly { baseUrl: string; transport: Transport }[]
           return await replicas[at].transport.unary(method, signal, timeoutMs, header, input, contextValues);
         } catch (e) {
           if (!unreachable(e) || tried + 1 >= replicas.length || signal?.aborted) throw e;
-          if (current === at) {
-            current = (at + 1) % replicas.length;
-            log.info("tracker replica unreachable, moving on", {
-              from: replicas[at].baseUrl,
-              to: replicas[current].baseUrl,
-            });
-          }
+          // (no log here: this client also runs under Node, without the server's logger)
+          if (current === at) current = (at + 1) % replicas.length;
         }
       }
     },
