@@ -1,3 +1,4 @@
+import { xorshift32 } from "./seeded.ts";
 // How `strata model certify` walks a model it may not hold whole: contiguous ranges, each
 // as long as the memory cap allows, loaded one at a time.
 
@@ -25,16 +26,8 @@ export function certifyRanges(
 
 /** Probe prompts: `count` seeded token sequences over the ordinary part of the vocabulary. */
 export function probePrompts(nVocab: number, count: number, tokens: number, seed: number): Int32Array[] {
-  let s = (seed >>> 0) || 1;
-  const next = () => {
-    // xorshift32: fixed, portable, enough to spread tokens
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s;
-  };
+  // fixed, portable, enough to spread tokens
+  const next = xorshift32(seed);
   // skip the first ids (controls and bytes in most vocabularies) when the vocabulary allows
   const low = nVocab > 1024 ? 256 : 0;
   return Array.from(

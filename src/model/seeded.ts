@@ -83,3 +83,17 @@ export function gaussian(seed: number, name: string, n: number, std: number, mea
   new GaussianStream(seed, name).fill(out, std, mean);
   return out;
 }
+
+/** xorshift32 from `seed` (0 taken as 1): fixed, portable, 32-bit draws for what needs only a
+ *  spread (probe prompts, a simulated network), not the weights' streams. */
+export function xorshift32(seed: number): () => number {
+  let s = (seed >>> 0) || 1;
+  return () => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return s;
+  };
+}

@@ -3,6 +3,7 @@
 // it (held for as long as the route's latency model says) and leaves, over the trackers' real
 // protocol. No engine: the one seam endpoint they share answers the admission probes from the
 // model's reference. Thousands share a few HTTP/2 connections, and one timer drives all beats.
+import { xorshift32 } from "../../../src/model/seeded.ts";
 import type { Client } from "@connectrpc/connect";
 import type { TrackerService } from "../../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import { hexToBytes } from "../../../src/bytes/hex.ts";
@@ -199,16 +200,9 @@ export function drawAgents(
   capOf: (layers: number) => number,
   from = 0,
 ) {
-  let s = (o.seed * 2654435761 + from * 40503) >>> 0;
-  const u = () => {
-    // xorshift32: the same network for the same seed
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return (s + 0.5) / 2 ** 32;
-  };
+  // the same network for the same seed
+  const next = xorshift32(o.seed * 2654435761 + from * 40503);
+  const u = () => (next() + 0.5) / 2 ** 32;
   const logU = (lo: number, hi: number) => lo * (hi / lo) ** u();
   return Array.from({ length: n }, (_, i): AgentSpec => {
     // a node's cap holds 10 % to 50 % of the model's layers (log-uniform): none holds it all
