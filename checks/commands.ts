@@ -11,7 +11,7 @@ import { resolveModel } from "../server/model/fetch.ts";
 import { catalogModel, DEFAULT_MODEL } from "../server/model/default-model.ts";
 import { isSynthetic } from "../src/model/synth.ts";
 import { fileFacts } from "../server/model/facts.ts";
-import { backendOption, int, memorySize, nativeBackend } from "../server/cli-options.ts";
+import { backendOption, int, memorySize, nativeBackend, num } from "../server/cli-options.ts";
 import {
   hostsBenchCommand,
   invarianceBenchCommand,
@@ -272,7 +272,8 @@ export function addCheckCommands(program: Command): void {
       Number,
       d.churnPerMin,
     )
-    .option("--workers <n>", "route requests in flight at once", int("workers"), d.workers)
+    .option("--rate <n>", "route requests offered a second (open loop); 0: closed loop", num("rate"), d.rate)
+    .option("--workers <n>", "route requests in flight at once, with --rate 0", int("workers"), d.workers)
     .option(
       "--session-tokens <n>",
       "tokens a simulated session decodes",
@@ -292,6 +293,7 @@ export function addCheckCommands(program: Command): void {
         replicas: o.replicas,
         seconds: o.seconds,
         churnPerMin: o.churn,
+        rate: o.rate,
         workers: o.workers,
         sessionTokens: o.sessionTokens,
         leaseMs: o.leaseMs,

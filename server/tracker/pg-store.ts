@@ -1,9 +1,13 @@
 // The tracker's storage port on PostgreSQL, shared by any number of tracker replicas: the
-// route key, every registration with its verdict, heartbeats and the route epoch counter.
+// route key, every registration with its verdict, heartbeats, the route epoch counter, the
+// nodes' asks for a range and the plan of the replica that leads placement.
 // A replica keeps all of it in memory and answers from there (a route request never waits on
 // the database): its own writes go out in order behind the answer, heartbeats in one batched
 // statement per flush, and `pull` brings in what the other replicas wrote since the last pull.
 import postgres from "postgres";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { type PlaceRequest, PlaceRequestSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
+import type { PlanEntry } from "../../src/tracker/placer.ts";
 import { parseAdmission } from "../../src/tracker/admission.ts";
 import type { Beat, NodeRecord, TrackerStorage } from "../../src/tracker/storage.ts";
 import { log } from "../log/log.ts";
@@ -13,6 +17,12 @@ export interface Changes {
   readonly records: NodeRecord[];
   readonly gone: string[];
   readonly beats: Beat[];
+}
+
+/** Asks for a range and lines of the leader's plan, written since the last look. */
+export interface PlacementChanges {
+  readonly asks: { req: PlaceRequest; at: number }[];
+  readonly plan: PlanEntry[];
 }
 
 /** Rows are read again this long after they were written: a write that committed after a
@@ -32,7 +42,23 @@ const SCHEMA = `
   );
   create index if not exists strata_leases_updated on strata_leases (updated_at);
   create table if not exists strata_epochs (id integer primary key, next bigint not null);
+  create table if not exists strata_asks (
+    node text primary key, ask bytea not null, at bigint not null,
+    updated_at timestamptz not null default clock_timestamp()
+  );
+  create index if not exists strata_asks_updated on strata_asks (updated_at);
+  create table if not exists strata_plan (
+    node text primary key, start_layer integer not null, end_layer integer not null,
+    asked_at bigint not null, updated_at timestamptz not null default clock_timestamp()
+  );
+  create index if not exists strata_plan_updated on strata_plan (updated_at);
 `;
+
+/** The advisory lock the replica that leads placement holds (on a connection of its own: the
+ *  lock goes when the replica or its connection does). */
+const PLACER_LOCK = 7601;
+/** Told when an ask or a plan change was written: the replicas look at once. */
+const PLACE_CHANNEL = "strata_place";
 
 export class PgTrackerStore implements TrackerStorage {
   readonly #sql: postgres.Sql;
@@ -41,6 +67,9 @@ export class PgTrackerStore implements TrackerStorage {
   #writes: Promise<void> = Promise.resolve();
   #beats = new Map<string, Beat>();
   #pulledAt: Date | undefined;
+  #placePulledAt: Date | undefined;
+  /** the connection holding the placement lock, while this replica leads */
+  #leadConn: postgres.ReservedSql | undefined;
   /** statements and rows written, for the bench */
   readonly written = { statements: 0, rows: 0 };
 
@@ -62,6 +91,8 @@ export class PgTrackerStore implements TrackerStorage {
       });
       for (const r of await sql`select key, value from strata_meta`) store.#meta.set(r.key, r.value);
       await store.pull();
+      // the replica's first sync reads everything again, into the core
+      store.#pulledAt = undefined;
     } catch (e) {
       await sql.end({ timeout: 1 });
       throw e;
@@ -140,6 +171,63 @@ export class PgTrackerStore implements TrackerStorage {
     return this.#writes;
   }
 
+  saveAsk(req: PlaceRequest, at: number): void {
+    const ask = toBinary(PlaceRequestSchema, req);
+    this.#write(1, async (sql) => {
+      await sql`insert into strata_asks (node, ask, at) values (${req.node}, ${ask}, ${at})
+                on conflict (node) do update set ask = excluded.ask, at = excluded.at,
+                updated_at = clock_timestamp() where strata_asks.at <= excluded.at`;
+      await sql`select pg_notify(${PLACE_CHANNEL}, '')`;
+    });
+  }
+
+  /** The leader's plan changes; an ask it found nothing for is withdrawn. */
+  savePlan(entries: readonly PlanEntry[]): void {
+    const nodes = entries.map((e) => e.node);
+    const starts = entries.map((e) => e.range?.start ?? -1);
+    const ends = entries.map((e) => e.range?.end ?? -1);
+    const ats = entries.map((e) => String(e.askedAt));
+    const refused = entries.filter((e) => !e.range);
+    this.#write(entries.length, async (sql) => {
+      await sql`insert into strata_plan (node, start_layer, end_layer, asked_at)
+                select * from unnest(${sql.array(nodes)}::text[], ${sql.array(starts)}::integer[],
+                                     ${sql.array(ends)}::integer[], ${sql.array(ats)}::bigint[])
+                on conflict (node) do update set start_layer = excluded.start_layer,
+                  end_layer = excluded.end_layer, asked_at = excluded.asked_at,
+                  updated_at = clock_timestamp()`;
+      if (refused.length > 0) {
+        await sql`delete from strata_asks a
+                  using unnest(${sql.array(refused.map((e) => e.node))}::text[],
+                               ${sql.array(refused.map((e) => String(e.askedAt)))}::bigint[]) as g(node, at)
+                  where a.node = g.node and a.at <= g.at`;
+      }
+      await sql`select pg_notify(${PLACE_CHANNEL}, '')`;
+    });
+  }
+
+  /** Whether this replica leads placement: it holds the lock, or takes it now if free. */
+  async lead(): Promise<boolean> {
+    try {
+      this.#leadConn ??= await this.#sql.reserve();
+      const conn = this.#leadConn;
+      const [r] = await conn`
+        select exists (select 1 from pg_locks where locktype = 'advisory' and objid = ${PLACER_LOCK}
+                       and pid = pg_backend_pid() and granted)
+               or pg_try_advisory_lock(${PLACER_LOCK}) as leading`;
+      return r.leading === true;
+    } catch {
+      // the connection broke: whatever it held went with it
+      this.#leadConn?.release();
+      this.#leadConn = undefined;
+      return false;
+    }
+  }
+
+  /** Calls `wake` when another replica wrote an ask or changed the plan. */
+  async onPlaceChange(wake: () => void): Promise<void> {
+    await this.#sql.listen(PLACE_CHANNEL, () => wake());
+  }
+
   /** Resolves when every write so far is in the database. */
   flushed(): Promise<void> {
     return this.#writes;
@@ -179,6 +267,30 @@ export class PgTrackerStore implements TrackerStorage {
       sessionIds: JSON.parse(r.session_ids) as string[],
     }));
     return { records, gone, beats };
+  }
+
+  /** Asks and plan lines written since the last call: small tables, read again whenever a
+   *  replica says it wrote one (`onPlaceChange`), not only at the sync interval. */
+  async pullPlacement(): Promise<PlacementChanges> {
+    const since = this.#placePulledAt;
+    const [{ at }] = await this.#sql`select clock_timestamp() as at`;
+    const asks = since
+      ? await this.#sql`select node, ask, at from strata_asks
+                        where updated_at > ${since}::timestamptz - ${OVERLAP}::interval`
+      : await this.#sql`select node, ask, at from strata_asks`;
+    const plan = since
+      ? await this.#sql`select node, start_layer, end_layer, asked_at from strata_plan
+                        where updated_at > ${since}::timestamptz - ${OVERLAP}::interval`
+      : await this.#sql`select node, start_layer, end_layer, asked_at from strata_plan`;
+    this.#placePulledAt = at;
+    return {
+      asks: asks.map((r) => ({ req: fromBinary(PlaceRequestSchema, r.ask as Uint8Array), at: Number(r.at) })),
+      plan: plan.map((r) => ({
+        node: r.node as string,
+        range: r.start_layer < 0 ? undefined : { start: Number(r.start_layer), end: Number(r.end_layer) },
+        askedAt: Number(r.asked_at),
+      })),
+    };
   }
 
   /** The first of `count` route epochs, all above `after` and above every epoch reserved so far. */

@@ -103,7 +103,7 @@ export async function startTracker(o: TrackerOptions) {
     onEvent: logEvent,
   });
   const syncing = store instanceof PgTrackerStore
-    ? replicate(store, core, o.syncMs ?? Math.min(1000, o.leaseMs / 4))
+    ? await replicate(store, core, o.syncMs ?? Math.min(1000, o.leaseMs / 4))
     : undefined;
   const server = await listenConnect(
     (router) => {
@@ -145,22 +145,42 @@ export async function startTracker(o: TrackerOptions) {
   };
 }
 
-/** A replica's loop: its heartbeats out, the other replicas' writes in. */
-function replicate(store: PgTrackerStore, core: TrackerCore, everyMs: number) {
+/** A replica's loop, every sync interval: its heartbeats out, the other replicas' writes in, the
+ *  lead of placement taken when free. An ask or a plan change anywhere wakes it at once for the
+ *  placement tables alone (the others' asks and plan lines in, the leader's plan out). */
+async function replicate(store: PgTrackerStore, core: TrackerCore, everyMs: number) {
   let running: Promise<void> | undefined;
-  const tick = () => {
-    running ??= (async () => {
+  // what the next run does: everything, or the placement tables alone
+  let due: "none" | "placement" | "all" = "none";
+  const tick = (what: "placement" | "all") => {
+    if (due !== "all") due = what;
+    if (running) return;
+    const now = due;
+    due = "none";
+    running = (async () => {
       try {
-        await store.flushBeats();
-        core.absorb(await store.pull());
+        if (now === "all") {
+          await store.flushBeats();
+          core.absorb(await store.pull());
+          const leading = await store.lead();
+          if (leading !== core.leadsPlacement) log.info("placement", { leading });
+          core.leadPlacement(leading);
+        }
+        core.absorb(await store.pullPlacement());
+        core.publishPlan();
       } catch (e) {
         log.warn("tracker replica sync failed", { error: e instanceof Error ? e.message : String(e) });
       } finally {
         running = undefined;
+        if (due !== "none") tick(due);
       }
     })();
   };
-  const timer = setInterval(tick, everyMs);
+  // whether it leads is known before it serves a single ask
+  core.leadPlacement(await store.lead());
+  await store.onPlaceChange(() => tick("placement"));
+  tick("all");
+  const timer = setInterval(() => tick("all"), everyMs);
   return {
     stop: async () => {
       clearInterval(timer);

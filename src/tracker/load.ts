@@ -36,10 +36,16 @@ interface NodeLoad {
 
 export class SessionLoad {
   readonly #nodes = new Map<string, NodeLoad>();
+  /** session id → the nodes holding a claim for it: a session's end touches only its route */
+  readonly #claimedOn = new Map<string, Set<string>>();
   /** session id → when it was declared done (insertion order is time order) */
   readonly #done = new Map<string, number>();
 
-  constructor(readonly options: LoadOptions) {}
+  constructor(
+    readonly options: LoadOptions,
+    /** told whenever a node's load may have dropped */
+    private readonly onRelease: (node: string) => void = () => {},
+  ) {}
 
   #node(node: string): NodeLoad {
     let n = this.#nodes.get(node);
@@ -57,6 +63,15 @@ export class SessionLoad {
   /** A route through `node` was handed out for the session. */
   claim(node: string, sessionId: string, now: number): void {
     this.#node(node).claims.set(sessionId, { at: now, seen: false });
+    const on = this.#claimedOn.get(sessionId);
+    if (on) on.add(node);
+    else this.#claimedOn.set(sessionId, new Set([node]));
+  }
+
+  /** A claim went (ended, lapsed or its node forgotten): the index follows. */
+  #unclaimed(node: string, sessionId: string): void {
+    const on = this.#claimedOn.get(sessionId);
+    if (on?.delete(node) && on.size === 0) this.#claimedOn.delete(sessionId);
   }
 
   /** The session ended at its gateway: its claims go at once. Returns the nodes released. */
@@ -65,7 +80,13 @@ export class SessionLoad {
     this.#done.delete(sessionId);
     this.#done.set(sessionId, now);
     let released = 0;
-    for (const n of this.#nodes.values()) if (n.claims.delete(sessionId)) released++;
+    for (const node of this.#claimedOn.get(sessionId) ?? []) {
+      if (this.#nodes.get(node)?.claims.delete(sessionId)) {
+        released++;
+        this.onRelease(node);
+      }
+    }
+    this.#claimedOn.delete(sessionId);
     return released;
   }
 
@@ -73,12 +94,22 @@ export class SessionLoad {
   report(node: string, r: SessionReport, _now: number): void {
     const n = this.#node(node);
     const open = new Set(r.sessionIds);
+    let dropped = false;
     for (const [id, c] of n.claims) {
       if (open.has(id)) c.seen = true;
-      else if (c.seen) n.claims.delete(id); // it was open and is no more
+      else if (c.seen) {
+        // it was open and is no more
+        n.claims.delete(id);
+        this.#unclaimed(node, id);
+        dropped = true;
+      }
     }
+    for (const id of n.reported) if (!open.has(id)) dropped = true;
+    const count = Math.max(r.sessions, open.size);
+    if (count < n.reportedCount) dropped = true;
     n.reported = open;
-    n.reportedCount = Math.max(r.sessions, open.size);
+    n.reportedCount = count;
+    if (dropped) this.onRelease(node);
   }
 
   /** Sessions counted against the node: claimed or reported open, each once. */
@@ -87,21 +118,27 @@ export class SessionLoad {
     if (!n) return 0;
     this.#sweep(now);
     for (const [id, c] of n.claims) {
-      if (!c.seen && now - c.at > this.options.claimTtlMs) n.claims.delete(id);
+      if (!c.seen && now - c.at > this.options.claimTtlMs) {
+        n.claims.delete(id);
+        this.#unclaimed(node, id);
+        this.onRelease(node);
+      }
     }
-    const counted = new Set(n.claims.keys());
-    let quiet = 0;
+    // claims, and reported sessions neither claimed nor just done (counted without a set:
+    // this runs for every node of every route a request looks at)
+    let counted = n.claims.size, quiet = 0;
     for (const id of n.reported) {
       if (this.#done.has(id)) quiet++;
-      else counted.add(id);
+      else if (!n.claims.has(id)) counted++;
     }
     // a node that lists no ids is counted by number (a session just done counts until its
     // next heartbeat)
-    return Math.max(counted.size, n.reportedCount - quiet);
+    return Math.max(counted, n.reportedCount - quiet);
   }
 
   /** The node registered again or left: what it held is gone. */
   forget(node: string): void {
+    for (const id of this.#nodes.get(node)?.claims.keys() ?? []) this.#unclaimed(node, id);
     this.#nodes.delete(node);
   }
 }

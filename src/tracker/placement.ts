@@ -55,7 +55,8 @@ export function plan(
 ): Placement {
   const participants = withSpeeds(measured);
   const kept = participants.filter((p) => p.current && model.fits(p.node, p.current));
-  const others = participants.filter((p) => !kept.includes(p));
+  const keeps = new Set(kept);
+  const others = participants.filter((p) => !keeps.has(p));
   // first, around what is held now: only the others move in
   const around = place(model, others, [...fixed, ...kept.map((p) => p.current!)]);
   if (around) {
@@ -114,19 +115,100 @@ function place(
     }
   }
   for (const [node, span] of routes(model, participants.filter((p) => !out.has(p.node)))) out.set(node, span);
+  const ranges = new HeldRanges(model.nLayer, [...out.values()], held, participants);
   for (const p of participants) {
     if (out.has(p.node)) continue;
-    const spans = [...out.values(), ...held].filter((s): s is Span => !!s);
     // while layers are uncovered, a node too small for a route takes what it can of the first
     // gap: coverage grows as nodes join
-    const gap = gaps(model.nLayer, spans)[0];
+    const gap = ranges.firstGap();
     const n = gap ? longestFrom(model, p.node, gap.start, gap.end) : 0;
-    out.set(
-      p.node,
-      n > 0 ? { start: gap.start, end: gap.start + n } : thinnest(model, p, spans, participants),
-    );
+    const span = n > 0 ? { start: gap!.start, end: gap!.start + n } : ranges.thinnest(model, p.node);
+    out.set(p.node, span);
+    if (span) ranges.add(span);
   }
   return out;
+}
+
+const spanKey = (s: Span) => s.start * 65_536 + s.end;
+
+/**
+ * The ranges placed so far (those of placed participants first, then those held by others),
+ * kept up to date as leftover nodes are placed one by one: which layers they cover, and for
+ * each range its hosts and the summed speed of the participants there now. Recomputing these
+ * per leftover node made a plan over thousands of nodes quadratic.
+ */
+class HeldRanges {
+  readonly #cover: Uint8Array;
+  /** per range: the span, its hosts, and the participants now on it (their speeds summed) */
+  readonly #stats = new Map<number, { span: Span; hosts: number; on: number; speed: number }>();
+  /** ranges in the order a plan lists them: placed participants' first, then others' */
+  readonly #placedOrder: number[] = [];
+  readonly #heldOrder: number[] = [];
+  readonly #placedKeys = new Set<number>();
+  /** the participants now on each range (static through a plan) */
+  readonly #now = new Map<number, { on: number; speed: number }>();
+
+  constructor(
+    nLayer: number,
+    placed: ReadonlyArray<Span | undefined>,
+    held: readonly Span[],
+    participants: readonly Participant[],
+  ) {
+    this.#cover = new Uint8Array(nLayer);
+    for (const q of participants) {
+      if (!q.current) continue;
+      const k = spanKey(q.current);
+      const n = this.#now.get(k);
+      if (n) {
+        n.on++;
+        n.speed += q.speed;
+      } else this.#now.set(k, { on: 1, speed: q.speed });
+    }
+    for (const s of placed) if (s) this.add(s);
+    for (const s of held) this.#count(s, false);
+  }
+
+  /** A leftover node placed on `span`. */
+  add(span: Span): void {
+    this.#count(span, true);
+  }
+
+  #count(span: Span, placed: boolean): void {
+    this.#cover.fill(1, span.start, span.end);
+    const k = spanKey(span);
+    const stat = this.#stats.get(k);
+    if (stat) stat.hosts++;
+    else {
+      const now = this.#now.get(k);
+      this.#stats.set(k, { span, hosts: 1, on: now?.on ?? 0, speed: now?.speed ?? 0 });
+    }
+    if (placed && !this.#placedKeys.has(k)) {
+      this.#placedKeys.add(k);
+      this.#placedOrder.push(k);
+    } else if (!placed && !stat) this.#heldOrder.push(k);
+  }
+
+  /** The first run of layers no range covers. */
+  firstGap(): Span | undefined {
+    const start = this.#cover.indexOf(0);
+    if (start < 0) return undefined;
+    let end = start;
+    while (end < this.#cover.length && this.#cover[end] === 0) end++;
+    return { start, end };
+  }
+
+  /**
+   * For a node too small for a route of its own: the placed range with the most time per
+   * host (its work over the summed speed of the participants there, else over its hosts)
+   * that fits it; undefined if none fits.
+   */
+  thinnest(model: PlacementModel, node: string): Span | undefined {
+    const order = [...this.#placedOrder, ...this.#heldOrder.filter((k) => !this.#placedKeys.has(k))];
+    const fitting = order.map((k) => this.#stats.get(k)!).filter((u) => model.fits(node, u.span))
+      .map((u) => ({ span: u.span, time: model.work(u.span) / (u.on ? u.speed : u.hosts) }));
+    fitting.sort((a, b) => b.time - a.time);
+    return fitting[0]?.span;
+  }
 }
 
 /** Disjoint routes over [0, nLayer) from these participants, each with as few hops as fit. */
@@ -259,29 +341,6 @@ function leastLeaving(
     else lo = mid + 1;
   }
   return lo;
-}
-
-/**
- * For a node too small for a route of its own: the placed range with the most time per
- * host (layers over the summed speed of its hosts) that fits it; undefined if none fits.
- */
-function thinnest(
-  model: PlacementModel,
-  p: Participant,
-  spans: ReadonlyArray<Span | undefined>,
-  participants: readonly Participant[],
-): Span | undefined {
-  const held = spans.filter((s): s is Span => !!s);
-  const key = (s: Span) => `${s.start}:${s.end}`;
-  const unique = [...new Map(held.map((s) => [key(s), s])).values()];
-  const hosts = (s: Span) => held.filter((h) => key(h) === key(s)).length;
-  const speed = (s: Span) => {
-    const on = participants.filter((q) => q.current && key(q.current) === key(s));
-    return on.length ? on.reduce((sum, q) => sum + q.speed, 0) : hosts(s);
-  };
-  const fitting = unique.filter((s) => model.fits(p.node, s));
-  fitting.sort((a, b) => model.work(b) / speed(b) - model.work(a) / speed(a));
-  return fitting[0];
 }
 
 /** The time per token of a route's slowest stage (for comparing plans), in seconds. */

@@ -10,6 +10,14 @@ import { rangeMemoryOf } from "./range-memory.ts";
 import type { TrackedModel } from "./registration.ts";
 import type { NodeRecord } from "./storage.ts";
 
+/** One node's line of the plan in force, as replicas share it: its range (undefined: nothing
+ *  useful fits it), and the time of the ask the plan had seen when it placed the node. */
+export interface PlanEntry {
+  readonly node: string;
+  readonly range: Span | undefined;
+  readonly askedAt: number;
+}
+
 /** What the placer sees of the registry. */
 export interface PlacedView {
   readonly records: () => Iterable<NodeRecord>;
@@ -21,14 +29,35 @@ export interface PlacedView {
  *  themselves. Registrations, verdicts and lapsed leases are seen within it. */
 const PLAN_REFRESH_MS = 1000;
 
+/** Asks coming together are placed together: the plan is looked at again at most this often
+ *  for new asks (a plan is a pass over every participant; one per ask would make a network's
+ *  joining quadratic). An ask that finds a plan this fresh waits for the next (`replan`). */
+export const PLAN_BATCH_MS = 100;
+
 /** A plan this much faster (slowest stage, measured speeds) than the one in force replaces it. */
 const REBALANCE_GAIN = 1.25;
 /** ... but not sooner than this after the last change: moving has a cost too. */
 const REBALANCE_QUIET_MS = 30_000;
 
+/**
+ * The tracker's placer. With replicas, one of them leads: its plan is the one in force, and it
+ * publishes each change (`published`); the others keep the asks they hear of (so any of them
+ * can take over with everything known) and answer from the plan they were given (`adopt`).
+ */
 export class Placer {
-  readonly #asks = new Map<string, { req: PlaceRequest; at: number }>();
-  #plan: Placement = new Map();
+  /** asks by node: the request, when it was made, and the order it was heard in */
+  readonly #asks = new Map<string, { req: PlaceRequest; at: number; seq: number }>();
+  #heard = 0;
+  /** every ask heard up to this one is in the plan */
+  #planned = 0;
+  // changed in place: a follower takes thousands of lines a second, one at a time
+  #plan = new Map<string, Span | undefined>();
+  /** whether this plan is the one in force (one tracker, or the replica that leads) */
+  #leading = true;
+  /** what was last published (leader) or adopted (follower): node → range and ask time */
+  readonly #shared = new Map<string, PlanEntry>();
+  /** asks forgotten by the leader since it last published */
+  readonly #gone: PlanEntry[] = [];
   #key = "";
   #changedAt = 0;
   readonly #planning: PlacementModel;
@@ -49,11 +78,91 @@ export class Placer {
     };
   }
 
-  /** A node asks where to go: its range in the plan (undefined: nothing useful fits it). */
+  /** A node asks where to go: its range in the plan (undefined: nothing useful fits it). A
+   *  follower's plan answers only once the leader has seen the ask (`answered`). */
   ask(req: PlaceRequest, now: number): Span | undefined {
-    this.#asks.set(req.node, { req, at: now });
-    this.#asksChanged = true;
+    this.heard(req, now);
     return this.placeOf(req.node, now);
+  }
+
+  /** An ask, taken here or by another replica; false if it was known already. */
+  heard(req: PlaceRequest, at: number): boolean {
+    const had = this.#asks.get(req.node);
+    // the same ask read again (replicas re-read the last moments' rows), or an older one
+    if (had && had.at >= at) return false;
+    this.#asks.set(req.node, { req, at, seq: ++this.#heard });
+    this.#asksChanged = true;
+    return true;
+  }
+
+  /** When the ask this plan answered was made (-Infinity: not placed by it yet). */
+  answered(node: string): number {
+    if (!this.#leading) return this.#shared.get(node)?.askedAt ?? -Infinity;
+    const ask = this.#asks.get(node);
+    return ask && ask.seq <= this.#planned ? ask.at : -Infinity;
+  }
+
+  /** Looks at the plan again now, whatever the batching says (the leader's batch timer). */
+  replan(now: number): void {
+    this.#refresh(now, true);
+  }
+
+  /** Leads (its plan is in force) or follows (answers from the plan adopted). */
+  lead(leading: boolean, now: number): void {
+    if (leading === this.#leading) return;
+    this.#leading = leading;
+    // a new leader starts from the plan in force, and looks at it again now; a plan from
+    // scratch waits the quiet time as if the plan had just changed: a change of leader is no
+    // reason to move the network
+    this.#asksChanged = true;
+    if (leading) this.#changedAt = now;
+  }
+
+  get leading(): boolean {
+    return this.#leading;
+  }
+
+  /** The leader's changes since the last call, for the other replicas. */
+  published(now: number): PlanEntry[] {
+    if (!this.#leading) return [];
+    this.#refresh(now);
+    const out: PlanEntry[] = this.#gone.splice(0);
+    for (const [node, { at, seq }] of this.#asks) {
+      // an ask heard since the plan was made is placed by the next one
+      if (seq > this.#planned) continue;
+      const range = this.#plan.get(node);
+      const was = this.#shared.get(node);
+      if (was && was.askedAt === at && sameSpan(was.range, range)) continue;
+      const e = { node, range, askedAt: at };
+      this.#shared.set(node, e);
+      out.push(e);
+    }
+    // an ask nothing fits, from a node that holds nothing: refused, as one tracker refuses it
+    const refused = out.filter((e) => !e.range && this.#asks.has(e.node));
+    if (refused.length > 0) {
+      const registered = new Set([...this.view.records()].map((r) => r.node));
+      for (const e of refused) {
+        if (registered.has(e.node)) continue;
+        this.#asks.delete(e.node);
+        this.#shared.delete(e.node);
+        this.#plan.delete(e.node);
+        this.#asksChanged = true;
+      }
+    }
+    return out;
+  }
+
+  /** A follower takes the leader's lines. */
+  adopt(entries: readonly PlanEntry[]): void {
+    if (entries.length === 0) return;
+    for (const e of entries) {
+      const was = this.#shared.get(e.node);
+      if (was && (was.askedAt > e.askedAt || (was.askedAt === e.askedAt && sameSpan(was.range, e.range)))) {
+        continue;
+      }
+      this.#shared.set(e.node, e);
+      if (!this.#leading) this.#plan.set(e.node, e.range);
+    }
   }
 
   /** Whether the tracker places this node. */
@@ -62,7 +171,15 @@ export class Placer {
   }
 
   forget(node: string): void {
-    if (this.#asks.delete(node)) this.#asksChanged = true;
+    const ask = this.#asks.get(node);
+    if (ask) {
+      this.#asks.delete(node);
+      this.#asksChanged = true;
+      // the other replicas learn the ask was answered (no range) and is gone
+      if (this.#leading) this.#gone.push({ node, range: undefined, askedAt: ask.at });
+    }
+    this.#shared.delete(node);
+    if (!this.#leading) this.#plan.delete(node);
   }
 
   /** The node's range in the plan now (recomputed when who is present has changed). */
@@ -99,10 +216,13 @@ export class Placer {
     return !memoryMisfit(memory, Number(ask.memoryCapBytes));
   }
 
-  #refresh(now: number): void {
-    if (!this.#asksChanged && now - this.#refreshedAt < PLAN_REFRESH_MS) return;
+  #refresh(now: number, force = false): void {
+    if (!this.#leading) return;
+    const since = now - this.#refreshedAt;
+    if (!force && since < (this.#asksChanged ? PLAN_BATCH_MS : PLAN_REFRESH_MS)) return;
     this.#asksChanged = false;
     this.#refreshedAt = now;
+    this.#planned = this.#heard;
     const records = new Map([...this.view.records()].map((r) => [r.node, r]));
     const present = (node: string) =>
       this.view.isLive(node, now) || now - (this.#asks.get(node)?.at ?? -Infinity) <= this.leaseMs;
@@ -145,7 +265,7 @@ export class Placer {
       if (cost(m, participants, next) > REBALANCE_GAIN * cost(m, participants, afresh)) next = afresh;
     }
     if (!samePlan(next, this.#plan)) this.#changedAt = now;
-    this.#plan = next;
+    this.#plan = new Map(next);
     this.#key = key;
   }
 }
@@ -159,11 +279,10 @@ function cost(m: PlacementModel, participants: readonly Participant[], pl: Place
   return stages.length ? bottleneck(m, stages) : Infinity;
 }
 
+const sameSpan = (s: Span | undefined, t: Span | undefined) => s?.start === t?.start && s?.end === t?.end;
+
 function samePlan(a: Placement, b: Placement): boolean {
   if (a.size !== b.size) return false;
-  for (const [n, s] of a) {
-    const t = b.get(n);
-    if (s?.start !== t?.start || s?.end !== t?.end) return false;
-  }
+  for (const [n, s] of a) if (!sameSpan(s, b.get(n))) return false;
   return true;
 }

@@ -10,6 +10,9 @@ import type { Candidate } from "./select.ts";
 export const POOL_REBUILD_MS = 1000;
 /** ... or when it is this old: leases that lapse change the network without a word. */
 const POOL_MAX_AGE_MS = 10_000;
+/** A request that found every pooled route full or gone has the pool worked out again at once,
+ *  but not more often than this: under saturation every request finds them full. */
+const POOL_FORCED_MS = 100;
 /** Routes a request looks at before it takes the least loaded of them. */
 const SAMPLES = 8;
 
@@ -21,6 +24,16 @@ export class RoutePool {
   #routes: Candidate[][] = [];
   #builtAt = -Infinity;
   #builtFor = -1;
+  /** node → its pooled route (routes are disjoint) */
+  #routeOf = new Map<string, number>();
+  /**
+   * The network version at which a look at every route found none free, or -1. Until the
+   * version changes, only routes a node of which has released a session since (`released`) can
+   * have become free: a full network answers busy without a pass over every route, which at
+   * saturation would be the cost of every request.
+   */
+  #fullAt = -1;
+  readonly #maybeFree = new Set<number>();
 
   constructor(
     /** every disjoint route, best first, by speed alone */
@@ -28,15 +41,24 @@ export class RoutePool {
     private readonly random: () => number = Math.random,
   ) {}
 
+  /** A session on `node` ended or lapsed: its route may be free again. */
+  released(node: string): void {
+    if (this.#fullAt < 0) return;
+    const i = this.#routeOf.get(node);
+    if (i !== undefined) this.#maybeFree.add(i);
+  }
+
   /** The routes as of `version` of the network (rebuilt when it changed, at most once a
    *  POOL_REBUILD_MS, or when stale routes found nothing free). */
   #routesFor(version: number, now: number, force: boolean): readonly Candidate[][] {
     const changed = version !== this.#builtFor;
     const age = now - this.#builtAt;
-    if ((changed && (force || age >= POOL_REBUILD_MS)) || age >= POOL_MAX_AGE_MS) {
+    if ((changed && age >= (force ? POOL_FORCED_MS : POOL_REBUILD_MS)) || age >= POOL_MAX_AGE_MS) {
       this.#routes = this.build();
+      this.#routeOf = new Map(this.#routes.flatMap((rt, i) => rt.map((c) => [c.node, i] as const)));
       this.#builtAt = now;
       this.#builtFor = version;
+      this.#fullAt = -1;
     }
     return this.#routes;
   }
@@ -52,15 +74,15 @@ export class RoutePool {
     now: number,
     load: RouteLoad,
   ): { routes: Candidate[][]; busy: boolean } {
-    let found = this.#pick(this.#routesFor(version, now, false), count, load);
+    let found = this.#pick(this.#routesFor(version, now, false), count, version, load);
     if (found.routes.length === 0) {
       // maybe the pool is behind the network: once more from a fresh one
-      found = this.#pick(this.#routesFor(version, now, true), count, load);
+      found = this.#pick(this.#routesFor(version, now, true), count, version, load);
     }
     return found;
   }
 
-  #pick(routes: readonly Candidate[][], count: number, load: RouteLoad) {
+  #pick(routes: readonly Candidate[][], count: number, version: number, load: RouteLoad) {
     const want = Math.max(1, count);
     const seen = new Set<number>();
     const free: Array<{ i: number; load: number }> = [];
@@ -72,12 +94,28 @@ export class RoutePool {
       if (l !== undefined && l < 1) free.push({ i, load: l });
       else if (l !== undefined) busy = true;
     };
-    for (let k = 0; k < Math.min(SAMPLES, routes.length); k++) {
-      look(Math.floor(this.random() * routes.length));
+    if (this.#fullAt === version) {
+      // full when last looked at: only what was released since can be free
+      busy = true;
+      for (const i of this.#maybeFree) {
+        this.#maybeFree.delete(i);
+        look(i);
+        if (free.length >= want) break;
+      }
+    } else {
+      for (let k = 0; k < Math.min(SAMPLES, routes.length); k++) {
+        look(Math.floor(this.random() * routes.length));
+      }
+      for (let i = 0; i < routes.length && free.length < want; i++) look(i);
+      if (free.length === 0 && busy) {
+        this.#fullAt = version;
+        this.#maybeFree.clear();
+      }
     }
-    for (let i = 0; i < routes.length && free.length < want; i++) look(i);
     // least loaded first; between equals, the faster route (built best first)
     free.sort((a, b) => a.load - b.load || a.i - b.i);
+    // a free route taken may still have room: looked at again next time
+    for (const f of free) if (this.#fullAt === version) this.#maybeFree.add(f.i);
     return { routes: free.slice(0, want).map((f) => routes[f.i]), busy };
   }
 }

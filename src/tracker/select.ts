@@ -33,40 +33,62 @@ function cost(c: Candidate): number {
 
 /** The cheapest route over the candidates, or undefined when none covers every layer. */
 export function bestRoute(cands: readonly Candidate[], nLayer: number): Candidate[] | undefined {
-  // the candidates by their first layer, in their order: each is looked at once
-  const from: Candidate[][] = Array.from({ length: nLayer }, () => []);
-  for (const c of cands) if (c.range.start >= 0 && c.range.start < nLayer) from[c.range.start].push(c);
-  // best[l]: cheapest way to cover [0, l)
-  const best: Array<{ cost: number; hops: Candidate[] } | undefined> = new Array(nLayer + 1).fill(undefined);
-  best[0] = { cost: 0, hops: [] };
-  for (let l = 0; l < nLayer; l++) {
-    const here = best[l];
-    if (!here) continue;
-    for (const c of from[l]) {
-      // a kept node's load already counts this session
-      if (c.range.end > nLayer || (c.load >= 1 && !c.kept)) continue;
-      const total = here.cost + cost(c);
-      const there = best[c.range.end];
-      if (
-        !there || total < there.cost || (total === there.cost && here.hops.length + 1 < there.hops.length)
-      ) {
-        best[c.range.end] = { cost: total, hops: [...here.hops, c] };
-      }
-    }
-  }
-  return best[nLayer]?.hops;
+  return disjointRoutes(cands, nLayer, 1)[0];
+}
+
+/** Usable candidates of one range, cheapest first (in their given order between equals). */
+interface RangeGroup {
+  readonly end: number;
+  readonly members: { c: Candidate; cost: number }[];
+  /** the first member no route has taken yet */
+  next: number;
 }
 
 /** Up to `count` complete routes with no node in common, best first. */
 export function disjointRoutes(cands: readonly Candidate[], nLayer: number, count: number): Candidate[][] {
+  // Nodes of one range differ on a route only by their cost, so the cheapest one not taken is
+  // the only one of them the best route can use: each route is worked out over the ranges
+  // held, not over every node (thousands of nodes hold a few dozen ranges).
+  const byRange = new Map<number, RangeGroup>();
+  const from: RangeGroup[][] = Array.from({ length: nLayer }, () => []);
+  for (const c of cands) {
+    const { start, end } = c.range;
+    // a kept node's load already counts this session
+    if (start < 0 || start >= nLayer || end > nLayer || end <= start || (c.load >= 1 && !c.kept)) continue;
+    const key = start * 65_536 + end;
+    let g = byRange.get(key);
+    if (!g) {
+      byRange.set(key, g = { end, members: [], next: 0 });
+      from[start].push(g);
+    }
+    g.members.push({ c, cost: cost(c) });
+  }
+  // stable: equals keep their order
+  for (const g of byRange.values()) g.members.sort((a, b) => a.cost - b.cost);
   const routes: Candidate[][] = [];
-  let left = [...cands];
+  const best: Array<{ cost: number; hops: RangeGroup[] } | undefined> = new Array(nLayer + 1);
   while (routes.length < count) {
-    const r = bestRoute(left, nLayer);
-    if (!r) break;
-    routes.push(r);
-    const used = new Set(r.map((c) => c.node));
-    left = left.filter((c) => !used.has(c.node));
+    // best[l]: cheapest way to cover [0, l)
+    best.fill(undefined);
+    best[0] = { cost: 0, hops: [] };
+    for (let l = 0; l < nLayer; l++) {
+      const here = best[l];
+      if (!here) continue;
+      for (const g of from[l]) {
+        const head = g.members[g.next];
+        if (!head) continue;
+        const total = here.cost + head.cost;
+        const there = best[g.end];
+        if (
+          !there || total < there.cost || (total === there.cost && here.hops.length + 1 < there.hops.length)
+        ) {
+          best[g.end] = { cost: total, hops: [...here.hops, g] };
+        }
+      }
+    }
+    const hops = best[nLayer]?.hops;
+    if (!hops) break;
+    routes.push(hops.map((g) => g.members[g.next++].c));
   }
   return routes;
 }

@@ -2,6 +2,8 @@
 // out stay valid) and every registration with its admission verdict. Leases are not kept:
 // they are re-learned from heartbeats.
 import type { Admission } from "./admission.ts";
+import type { PlaceRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
+import type { PlanEntry } from "./placer.ts";
 
 export interface NodeRecord {
   readonly node: string;
@@ -41,6 +43,9 @@ export interface TrackerStorage {
   nodes(): NodeRecord[];
   /** a heartbeat, for storage that shares leases between tracker replicas */
   saveBeat?(beat: Beat): void;
+  /** a node's ask for a range, and the leader's plan, for storage shared by replicas */
+  saveAsk?(req: PlaceRequest, at: number): void;
+  savePlan?(entries: readonly PlanEntry[]): void;
 }
 
 /** Storage that forgets on exit: tests, and a tracker that need not survive restarts. */

@@ -35,7 +35,7 @@ import { TrackerError } from "./errors.ts";
 import { hopUrls } from "./hop-urls.ts";
 import { SessionLoad } from "./load.ts";
 import { checkRegistration, type TrackedModel } from "./registration.ts";
-import { Placer } from "./placer.ts";
+import { Placer, PLAN_BATCH_MS, type PlanEntry } from "./placer.ts";
 import { Registry } from "./registry.ts";
 import { routeCompression, type SeamCompressionPolicy } from "./route-compression.ts";
 import { chooseRoutes } from "./route-choice.ts";
@@ -56,6 +56,8 @@ export const ROUTE_TICKET_TTL_MS = 3_600_000;
 /** Past this many nodes, new sessions take routes from the pool (route-pool.ts) instead of
  *  every disjoint route worked out per request. */
 export const POOL_MIN_NODES = 256;
+/** A replica that does not lead placement waits this long for the leader's answer. */
+export const PLACE_WAIT_MS = 10_000;
 /** Who signs the tickets, as the claims name it. */
 export const TRACKER_ISSUER = "tracker";
 
@@ -102,6 +104,9 @@ export class TrackerCore {
   readonly #epochs: EpochSource;
   readonly #placer: Placer;
   readonly #pool: RoutePool;
+  // places asked of this replica while another leads, until the leader's plan answers them
+  readonly #awaiting = new Set<{ node: string; at: number; resolve: () => void }>();
+  #replanTimer: ReturnType<typeof setTimeout> | undefined;
   // bumped whenever the routable network may have changed: the pool rebuilds after it
   #version = 0;
   // nodes a gateway found gone (named in a request's avoid list), and when: no route takes
@@ -117,7 +122,7 @@ export class TrackerCore {
       claimTtlMs: Math.max(CLAIM_TTL_MS, o.leaseMs),
       // a heartbeat older than a lease says nothing any more
       doneQuietMs: o.leaseMs,
-    });
+    }, (node) => this.#pool.released(node));
     this.#epochs = o.epochs ?? new ClockEpochs(this.#now());
     this.#pool = new RoutePool(() =>
       disjointRoutes(
@@ -163,8 +168,8 @@ export class TrackerCore {
 
   heartbeat(req: HeartbeatRequest): HeartbeatResponse {
     const now = this.#now();
-    // a node back from a lapsed lease can be routed again
-    if (!this.#registry.isLive(req.node, now)) this.#version++;
+    // a node back from a lapsed lease, or named gone by a gateway, can be routed again
+    if (!this.#registry.isLive(req.node, now) || this.#suspects.has(req.node)) this.#version++;
     const beaten = this.#registry.beat(req.node, req.sessions, now);
     if (!beaten) return create(HeartbeatResponseSchema, { known: false, admission: "" });
     const rec = this.#registry.remeasured(req.node, req.decodeTokensPerS) ?? beaten;
@@ -187,7 +192,7 @@ export class TrackerCore {
   }
 
   /** The range a node asking for one should hold; resource_exhausted when none fits it. */
-  place(req: PlaceRequest): PlaceResponse {
+  async place(req: PlaceRequest): Promise<PlaceResponse> {
     if (!req.node) throw new TrackerError("invalid_argument", "a placement request names the node");
     if (bytesToHex(req.artifactSha256) !== this.#o.model.artifact) {
       throw new TrackerError(
@@ -195,15 +200,76 @@ export class TrackerCore {
         `this tracker places artifact ${this.#o.model.artifact.slice(0, 12)}… only`,
       );
     }
-    const range = this.#placer.ask(req, this.#now());
+    const at = this.#now();
+    this.#placer.heard(req, at);
+    this.#o.storage.saveAsk?.(req, at);
+    // the ask waits for a plan that has placed it: the leader's next batch, or (a replica that
+    // does not lead) the leader's plan as it reaches here, so every replica tells the same
+    let range = this.#placer.placeOf(req.node, at);
+    if (this.#placer.answered(req.node) < at) {
+      this.#replanSoon();
+      await this.#settled(req.node, at);
+      range = this.#placer.placeOf(req.node, this.#now());
+    }
     if (!range) {
       this.#placer.forget(req.node);
+      this.publishPlan();
       throw new TrackerError(
         "resource_exhausted",
         `no range of the model is of use within ${(Number(req.memoryCapBytes) / 2 ** 30).toFixed(2)} GiB`,
       );
     }
+    this.publishPlan();
     return create(PlaceResponseSchema, { range });
+  }
+
+  /** The leader places the asks waiting on it in one batch, soon. */
+  #replanSoon(): void {
+    if (!this.#placer.leading || this.#replanTimer !== undefined) return;
+    this.#replanTimer = setTimeout(() => {
+      this.#replanTimer = undefined;
+      this.#placer.replan(this.#now());
+      this.publishPlan();
+      for (const w of [...this.#awaiting]) this.#awaitingDone(w);
+    }, PLAN_BATCH_MS);
+  }
+
+  /** Resolves once the plan in force (this replica's, or the leader's as adopted) has answered
+   *  `node`'s ask of `at`. */
+  #settled(node: string, at: number): Promise<void> {
+    if (this.#placer.answered(node) >= at) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#awaiting.delete(w);
+        reject(new TrackerError("unavailable", "no tracker replica leads placement now; ask again"));
+      }, PLACE_WAIT_MS);
+      const w = { node, at, resolve: () => (clearTimeout(timer), resolve()) };
+      this.#awaiting.add(w);
+    });
+  }
+
+  get leadsPlacement(): boolean {
+    return this.#placer.leading;
+  }
+
+  /** Leads placement (one tracker, or the replica holding the lead) or follows the plan the
+   *  leader publishes. */
+  leadPlacement(leading: boolean): void {
+    this.#placer.lead(leading, this.#now());
+    if (leading && this.#awaiting.size > 0) this.#replanSoon();
+  }
+
+  /** The leader's changes to the plan since it last published, out to storage. */
+  publishPlan(): void {
+    if (!this.#o.storage.savePlan || !this.#placer.leading) return;
+    const entries = this.#placer.published(this.#now());
+    if (entries.length > 0) this.#o.storage.savePlan(entries);
+  }
+
+  #awaitingDone(w: { node: string; at: number; resolve: () => void }): void {
+    if (this.#placer.answered(w.node) < w.at) return;
+    this.#awaiting.delete(w);
+    w.resolve();
   }
 
   /** The placement in force: each placed node's range. */
@@ -351,23 +417,39 @@ export class TrackerCore {
    * What other tracker replicas saved: registrations (new, re-registered, or with a verdict),
    * nodes gone, and heartbeats. Routes here then see them as their own.
    */
-  absorb(changes: { records: readonly NodeRecord[]; gone: readonly string[]; beats: readonly Beat[] }): void {
-    if (changes.records.length > 0 || changes.gone.length > 0) this.#version++;
-    for (const rec of changes.records) {
+  absorb(changes: {
+    readonly records?: readonly NodeRecord[];
+    readonly gone?: readonly string[];
+    readonly beats?: readonly Beat[];
+    readonly asks?: readonly { readonly req: PlaceRequest; readonly at: number }[];
+    readonly plan?: readonly PlanEntry[];
+  }): void {
+    // asks other replicas took: the leader places them in its next batch
+    for (const a of changes.asks ?? []) if (this.#placer.heard(a.req, a.at)) this.#replanSoon();
+    if (!this.#placer.leading && changes.plan?.length) {
+      this.#placer.adopt(changes.plan);
+      for (const w of [...this.#awaiting]) this.#awaitingDone(w);
+      // an ask the leader found no range for is gone here too (a place waiting on it reads
+      // no range, after this)
+      for (const e of changes.plan) if (!e.range) this.#placer.forget(e.node);
+    }
+    const { records = [], gone = [], beats = [] } = changes;
+    if (records.length > 0 || gone.length > 0) this.#version++;
+    for (const rec of records) {
       const old = this.#registry.get(rec.node);
       this.#registry.absorb(rec);
       if (!old || old.start !== rec.start || old.end !== rec.end) this.#loads.forget(rec.node);
       if (!old) this.#o.onEvent?.({ kind: "registered", rec });
     }
-    for (const node of changes.gone) {
+    for (const node of gone) {
       this.#suspects.delete(node);
       this.#placer.forget(node);
       this.#loads.forget(node);
       if (this.#registry.forget(node)) this.#o.onEvent?.({ kind: "left", node });
     }
     const now = this.#now();
-    for (const b of changes.beats) {
-      if (!this.#registry.isLive(b.node, now)) this.#version++;
+    for (const b of beats) {
+      if (!this.#registry.isLive(b.node, now) || this.#suspects.has(b.node)) this.#version++;
       if (this.#registry.beatAt(b.node, b.at, b.sessions)) this.#loads.report(b.node, b, now);
     }
   }

@@ -2,7 +2,8 @@
 // SmolLM2 nodes that list both replicas (A first), a gateway that lists both (B first), so
 // registrations, admissions and heartbeats cross between replicas. Then: A stopped in the
 // middle of a chat (the nodes move to B), A back and B stopped (the gateway moves to A), and
-// both stopped and started again (the database keeps the network). Prints one JSON object;
+// both stopped and started again (the database keeps the network). Placement asked of either
+// replica follows the one plan of the replica that leads. Prints one JSON object;
 // replicas.test.ts asserts on it.
 import { startPostgres } from "../../server/toolchain/postgres.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
@@ -11,6 +12,9 @@ import { localTracker, nodeStates, trackedNode } from "./tracked.ts";
 import { freePort } from "../../server/http/free-port.ts";
 import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
 import { streamChat } from "./chat-client.ts";
+import { artifactSha256 } from "../../server/model/hash.ts";
+import { trackerClient } from "../../server/tracker/client.ts";
+import { parseMemorySize } from "../../src/engine/memory-fit.ts";
 
 const MAX = 24;
 const KEY = "replicas-key";
@@ -43,12 +47,42 @@ async function until(url: string, ms = 90_000) {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Asks one replica (alone) where a node with about half the model's room should go. */
+const artifact = await artifactSha256(defaultModelPath());
+async function placeAt(url: string, node: string): Promise<string> {
+  const t = trackerClient(url);
+  try {
+    const r = await t.client.place({
+      token,
+      node,
+      artifactSha256: artifact,
+      memoryCapBytes: BigInt(parseMemorySize("90MB")),
+      engine: "native-cpu",
+      kvCells: 1024,
+      maxSessions: 4,
+      batchTokens: 64,
+      batchInvariant: true,
+      flashAttention: true,
+    }, { timeoutMs: 20_000 });
+    return `${r.range!.start}:${r.range!.end}`;
+  } catch (e) {
+    return (e as Error).message;
+  } finally {
+    t.close();
+  }
+}
 const report: Record<string, unknown> = { reference: ref.texts };
 let a = await replica(portA);
 let b = await replica(portB);
 const nodes = [];
 let gateway: ServiceProcess | undefined;
 try {
+  // placement, on an empty network: one replica leads (A, up first). Two nodes with room for
+  // about half the model ask different replicas where to go; B answers with A's plan, so the
+  // second gets the other half (a replica placing alone would give it the first half again)
+  report.placedOnA = await placeAt(A, "p1");
+  report.placedOnB = await placeAt(B, "p2");
   for (const layers of ["0:12", "12:30"]) {
     nodes.push(await trackedNode(`n${layers.replace(":", "-")}`, `${A},${B}`, token, ["--layers", layers]));
   }
@@ -92,6 +126,8 @@ try {
   await sleep(6000);
   report.bAfterAStopped = await states(B);
   report.afterStopA = answer(await chat(2));
+  // B took the lead: an ask is answered without A
+  report.placedOnBAlone = await placeAt(B, "p3");
 
   // A back, B gone: the gateway moves to A
   a = await replica(portA);

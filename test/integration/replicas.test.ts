@@ -11,13 +11,20 @@ const serving = (s: State | string) =>
   typeof s !== "string" && s.length === 2 && s.every((n) => n.live && n.admission === "admitted");
 
 describe.skipIf(!postgres)("tracker replicas on PostgreSQL", () => {
-  it("share the network; a replica stopped mid-chat loses nothing; both restart with it", async () => {
+  it("share the network and one placement plan; a replica stopped mid-chat loses nothing; both restart with it", async () => {
     const r = await denoRun(`${root}test/integration/replicas.deno.ts`);
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
     // registered with A, known and admitted on B through the database
     expect(serving(out.onA), JSON.stringify(out.onA)).toBe(true);
     expect(serving(out.onB), JSON.stringify(out.onB)).toBe(true);
+    // one plan: the node that asked B got the rest of the model after the one that asked A
+    const [a0, a1] = String(out.placedOnA).split(":").map(Number);
+    const [b0, b1] = String(out.placedOnB).split(":").map(Number);
+    expect([a0, b1], `${out.placedOnA} ${out.placedOnB}`).toEqual([0, 30]);
+    expect(b0).toBe(a1);
+    // with A gone, B leads and places on its own
+    expect(out.placedOnBAlone, out.placedOnBAlone).toMatch(/^\d+:\d+$/);
     // greedy answers equal whole-model llama.cpp's, whichever replica is up
     const ref: string[] = out.reference;
     expect(out.first).toEqual({ status: 200, text: ref[0] });

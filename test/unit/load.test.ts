@@ -21,6 +21,23 @@ describe("tracker load accounting", () => {
     expect(l.done("s1", 600)).toBe(0);
   });
 
+  it("releases a session from the nodes still holding its claim, whatever went before", () => {
+    const l = new SessionLoad(options);
+    for (const n of ["a", "b", "c"]) l.claim(n, "s1", 0);
+    l.claim("a", "s2", 0);
+    // c forgotten (it registered again), b saw the session open and then closed
+    l.forget("c");
+    l.report("b", report(["s1"]), 100);
+    l.report("b", report([]), 200);
+    expect(l.done("s1", 300)).toBe(1);
+    expect([l.load("a", 300), l.load("b", 300), l.load("c", 300)]).toEqual([1, 0, 0]);
+    // a new claim after done counts again, and goes with the next done
+    l.claim("c", "s1", 400);
+    expect(l.load("c", 400)).toBe(1);
+    expect(l.done("s1", 500)).toBe(1);
+    expect(l.done("s2", 500)).toBe(1);
+  });
+
   it("ignores a done session in a stale heartbeat for a while, then believes the node", () => {
     const l = new SessionLoad(options);
     l.claim("n", "s1", 0);

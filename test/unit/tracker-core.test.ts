@@ -30,6 +30,7 @@ import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
 import { gaps } from "../../src/tracker/placement.ts";
 import { routeCompression } from "../../src/tracker/route-compression.ts";
 import { type Beat, MemoryStorage } from "../../src/tracker/storage.ts";
+import { PLAN_BATCH_MS, type PlanEntry } from "../../src/tracker/placer.ts";
 import { BlockEpochs, ClockEpochs } from "../../src/tracker/epochs.ts";
 import { TrackerCore, type TrackerCoreOptions } from "../../src/tracker/tracker-core.ts";
 import { offeredRanges, TAB_ENGINE, volunteerAssignment } from "../../src/tracker/volunteer-assignment.ts";
@@ -490,15 +491,15 @@ describe("tracker core: placement", () => {
   it("places asking nodes so every layer is covered within their caps; tells them when the plan moves", async () => {
     const { core, clock } = await tracker();
     expect(need(0, 6)).toBeGreaterThan(Number(cap));
-    const a = core.place(placeAsk("a")).range!;
+    const a = (await core.place(placeAsk("a"))).range!;
     // alone it cannot hold the model: it gets what it can, from layer 0
     expect(span(a)).toBe("0:3");
-    const b = core.place(placeAsk("b")).range!;
+    const b = (await core.place(placeAsk("b"))).range!;
     expect(span(b)).toBe("3:6");
     await admitted(core, [["a", a.start, a.end], ["b", b.start, b.end]]);
     expect((await core.route(ask("s1"))).routes[0].name).toBe("a+b");
     // a third node makes no second route alone: it doubles a range, and nobody moves
-    const c = core.place(placeAsk("c")).range!;
+    const c = (await core.place(placeAsk("c"))).range!;
     expect([span(a), span(b)]).toContain(span(c));
     expect(core.heartbeat(beat("a")).place).toBeUndefined();
     // the node whose range c does not double stops beating; past its lease c is told to
@@ -528,7 +529,8 @@ describe("tracker core: placement", () => {
     // room for four layers anywhere: without the rule two nodes would take 0:4 and 4:8
     const room = BigInt(Math.max(needed(0, 4), needed(4, 8)) + 1);
     expect(needed(0, 8)).toBeGreaterThan(Number(room));
-    const spans = ["a", "b", "c"].map((n) => core.place(placeAsk(n, room)).range);
+    const spans: Array<{ start: number; end: number } | undefined> = [];
+    for (const n of ["a", "b", "c"]) spans.push((await core.place(placeAsk(n, room))).range);
     expect(spans.map((r) => (r ? `${r.start}:${r.end}` : "-")).sort()).toEqual(["0:3", "3:6", "6:8"]);
     // together they cover the model
     const covered = new Set(
@@ -540,8 +542,8 @@ describe("tracker core: placement", () => {
   it("once every speed is measured and the plan has been quiet, moves layers to the faster node", async () => {
     const { core, clock } = await tracker({ leaseMs: 60_000 });
     // a holds half the model at most; b holds five layers, but a came first
-    const a = core.place(placeAsk("a")).range!;
-    const b = core.place(placeAsk("b", BigInt(need(0, 5) + 1))).range!;
+    const a = (await core.place(placeAsk("a"))).range!;
+    const b = (await core.place(placeAsk("b", BigInt(need(0, 5) + 1)))).range!;
     expect([span(a), span(b)]).toEqual(["0:3", "3:6"]);
     // a measures 10 tok/s on its 3 layers (30 layers/s), b 100 (300 layers/s)
     const registered = (node: string, r: { start: number; end: number }, tokensPerS: number) => {
@@ -563,6 +565,49 @@ describe("tracker core: placement", () => {
     expect(len(movedA)).toBeLessThan(3);
     expect(len(movedB)).toBeGreaterThan(3);
     expect(gaps(6, [movedA!, movedB!])).toEqual([]);
+  });
+
+  it("with replicas, one leads: a follower answers an ask with the leader's plan, the same everywhere", async () => {
+    // what the database carries between them, moved by hand: asks to everyone, the plan out
+    const asks: Array<{ req: ReturnType<typeof placeAsk>; at: number }> = [];
+    const plans: PlanEntry[][] = [];
+    const shared = () =>
+      Object.assign(new MemoryStorage(), {
+        saveAsk: (req: ReturnType<typeof placeAsk>, at: number) => void asks.push({ req, at }),
+        savePlan: (entries: readonly PlanEntry[]) => void plans.push([...entries]),
+      });
+    const leader = await tracker({ storage: shared() });
+    const follower = await tracker({ storage: shared() });
+    follower.core.leadPlacement(false);
+    // one replica's sync after another's: the leader places what it heard in its next batch
+    const sync = async () => {
+      const heard = asks.splice(0);
+      const changes = { records: [], gone: [], beats: [] };
+      leader.core.absorb({ ...changes, asks: heard });
+      await new Promise((r) => setTimeout(r, PLAN_BATCH_MS + 50));
+      follower.core.absorb({ ...changes, asks: heard, plan: plans.splice(0).flat() });
+    };
+    const a = (await leader.core.place(placeAsk("a"))).range!;
+    // the follower's answer waits for the leader's plan to have seen the ask
+    let b: { start: number; end: number } | undefined;
+    const asking = follower.core.place(placeAsk("b")).then((r) => (b = r.range));
+    await Promise.resolve();
+    expect(b).toBeUndefined();
+    await sync();
+    await asking;
+    expect([span(a), span(b)]).toEqual(["0:3", "3:6"]);
+    expect(span(leader.core.placement().get("b"))).toBe("3:6");
+    expect(span(follower.core.placement().get("a"))).toBe("0:3");
+    // an ask nothing fits is refused by the follower once the leader said so, and forgotten
+    const tiny = follower.core.place(placeAsk("tiny", 1000n));
+    await sync();
+    expect(await refusal(() => tiny)).toMatch(/^resource_exhausted: no range/);
+    expect(leader.core.placement().has("tiny")).toBe(false);
+    // the follower takes the lead (the leader died): it places from the plan in force
+    follower.core.leadPlacement(true);
+    const c = (await follower.core.place(placeAsk("c"))).range!;
+    expect(span(c)).not.toBe("-");
+    expect(span(follower.core.placement().get("a"))).toBe("0:3");
   });
 
   it("refuses a node no range fits, and one for another artifact", async () => {
@@ -658,11 +703,26 @@ describe("tracker core: the route pool (large networks)", () => {
         1,
       ],
     ]);
-    const names = new Set<string>();
-    for (let i = 0; i < 3; i++) names.add((await core.route(ask(`s${i}`))).routes[0].name);
+    const names: string[] = [];
+    for (let i = 0; i < 3; i++) names.push((await core.route(ask(`s${i}`))).routes[0].name);
     // one session each: every route taken once
     expect([...names].sort()).toEqual(["a1+a2", "b1+b2", "c1+c2"]);
     expect(await refusal(() => core.route(ask("s3")))).toBe("resource_exhausted: all routes are busy");
+    // full: the route a session's end frees is the one found, and it is full again after
+    core.done(create(DoneRequestSchema, { sessionId: "s1" }));
+    expect((await core.route(ask("s1b"))).routes[0].name).toBe(names[1]);
+    expect(await refusal(() => core.route(ask("s3")))).toBe("resource_exhausted: all routes are busy");
+    // ... and so is one its nodes' heartbeats show closed (they reported it open before)
+    for (const node of names[0].split("+")) {
+      core.heartbeat(beat(node, ["s0"]));
+      core.heartbeat(beat(node, []));
+      if (node === names[0].split("+")[0]) {
+        expect(await refusal(() => core.route(ask("s3")))).toBe("resource_exhausted: all routes are busy");
+      }
+    }
+    expect((await core.route(ask("s0b"))).routes[0].name).toBe(names[0]);
+    core.done(create(DoneRequestSchema, { sessionId: "s0b" }));
+    core.done(create(DoneRequestSchema, { sessionId: "s1b" }));
     // a session ends; a node leaves: its route goes (the pool is worked out again)
     for (const sessionId of ["s0", "s1", "s2"]) core.done(create(DoneRequestSchema, { sessionId }));
     core.leave(create(LeaveRequestSchema, { node: "a2" }));

@@ -29,11 +29,17 @@ export interface Agent {
   readonly sessions: Map<string, number>;
   nextBeat: number;
   beating: boolean;
+  /** when the last heartbeat the tracker answered was sent (ms) */
+  lastBeat: number;
 }
 
 export const KV_CELLS = 4096;
 export const MAX_SESSIONS = 8;
 export const BATCH_TOKENS = 256;
+/** Heartbeats are filed in slots this long. */
+const SLOT_MS = 25;
+/** Heartbeats waiting for an answer at once, over all simulated nodes. */
+const MAX_BEATS_IN_FLIGHT = 4096;
 
 /** What a simulated node says of itself when it asks where to go. */
 export const placeAsk = (spec: AgentSpec, artifact: Uint8Array) => ({
@@ -77,6 +83,12 @@ export class Agents {
   readonly #timer: ReturnType<typeof setInterval>;
   readonly #artifact: Uint8Array;
   #inFlight = 0;
+  /** agents by the time slot of their next beat; the first slot not yet looked at */
+  readonly #due = new Map<number, Agent[]>();
+  #nextSlot: number | undefined;
+  /** how late each beat went out (ms past due), and how long the tracker took to answer it */
+  readonly beatLateMs: number[] = [];
+  readonly beatMs: number[] = [];
 
   constructor(readonly o: AgentsOptions) {
     this.#artifact = hexToBytes(o.artifact);
@@ -92,7 +104,15 @@ export class Agents {
 
   /** Asks where to go, registers there, and starts beating. */
   async join(spec: AgentSpec): Promise<void> {
-    const a: Agent = { spec, admitted: false, alive: true, sessions: new Map(), nextBeat: 0, beating: false };
+    const a: Agent = {
+      spec,
+      admitted: false,
+      alive: true,
+      sessions: new Map(),
+      nextBeat: 0,
+      beating: false,
+      lastBeat: 0,
+    };
     this.all.set(spec.name, a);
     try {
       const placed = await this.#client(a).place(
@@ -101,7 +121,8 @@ export class Agents {
       );
       this.counts.placed++;
       await this.#register(a, { start: placed.range!.start, end: placed.range!.end });
-      a.nextBeat = Date.now() + this.o.leaseMs / 3;
+      a.lastBeat = Date.now();
+      this.#schedule(a, a.lastBeat + this.o.leaseMs / 3);
     } catch (e) {
       const why = (e as { rawMessage?: string }).rawMessage ?? String(e);
       this.joinFailures.set(why, (this.joinFailures.get(why) ?? 0) + 1);
@@ -151,20 +172,39 @@ export class Agents {
     for (const n of nodes) this.all.get(n)?.sessions.set(sessionId, until);
   }
 
-  /** Beats that are due, a bounded number at a time. */
+  /** An agent's next beat, filed under its time slot. */
+  #schedule(a: Agent, at: number): void {
+    a.nextBeat = at;
+    const slot = Math.floor(at / SLOT_MS);
+    const due = this.#due.get(slot);
+    if (due) due.push(a);
+    else this.#due.set(slot, [a]);
+  }
+
+  /** Beats that are due, a bounded number at a time (lateness is measured, beatLateMs): only
+   *  the slots come due are looked at, not every agent (a hundred thousand of them). */
   #tick(): void {
     const now = Date.now();
-    for (const a of this.all.values()) {
-      if (this.#inFlight >= 256) return;
-      if (!a.alive || a.beating || a.nextBeat === 0 || a.nextBeat > now) continue;
-      void this.#beat(a, now);
+    const last = Math.floor(now / SLOT_MS);
+    this.#nextSlot ??= last;
+    for (; this.#nextSlot <= last; this.#nextSlot++) {
+      const due = this.#due.get(this.#nextSlot) ?? [];
+      while (due.length > 0) {
+        if (this.#inFlight >= MAX_BEATS_IN_FLIGHT) return;
+        const a = due.pop()!;
+        // filed again since (it beat, or re-registered): its own slot has it
+        if (!a.alive || a.beating || Math.floor(a.nextBeat / SLOT_MS) !== this.#nextSlot) continue;
+        void this.#beat(a, now);
+      }
+      this.#due.delete(this.#nextSlot);
     }
   }
 
   async #beat(a: Agent, now: number): Promise<void> {
     a.beating = true;
     this.#inFlight++;
-    a.nextBeat = now + this.o.leaseMs / 3;
+    this.beatLateMs.push(now - a.nextBeat);
+    this.#schedule(a, now + this.o.leaseMs / 3);
     for (const [id, until] of a.sessions) if (until <= now) a.sessions.delete(id);
     try {
       const r = await this.#client(a).heartbeat({
@@ -174,6 +214,8 @@ export class Agents {
         sessionIds: [...a.sessions.keys()],
       }, { timeoutMs: this.o.leaseMs });
       this.counts.beats++;
+      this.beatMs.push(Date.now() - now);
+      a.lastBeat = now;
       if (!a.alive) return;
       if (!r.known) await this.#register(a, a.range!);
       else if (r.place) {

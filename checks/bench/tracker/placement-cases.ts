@@ -148,7 +148,7 @@ export async function placerPlacement(
     }));
   for (const a of nodes) {
     try {
-      const { range } = core.place(create(PlaceRequestSchema, placeAsk(a, hexToBytes(artifact))));
+      const { range } = await core.place(create(PlaceRequestSchema, placeAsk(a, hexToBytes(artifact))));
       register(a, range!);
     } catch {
       // nothing of use fits it: it sits out

@@ -4,6 +4,7 @@
 // The model is a synthetic llama of many small layers (its reference certified once and
 // cached), so probes are cheap and a route crosses many nodes.
 import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 import postgres from "postgres";
 import { NodeInfoSchema } from "../../../src/gen/strata/seam/v1/seam_pb.ts";
 import { synthModel } from "../../../src/model/synth.ts";
@@ -23,6 +24,7 @@ import { progress } from "../../../server/log/progress.ts";
 import { Agents, BATCH_TOKENS, drawAgents, KV_CELLS, MAX_SESSIONS } from "./agents.ts";
 import { equalPlacement, routesOver, routeTokS, smallCases } from "./placement-cases.ts";
 import { ProbeAnswerer } from "./probe-answerer.ts";
+import { offerLoad } from "./load.ts";
 
 export interface TrackerBenchOptions {
   readonly nodes: number;
@@ -31,7 +33,9 @@ export interface TrackerBenchOptions {
   readonly seconds: number;
   /** nodes leaving (and as many joining) per minute, as a fraction of the network */
   readonly churnPerMin: number;
-  /** route requests in flight at once */
+  /** route requests offered a second (open loop); 0: as fast as `workers` can */
+  readonly rate: number;
+  /** route requests in flight at once, when `rate` is 0 */
   readonly workers: number;
   /** tokens a simulated session decodes before it ends (at its route's simulated rate) */
   readonly sessionTokens: number;
@@ -47,6 +51,7 @@ export const TRACKER_BENCH_DEFAULTS: TrackerBenchOptions = {
   replicas: 3,
   seconds: 60,
   churnPerMin: 0.01,
+  rate: 1000,
   workers: 64,
   sessionTokens: 16,
   leaseMs: 15_000,
@@ -65,6 +70,15 @@ const rssMb = (pid: number) => {
   try {
     const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/VmRSS:\s+(\d+) kB/);
     return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+};
+/** CPU seconds a process has used (user + system). */
+const cpuSeconds = (pid: number | "self") => {
+  try {
+    const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100;
   } catch {
     return 0;
   }
@@ -164,8 +178,9 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     while (admittedShare() < 0.98 && Date.now() < joinDeadline) await sleep(250);
     const joinSeconds = (performance.now() - joinStarted) / 1000;
 
-    // 2. the window: routes asked for as fast as `workers` can, churn, a replica killed
+    // 2. the window: routes asked for (load.ts), churn, a replica killed
     const writes0 = await dbWrites(stats);
+    const cpu0 = { replicas: replicas.map((r) => cpuSeconds(r.child.pid)), sim: cpuSeconds("self") };
     const latencies: number[] = [];
     const handedOut: number[] = [];
     const errors = new Map<string, number>();
@@ -176,60 +191,75 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     const windowEnd = windowStart + o.seconds * 1000;
     const killAt = windowStart + (o.seconds * 1000) / 2;
     let killedAt: number | undefined;
-    // the longest time, after the kill, without a route for the workers that used the killed replica
-    let lastRouteOnKilled = 0;
+    let killedCpu: number | undefined;
+    let lastAnswerOnKilled = 0;
     let killGapMs = 0;
     const pending = new Set<ReturnType<typeof setTimeout>>();
     const artifactBytes = hexToBytes(artifact);
-    const worker = async (w: number) => {
-      const c = clients[w % clients.length];
-      while (Date.now() < windowEnd) {
-        const sessionId = crypto.randomUUID();
-        // a route through a node that has left fails to open: the gateway asks again, naming it
-        let avoid: string[] = [];
-        for (let attempt = 0; attempt < 3; attempt++) {
-          const t0 = performance.now();
-          try {
-            const r = await c.client.route(
-              { artifactSha256: artifactBytes, sessionId, count: 1, avoidNodes: avoid },
-              { timeoutMs: 10_000 },
-            );
-            latencies.push(performance.now() - t0);
-            routes++;
-            const now = Date.now();
-            if (w % clients.length === 0 && killedAt !== undefined) {
-              killGapMs = Math.max(killGapMs, now - Math.max(lastRouteOnKilled, killedAt));
-            }
-            if (w % clients.length === 0) lastRouteOnKilled = now;
-            const hops = r.routes[0].hops.map((h) => ({
-              node: h.node,
-              range: h.range!,
-              agent: agents!.all.get(h.node),
-            }));
-            const gone = hops.filter((h) => !h.agent).map((h) => h.node);
-            if (gone.length > 0) {
-              departedRoutes++;
-              avoid = [...avoid, ...gone];
-              continue;
-            }
-            const rate = routeTokS(hops.map((h) => ({ spec: h.agent!.spec, range: h.range })));
-            handedOut.push(rate);
-            // the session decodes `sessionTokens` at the route's rate (at most 10 s), then ends
-            const holdMs = Math.min(10_000, (o.sessionTokens / rate) * 1000);
-            agents!.serve(hops.map((h) => h.node), sessionId, now + holdMs);
-            sessions++;
-            const t = setTimeout(() => {
-              pending.delete(t);
-              void c.client.done({ sessionId }).catch(() => {});
-            }, holdMs);
-            pending.add(t);
-            break;
-          } catch (e) {
-            const code = (e as { rawMessage?: string }).rawMessage ?? String(e);
-            errors.set(code, (errors.get(code) ?? 0) + 1);
-            await sleep(20);
-            break;
+    // the longest time without an answer (a route, or "all busy") for the requests sent to the
+    // killed replica, from the kill on; and the slowest answer in each second after it
+    const onAnswer = (k: number, ms: number) => {
+      const now = Date.now();
+      if (killedAt !== undefined && now - killedAt < 10_000) {
+        const second = Math.floor((now - killedAt) / 1000);
+        aroundKill.set(second, Math.max(aroundKill.get(second) ?? 0, ms));
+      }
+      if (k !== 0) return;
+      if (killedAt !== undefined) {
+        killGapMs = Math.max(killGapMs, now - Math.max(lastAnswerOnKilled, killedAt));
+      }
+      lastAnswerOnKilled = now;
+    };
+    const aroundKill = new Map<number, number>();
+    // one gateway's request: a route for a new session; one through a node that has left fails
+    // to open, and the gateway asks again, naming it
+    const request = async (dueAt: number, i: number) => {
+      const k = i % clients.length;
+      const c = clients[k];
+      const sessionId = crypto.randomUUID();
+      let avoid: string[] = [];
+      for (let attempt = 0, t0 = dueAt; attempt < 3; attempt++, t0 = performance.now()) {
+        try {
+          const r = await c.client.route(
+            { artifactSha256: artifactBytes, sessionId, count: 1, avoidNodes: avoid },
+            { timeoutMs: 10_000 },
+          );
+          onAnswer(k, performance.now() - t0);
+          latencies.push(performance.now() - t0);
+          routes++;
+          const now = Date.now();
+          const hops = r.routes[0].hops.map((h) => ({
+            node: h.node,
+            range: h.range!,
+            agent: agents!.all.get(h.node),
+          }));
+          const gone = hops.filter((h) => !h.agent).map((h) => h.node);
+          if (gone.length > 0) {
+            departedRoutes++;
+            avoid = [...avoid, ...gone];
+            continue;
           }
+          const rate = routeTokS(hops.map((h) => ({ spec: h.agent!.spec, range: h.range })));
+          handedOut.push(rate);
+          // the session decodes `sessionTokens` at the route's rate (at most 10 s), then ends
+          const holdMs = Math.min(10_000, (o.sessionTokens / rate) * 1000);
+          agents!.serve(hops.map((h) => h.node), sessionId, now + holdMs);
+          sessions++;
+          const t = setTimeout(() => {
+            pending.delete(t);
+            void c.client.done({ sessionId }).catch(() => {});
+          }, holdMs);
+          pending.add(t);
+          return;
+        } catch (e) {
+          const code = (e as { rawMessage?: string }).rawMessage ?? String(e);
+          errors.set(code, (errors.get(code) ?? 0) + 1);
+          // "all routes are busy" is an answer too
+          if (e instanceof ConnectError && e.code === Code.ResourceExhausted) {
+            onAnswer(k, performance.now() - t0);
+          }
+          if (o.rate <= 0) await sleep(20);
+          return;
         }
       }
     };
@@ -262,16 +292,24 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     const killer = o.kill && replicas.length > 1
       ? setTimeout(() => {
         killedAt = Date.now();
+        killedCpu = cpuSeconds(replicas[0].child.pid);
         replicas[0].child.kill("SIGKILL");
       }, killAt - Date.now())
       : undefined;
-    await Promise.all(Array.from({ length: o.workers }, (_, w) => worker(w)));
+    const load = await offerLoad({ rate: o.rate, workers: o.workers, until: windowEnd }, request);
     for (const t of pending) clearTimeout(t);
     clearInterval(coverage);
     clearInterval(churn);
     clearTimeout(killer);
     const seconds = (Date.now() - windowStart) / 1000;
     const writes1 = await dbWrites(stats);
+    const cpuShare = {
+      replicas: replicas.map((r, i) =>
+        ((i === 0 && killedCpu !== undefined ? killedCpu : cpuSeconds(r.child.pid)) - cpu0.replicas[i]) /
+        seconds
+      ),
+      simulator: (cpuSeconds("self") - cpu0.sim) / seconds,
+    };
 
     // 3. after: who the surviving replicas see, the placement beside equal layers
     const alive = [...agents.all.values()].filter((a) => a.alive && a.range);
@@ -290,9 +328,12 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
       else for (const n of names) answered.add(n);
       for (const n of r?.nodes ?? []) if (n.live) seen.add(n.node);
     }
-    const lost = alive.filter((a) =>
-      a.admitted && answered.has(a.spec.name) && !seen.has(a.spec.name)
-    ).length;
+    const asked = Date.now();
+    const lostNodes = alive.filter((a) => a.admitted && answered.has(a.spec.name) && !seen.has(a.spec.name));
+    // a node whose last answered beat is older than a lease lapsed because its beats were late
+    // or unanswered (the simulator or a saturated replica), not because a replica forgot it
+    const lapsed = lostNodes.filter((a) => asked - a.lastBeat > o.leaseMs).length;
+    const lost = lostNodes.length;
     const placed = routesOver(alive.map((a) => ({ spec: a.spec, range: a.range! })), nLayer);
     const equal = equalPlacement(alive.map((a) => a.spec), nLayer);
     const equalRoutes = routesOver(equal.placed, nLayer);
@@ -305,7 +346,9 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
       seconds,
       join_seconds: joinSeconds,
       probes_answered: answerer.answered,
+      route_offered_rps: o.rate > 0 ? load.offered / seconds : null,
       route_rps: routes / seconds,
+      routes_shed: load.shed,
       route_p50_ms: quantile(latencies, 0.5),
       route_p99_ms: quantile(latencies, 0.99),
       route_errors: Object.fromEntries(errors),
@@ -332,11 +375,26 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
       handed_out_vs_equal: equalRoutes.mean > 0 ? mean(handedOut) / equalRoutes.mean : null,
       placement_small_cases: small,
       killed_replica: o.kill && replicas.length > 1
-        ? { gap_ms: killGapMs, nodes_alive: alive.length, nodes_lost: lost, nodes_unanswered: unanswered }
+        ? {
+          gap_ms: killGapMs,
+          // the slowest route answer in each second from the kill (0) on
+          slowest_answer_ms_by_second: Object.fromEntries(
+            [...aroundKill].sort((a, b) => a[0] - b[0]).map(([s, ms]) => [s, Math.round(ms)]),
+          ),
+          nodes_alive: alive.length,
+          nodes_lost: lost,
+          nodes_lost_with_lapsed_lease: lapsed,
+          nodes_unanswered: unanswered,
+        }
         : null,
       db_writes_per_s: (writes1.commits - writes0.commits) / seconds,
       db_rows_per_s: (writes1.rows - writes0.rows) / seconds,
       rss_mb_per_replica: live.map((r) => rssMb(r.child.pid)),
+      // cores busy on average through the window (the killed replica's until it died)
+      cpu_cores: cpuShare,
+      heartbeat_p50_ms: quantile(agents.beatMs, 0.5),
+      heartbeat_p99_ms: quantile(agents.beatMs, 0.99),
+      heartbeat_late_p99_ms: quantile(agents.beatLateMs, 0.99),
       agent_counts: agents.counts,
       join_failures: Object.fromEntries(agents.joinFailures),
     };
@@ -365,7 +423,9 @@ export function printTrackerBench(r: Awaited<ReturnType<typeof benchTracker>>): 
       f(r.seconds, 0)
     } s`,
     `  joined in ${f(r.join_seconds)} s (${r.probes_answered} admission probes answered)`,
-    `  routes: ${f(r.route_rps)} /s, p50 ${f(r.route_p50_ms, 2)} ms, p99 ${f(r.route_p99_ms, 2)} ms; errors ${
+    `  routes: ${f(r.route_rps)} /s${
+      r.route_offered_rps === null ? "" : ` of ${f(r.route_offered_rps)} offered (${r.routes_shed} shed)`
+    }, p50 ${f(r.route_p50_ms, 2)} ms, p99 ${f(r.route_p99_ms, 2)} ms; errors ${
       JSON.stringify(r.route_errors)
     }`,
     `  coverage ${
@@ -385,8 +445,11 @@ export function printTrackerBench(r: Awaited<ReturnType<typeof benchTracker>>): 
       } % of the best split`
     ),
     r.killed_replica
-      ? `  replica killed: longest gap ${r.killed_replica.gap_ms} ms, nodes lost ${r.killed_replica.nodes_lost} of ${r.killed_replica.nodes_alive}`
+      ? `  replica killed: longest gap ${r.killed_replica.gap_ms} ms, nodes lost ${r.killed_replica.nodes_lost} of ${r.killed_replica.nodes_alive} (${r.killed_replica.nodes_lost_with_lapsed_lease} with a lapsed lease)`
       : "  no replica killed",
+    `  heartbeats: p50 ${f(r.heartbeat_p50_ms)} ms, p99 ${f(r.heartbeat_p99_ms)} ms; sent late by up to ${
+      f(r.heartbeat_late_p99_ms)
+    } ms (p99)`,
     `  database: ${f(r.db_writes_per_s)} commits/s, ${f(r.db_rows_per_s)} rows/s; replica RSS ${
       r.rss_mb_per_replica.map((x) => f(x, 0)).join(", ")
     } MB`,
