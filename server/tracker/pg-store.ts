@@ -238,14 +238,8 @@ export class PgTrackerStore implements TrackerStorage {
   async pull(): Promise<Changes> {
     const since = this.#pulledAt;
     const [{ at }] = await this.#sql`select clock_timestamp() as at`;
-    const nodes = since
-      ? await this.#sql`select node, record, deleted from strata_nodes
-                        where updated_at > ${since}::timestamptz - ${OVERLAP}::interval`
-      : await this.#sql`select node, record, deleted from strata_nodes`;
-    const leases = since
-      ? await this.#sql`select node, last_beat, sessions, session_ids from strata_leases
-                        where updated_at > ${since}::timestamptz - ${OVERLAP}::interval`
-      : await this.#sql`select node, last_beat, sessions, session_ids from strata_leases`;
+    const nodes = await this.#changed("strata_nodes", "node, record, deleted", since);
+    const leases = await this.#changed("strata_leases", "node, last_beat, sessions, session_ids", since);
     this.#pulledAt = at;
     const records: NodeRecord[] = [];
     const gone: string[] = [];
@@ -274,14 +268,8 @@ export class PgTrackerStore implements TrackerStorage {
   async pullPlacement(): Promise<PlacementChanges> {
     const since = this.#placePulledAt;
     const [{ at }] = await this.#sql`select clock_timestamp() as at`;
-    const asks = since
-      ? await this.#sql`select node, ask, at from strata_asks
-                        where updated_at > ${since}::timestamptz - ${OVERLAP}::interval`
-      : await this.#sql`select node, ask, at from strata_asks`;
-    const plan = since
-      ? await this.#sql`select node, start_layer, end_layer, asked_at from strata_plan
-                        where updated_at > ${since}::timestamptz - ${OVERLAP}::interval`
-      : await this.#sql`select node, start_layer, end_layer, asked_at from strata_plan`;
+    const asks = await this.#changed("strata_asks", "node, ask, at", since);
+    const plan = await this.#changed("strata_plan", "node, start_layer, end_layer, asked_at", since);
     this.#placePulledAt = at;
     return {
       asks: asks.map((r) => ({ req: fromBinary(PlaceRequestSchema, r.ask as Uint8Array), at: Number(r.at) })),
@@ -306,6 +294,15 @@ export class PgTrackerStore implements TrackerStorage {
   async close(): Promise<void> {
     await this.flushBeats().catch(() => {});
     await this.#sql.end({ timeout: 2 });
+  }
+
+  /** The rows of `table` changed since `since` (and OVERLAP before it), or all of them. */
+  #changed(table: string, columns: string, since: Date | undefined) {
+    const sql = this.#sql;
+    return since
+      ? sql`select ${sql.unsafe(columns)} from ${sql(table)}
+            where updated_at > ${since}::timestamptz - ${OVERLAP}::interval`
+      : sql`select ${sql.unsafe(columns)} from ${sql(table)}`;
   }
 
   /** Writes go out one after another, in the order they were made. */

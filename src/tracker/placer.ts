@@ -78,14 +78,8 @@ export class Placer {
     };
   }
 
-  /** A node asks where to go: its range in the plan (undefined: nothing useful fits it). A
-   *  follower's plan answers only once the leader has seen the ask (`answered`). */
-  ask(req: PlaceRequest, now: number): Span | undefined {
-    this.heard(req, now);
-    return this.placeOf(req.node, now);
-  }
-
-  /** An ask, taken here or by another replica; false if it was known already. */
+  /** A node's ask for a range, taken here or by another replica; false if it was known
+   *  already. The plan answers it once a plan has been made since (`answered`, `placeOf`). */
   heard(req: PlaceRequest, at: number): boolean {
     const had = this.#asks.get(req.node);
     // the same ask read again (replicas re-read the last moments' rows), or an older one

@@ -415,7 +415,8 @@ export class TrackerCore {
 
   /**
    * What other tracker replicas saved: registrations (new, re-registered, or with a verdict),
-   * nodes gone, and heartbeats. Routes here then see them as their own.
+   * nodes gone, heartbeats, asks for a range and the placement leader's plan. Routes and
+   * placement here then see them as their own.
    */
   absorb(changes: {
     readonly records?: readonly NodeRecord[];
@@ -429,9 +430,9 @@ export class TrackerCore {
     if (!this.#placer.leading && changes.plan?.length) {
       this.#placer.adopt(changes.plan);
       for (const w of [...this.#awaiting]) this.#awaitingDone(w);
-      // an ask the leader found no range for is gone here too (a place waiting on it reads
-      // no range, after this)
-      for (const e of changes.plan) if (!e.range) this.#placer.forget(e.node);
+      // an ask the leader refused (no range, nothing held) is gone here too (a place waiting
+      // on it reads no range, after this)
+      for (const e of changes.plan) if (!e.range && !this.#registry.get(e.node)) this.#placer.forget(e.node);
     }
     const { records = [], gone = [], beats = [] } = changes;
     if (records.length > 0 || gone.length > 0) this.#version++;
