@@ -18,7 +18,7 @@ export function trackerClient(url: string): { client: Client<typeof TrackerServi
   const replicas = trackerUrls(url).map((baseUrl) => {
     const sessionManager = new Http2SessionManager(baseUrl);
     // the Connect protocol (binary) over HTTP/2: half the CPU of gRPC per call on both sides
-    // (no trailers to frame and parse; docs/benchmarks.md), and every tracker serves it
+    // (measured, docs/network.md), and every tracker serves it
     const transport = createConnectTransport({
       baseUrl,
       httpVersion: "2",
