@@ -33,6 +33,9 @@ const PLAN_REFRESH_MS = 1000;
  *  for new asks (a plan is a pass over every participant; one per ask would make a network's
  *  joining quadratic). An ask that finds a plan this fresh waits for the next (`replan`). */
 export const PLAN_BATCH_MS = 100;
+/** ... and, in a network so large that a plan takes a while, at most this share of the time is
+ *  spent planning: the batches grow instead. */
+const PLAN_SHARE = 0.25;
 
 /** A plan this much faster (slowest stage, measured speeds) than the one in force replaces it. */
 const REBALANCE_GAIN = 1.25;
@@ -64,6 +67,8 @@ export class Placer {
   readonly #fitting = new WeakMap<PlaceRequest, Map<number, boolean>>();
   // when the plan was last looked at, and whether an ask came or went since
   #refreshedAt = -Infinity;
+  /** how long the last plan took (ms) */
+  #planMs = 0;
   #asksChanged = true;
 
   constructor(
@@ -110,6 +115,11 @@ export class Placer {
     // reason to move the network
     this.#asksChanged = true;
     if (leading) this.#changedAt = now;
+  }
+
+  /** How long asks wait to be placed together now. */
+  get batchMs(): number {
+    return Math.max(PLAN_BATCH_MS, this.#planMs / PLAN_SHARE);
   }
 
   get leading(): boolean {
@@ -213,7 +223,8 @@ export class Placer {
   #refresh(now: number, force = false): void {
     if (!this.#leading) return;
     const since = now - this.#refreshedAt;
-    if (!force && since < (this.#asksChanged ? PLAN_BATCH_MS : PLAN_REFRESH_MS)) return;
+    if (!force && since < (this.#asksChanged ? this.batchMs : PLAN_REFRESH_MS)) return;
+    const started = performance.now();
     this.#asksChanged = false;
     this.#refreshedAt = now;
     this.#planned = this.#heard;
@@ -261,6 +272,7 @@ export class Placer {
     if (!samePlan(next, this.#plan)) this.#changedAt = now;
     this.#plan = new Map(next);
     this.#key = key;
+    this.#planMs = performance.now() - started;
   }
 }
 

@@ -35,7 +35,7 @@ import { TrackerError } from "./errors.ts";
 import { hopUrls } from "./hop-urls.ts";
 import { SessionLoad } from "./load.ts";
 import { checkRegistration, type TrackedModel } from "./registration.ts";
-import { Placer, PLAN_BATCH_MS, type PlanEntry } from "./placer.ts";
+import { Placer, type PlanEntry } from "./placer.ts";
 import { Registry } from "./registry.ts";
 import { routeCompression, type SeamCompressionPolicy } from "./route-compression.ts";
 import { chooseRoutes } from "./route-choice.ts";
@@ -231,7 +231,7 @@ export class TrackerCore {
       this.#placer.replan(this.#now());
       this.publishPlan();
       for (const w of [...this.#awaiting]) this.#awaitingDone(w);
-    }, PLAN_BATCH_MS);
+    }, this.#placer.batchMs);
   }
 
   /** Resolves once the plan in force (this replica's, or the leader's as adopted) has answered

@@ -166,7 +166,8 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     const specs = drawAgents(o.nodes, o, capOf);
     const bar = progress(`bench tracker: ${o.nodes} nodes joining`, o.nodes);
     let next = 0;
-    await Promise.all(Array.from({ length: 32 }, async () => {
+    // many at once: the placement leader places the asks of a batch together
+    await Promise.all(Array.from({ length: 256 }, async () => {
       while (next < specs.length) {
         await agents!.join(specs[next++]);
         bar.update(next, o.nodes);
