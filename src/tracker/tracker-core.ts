@@ -210,6 +210,10 @@ export class TrackerCore {
       this.#replanSoon();
       await this.#settled(req.node, at);
       range = this.#placer.placeOf(req.node, this.#now());
+    } else {
+      // placed by a plan made just now, for this ask: out with it (a batch's timer publishes
+      // its own plan once, not once per ask it answered: each publish looks at every ask)
+      this.publishPlan();
     }
     if (!range) {
       this.#placer.forget(req.node);
@@ -219,7 +223,6 @@ export class TrackerCore {
         `no range of the model is of use within ${(Number(req.memoryCapBytes) / 2 ** 30).toFixed(2)} GiB`,
       );
     }
-    this.publishPlan();
     return create(PlaceResponseSchema, { range });
   }
 
