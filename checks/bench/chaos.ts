@@ -1,6 +1,6 @@
 // Chaos: nodes killed at random while streamed chats run, and the routes repair themselves.
-// `strata up --routes 2` plus a relay-only spare for each range (and, with `tab`, a headless
-// tab holding the first range); the same chats first run without failures (the reference),
+// `strata up --routes 2` plus a relay-only spare for each range (with `tab`, a headless tab
+// holds the first range in place of its spare); the same chats first run without failures (the reference),
 // then again while `kills` nodes die one at a time (kill -9, or the tab closed): a first
 // node, a last node, a relay-only node, then any, never the last holder of a range. Every
 // chat must finish without an error event, equal to its reference (greedy and seeded draws
@@ -22,7 +22,7 @@ export interface ChaosOptions {
   readonly kills: number;
   readonly sessions: number;
   readonly tokens: number;
-  /** a headless tab holds the first range too, and is the first kill (closed) */
+  /** a headless tab holds the first range in place of its spare, and is the first kill (closed) */
   readonly tab?: boolean;
   /** the tracker is killed too, halfway (strata up starts it again at the same address) */
   readonly restartTracker?: boolean;
@@ -92,10 +92,12 @@ export async function runChaos(o: ChaosOptions) {
   const tracker = trackerClient(trackerUrl);
   const seams = new GrpcSeams();
   try {
-    // a relay-only spare for every range of the split
+    // a relay-only spare for every range of the split; beside a tab, the tab is the first
+    // range's spare: three holders a range make three disjoint routes, so the tab is on one
+    // of them and carries sessions when it is closed (a fourth holder could be left out)
     const ranges = [...new Set(upNodes.map((n) => n.layers))];
     const spares = new Map<string, ServiceProcess>();
-    for (const r of ranges) {
+    for (const r of ranges.slice(o.tab ? 1 : 0)) {
       const name = `spare-${r.replace(":", "-")}`;
       const args = await trackedNodeArgs({
         model: "smollm2",

@@ -54,7 +54,7 @@ describe("routes repair themselves", () => {
       console.warn("chaos with a tab skipped: needs Chromium");
       return;
     }
-    expectRepaired(out.tab, 2);
+    expectRepaired(out.tab, 1);
     expect(out.tab.kills[0].kind).toBe("tab");
   });
 });
