@@ -10,7 +10,7 @@ import {
   QueueRefused,
 } from "../../src/gateway/admission.ts";
 import type { Route } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import type { trackerClient } from "../tracker/client.ts";
+import { sessionEnds, type trackerClient } from "../tracker/client.ts";
 import { log } from "../log/log.ts";
 
 /** A route held for one session until `end()`. */
@@ -35,6 +35,8 @@ export interface RepairAsk {
 
 export class RouteGate {
   readonly admission: Admission<Route>;
+  /** ends go to the tracker in batches while a `Done` is in flight */
+  readonly #ends: ReturnType<typeof sessionEnds>;
 
   constructor(
     readonly tracker: ReturnType<typeof trackerClient>["client"],
@@ -42,6 +44,7 @@ export class RouteGate {
     options: AdmissionOptions,
   ) {
     this.admission = new Admission(options);
+    this.#ends = sessionEnds(tracker);
   }
 
   /**
@@ -92,7 +95,7 @@ export class RouteGate {
   /** Tells the tracker (so its count is exact at once), then lets the next waiter try. */
   async #done(sessionId: string): Promise<void> {
     try {
-      await this.tracker.done({ sessionId }, { timeoutMs: 5000 });
+      await this.#ends.end(sessionId);
     } catch (e) {
       // the tracker drops the claim by itself: the nodes stop reporting the session, or it times out
       log.warn("done not delivered to the tracker", { error: e instanceof Error ? e.message : String(e) });

@@ -6,6 +6,7 @@ import { type Client, Code, ConnectError, createClient, type Transport } from "@
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { TrackerPort } from "../../src/node/membership.ts";
+import { SessionEnds } from "../../src/tracker/session-ends.ts";
 
 /** The replicas a tracker URL names, in order. */
 export function trackerUrls(url: string): string[] {
@@ -74,4 +75,11 @@ export function trackerPort(url: string, token: string, node: string): TrackerPo
     leave: async () => void await client.leave({ token, node }, { timeoutMs: 5000 }),
     close,
   };
+}
+
+/** Session ends sent through `client` as `Done` calls, batched while one is in flight. */
+export function sessionEnds(client: Client<typeof TrackerService>): SessionEnds {
+  return new SessionEnds((first, rest) =>
+    client.done({ sessionId: first, sessionIds: rest }, { timeoutMs: 5000 }).then(() => {})
+  );
 }

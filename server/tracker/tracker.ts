@@ -24,6 +24,7 @@ import { trackerRoutes } from "./service.ts";
 import { BlockEpochs } from "../../src/tracker/epochs.ts";
 import { ROUTE_KEY_META } from "../../src/tracker/route-key.ts";
 import { newRouteKeyText } from "../../src/route/keys.ts";
+import { syncClaimSigner } from "./claim-signer.ts";
 
 export interface TrackerOptions {
   readonly modelPath: string;
@@ -97,6 +98,7 @@ export async function startTracker(o: TrackerOptions) {
     spot: (target, key) => spotCheck(dialer.dial, key, reference, { url: server.url, sink }, target),
     seamCompression: o.seamCompression,
     repairReserve: o.repairReserve,
+    claimSigner: syncClaimSigner,
     epochs: store instanceof PgTrackerStore
       ? new BlockEpochs((n, after) => store.reserveEpochs(n, after))
       : undefined,

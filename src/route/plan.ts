@@ -2,7 +2,7 @@
 // a ticket signed for each hop.
 import { SeamError } from "../seam/errors.ts";
 import type { RouteHop } from "./route-session.ts";
-import { signTicket } from "./ticket.ts";
+import { type ClaimSigner, signTicket } from "./ticket.ts";
 
 export interface HopPlan {
   readonly url: string;
@@ -25,7 +25,7 @@ export function checkCoverage(hops: readonly HopPlan[], nLayer: number): void {
 }
 
 export async function signRoute(
-  key: CryptoKey,
+  key: CryptoKey | ClaimSigner,
   hops: readonly HopPlan[],
   grant: { sessionId: string; routeEpoch: bigint; artifactSha256: Uint8Array },
   ttlMs: number,

@@ -9,6 +9,8 @@ export const ROUTE_KEY_META = "route_key";
 
 export interface TrackerRouteKey {
   readonly privateKey: CryptoKey;
+  /** the private key as PKCS#8, for a runtime's own signer (`TrackerCoreOptions.claimSigner`) */
+  readonly privatePkcs8: Uint8Array;
   /** raw Ed25519 public key, handed to every registering node */
   readonly publicRaw: Uint8Array;
 }
@@ -20,5 +22,9 @@ export async function loadRouteKey(storage: TrackerStorage): Promise<TrackerRout
     storage.setMeta(ROUTE_KEY_META, text);
   }
   const k = JSON.parse(text) as RouteKeyText;
-  return { privateKey: await importPrivateRouteKey(k), publicRaw: fromBase64(k.public) };
+  return {
+    privateKey: await importPrivateRouteKey(k),
+    privatePkcs8: fromBase64(k.private!),
+    publicRaw: fromBase64(k.public),
+  };
 }

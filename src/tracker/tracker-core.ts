@@ -29,6 +29,7 @@ import {
   RouteSchema,
 } from "../gen/strata/tracker/v1/tracker_pb.ts";
 import { signRoute } from "../route/plan.ts";
+import type { ClaimSigner } from "../route/ticket.ts";
 import { type Admission, admissionOf, type Probe, type ProbeTarget } from "./admission.ts";
 import type { ProbeVerdict } from "./probe.ts";
 import { TrackerError } from "./errors.ts";
@@ -45,6 +46,7 @@ import { RoutePool } from "./route-pool.ts";
 import { reserved } from "./repair-reserve.ts";
 import type { Beat, NodeRecord, TrackerStorage } from "./storage.ts";
 import { ClockEpochs, type EpochSource } from "./epochs.ts";
+import { MAX_DONE_SESSIONS } from "./session-ends.ts";
 
 /** Milliseconds since the epoch; injected so tests can move time. */
 export type Clock = () => number;
@@ -89,12 +91,18 @@ export interface TrackerCoreOptions {
   readonly clock?: Clock;
   /** default POOL_MIN_NODES */
   readonly poolMinNodes?: number;
+  /**
+   * signs route tickets with the route key given as PKCS#8 (default WebCrypto's async sign;
+   * a synchronous one costs a quarter of the CPU per hop in Deno)
+   */
+  readonly claimSigner?: (pkcs8: Uint8Array) => ClaimSigner;
   readonly onEvent?: (e: TrackerEvent) => void;
 }
 
 export class TrackerCore {
   readonly #o: TrackerCoreOptions;
   readonly #key: TrackerRouteKey;
+  readonly #sign: CryptoKey | ClaimSigner;
   readonly #now: Clock;
   readonly #registry: Registry;
   // a claim per node for each route handed out, plus what heartbeats report: exact load
@@ -116,6 +124,7 @@ export class TrackerCore {
   private constructor(o: TrackerCoreOptions, key: TrackerRouteKey) {
     this.#o = o;
     this.#key = key;
+    this.#sign = o.claimSigner?.(key.privatePkcs8) ?? key.privateKey;
     this.#now = o.clock ?? Date.now;
     this.#registry = new Registry(o.storage, o.leaseMs, this.#now());
     this.#loads = new SessionLoad({
@@ -290,10 +299,22 @@ export class TrackerCore {
     return create(LeaveResponseSchema, { known });
   }
 
-  /** The gateway's word that a session ended: its claims go at once. */
+  /** The gateway's word that sessions ended: their claims go at once. */
   done(req: DoneRequest): DoneResponse {
-    if (!req.sessionId) throw new TrackerError("invalid_argument", "done names a session");
-    return create(DoneResponseSchema, { released: this.#loads.done(req.sessionId, this.#now()) });
+    const ids = req.sessionId ? [req.sessionId, ...req.sessionIds] : req.sessionIds;
+    if (ids.length === 0 || ids.some((id) => !id)) {
+      throw new TrackerError("invalid_argument", "done names sessions, none of them empty");
+    }
+    if (ids.length > MAX_DONE_SESSIONS) {
+      throw new TrackerError(
+        "invalid_argument",
+        `done names ${ids.length} sessions; at most ${MAX_DONE_SESSIONS} in one call`,
+      );
+    }
+    const now = this.#now();
+    let released = 0;
+    for (const id of ids) released += this.#loads.done(id, now);
+    return create(DoneResponseSchema, { released });
   }
 
   /** Routes for one session, with a signed ticket per hop. */
@@ -318,7 +339,7 @@ export class TrackerCore {
     const routes = await Promise.all(picked.map(async ({ rt, urls }, i) => {
       const epoch = epochs[i];
       const hops = await signRoute(
-        this.#key.privateKey,
+        this.#sign,
         rt.map((c, i) => ({ url: urls[i], range: c.range })),
         { sessionId: req.sessionId, routeEpoch: epoch, artifactSha256: req.artifactSha256 },
         ROUTE_TICKET_TTL_MS,

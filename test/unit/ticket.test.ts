@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { fromBase64 } from "../../src/bytes/base64.ts";
+import { importPublicRouteKey, newRouteKeyText } from "../../src/route/keys.ts";
 import { generateRouteKey, signTicket, type TicketGrant, verifyTicket } from "../../src/route/ticket.ts";
+import { syncClaimSigner } from "../../server/tracker/claim-signer.ts";
 
 const grant: TicketGrant = {
   sessionId: "sess-1",
@@ -23,6 +26,16 @@ describe("route tickets", () => {
     const t = await signTicket(privateKey, grant, 60_000, "static-route");
     const claims = await verifyTicket(publicKey, t, grant);
     expect(claims.issuer).toBe("static-route");
+  });
+
+  it("accepts a ticket the tracker's synchronous signer made, and refuses it signed by another key", async () => {
+    const key = await newRouteKeyText();
+    const t = await signTicket(syncClaimSigner(fromBase64(key.private!)), grant, 60_000, "tracker");
+    expect((await verifyTicket(await importPublicRouteKey(key), t, grant)).issuer).toBe("tracker");
+    const other = await newRouteKeyText();
+    expect(await refusal(verifyTicket(await importPublicRouteKey(other), t, grant))).toBe(
+      "unauthenticated: route ticket refused: bad signature",
+    );
   });
 
   it("refuses expired, mismatched, forged and missing tickets", async () => {

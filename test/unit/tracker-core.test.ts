@@ -27,6 +27,7 @@ import { hopUrls } from "../../src/tracker/hop-urls.ts";
 import { checkNodeToken } from "../../src/tracker/node-token.ts";
 import type { ProbeVerdict } from "../../src/tracker/probe.ts";
 import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
+import { MAX_DONE_SESSIONS } from "../../src/tracker/session-ends.ts";
 import { gaps } from "../../src/tracker/placement.ts";
 import { routeCompression } from "../../src/tracker/route-compression.ts";
 import { type Beat, MemoryStorage } from "../../src/tracker/storage.ts";
@@ -281,8 +282,13 @@ describe("tracker core: leases and routes", () => {
       "invalid_argument: a route is asked for one session",
     );
     expect(await refusal(() => core.done(create(DoneRequestSchema)))).toBe(
-      "invalid_argument: done names a session",
+      "invalid_argument: done names sessions, none of them empty",
     );
+    expect(await refusal(() => core.done(create(DoneRequestSchema, { sessionId: "s", sessionIds: [""] }))))
+      .toBe("invalid_argument: done names sessions, none of them empty");
+    const many = Array.from({ length: MAX_DONE_SESSIONS }, (_, i) => `s${i}`);
+    expect(await refusal(() => core.done(create(DoneRequestSchema, { sessionId: "s", sessionIds: many }))))
+      .toBe(`invalid_argument: done names 4097 sessions; at most ${MAX_DONE_SESSIONS} in one call`);
   });
 
   it("gives the least loaded disjoint route first, then busy, then free again when done", async () => {
@@ -302,6 +308,10 @@ describe("tracker core: leases and routes", () => {
     // the gateway's word frees a session's claims on every node of its routes
     expect(core.done(create(DoneRequestSchema, { sessionId: "s2" })).released).toBe(4);
     expect((await core.route(ask("s4"))).routes).toHaveLength(1);
+    // one call may end several sessions: s1, s3 and s4 held 2 claims each (s2 already went)
+    expect(core.done(create(DoneRequestSchema, { sessionId: "s1", sessionIds: ["s2", "s3", "s4"] })).released)
+      .toBe(6);
+    expect((await core.route(ask("s5", 2))).routes).toHaveLength(2);
   });
 
   it("keeps a reserve of slots for repairs; a repair keeps the nodes that still hold its session", async () => {

@@ -18,7 +18,7 @@ import { ensureReference } from "../../../server/model/reference-file.ts";
 import { ServiceProcess } from "../../../server/process/service-process.ts";
 import { serveSeams } from "../../../server/seam/grpc.ts";
 import { startPostgres } from "../../../server/toolchain/postgres.ts";
-import { trackerClient } from "../../../server/tracker/client.ts";
+import { sessionEnds, trackerClient } from "../../../server/tracker/client.ts";
 import { cacheDir } from "../../../server/paths.ts";
 import { progress } from "../../../server/log/progress.ts";
 import { Agents, BATCH_TOKENS, drawAgents, KV_CELLS, MAX_SESSIONS } from "./agents.ts";
@@ -212,6 +212,8 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
       lastAnswerOnKilled = now;
     };
     const aroundKill = new Map<number, number>();
+    // each load client ends its sessions as a gateway does: in batches while a Done is in flight
+    const ends = clients.map((c) => sessionEnds(c.client));
     // one gateway's request: a route for a new session; one through a node that has left fails
     // to open, and the gateway asks again, naming it
     const request = async (dueAt: number, i: number) => {
@@ -248,7 +250,7 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
           sessions++;
           const t = setTimeout(() => {
             pending.delete(t);
-            void c.client.done({ sessionId }).catch(() => {});
+            void ends[k].end(sessionId).catch(() => {});
           }, holdMs);
           pending.add(t);
           return;
@@ -318,19 +320,37 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     // asked about in chunks (one answer for every node would pass a message size limit), each
     // again until answered: a replica slow to answer has not lost the nodes it did not name
     const seen = new Set<string>(), answered = new Set<string>();
+    // what the survivor said of the nodes it does not see live
+    const state = new Map<string, { admission: string; live: boolean }>();
     let unanswered = 0;
-    for (let i = 0; i < alive.length; i += 1000) {
-      const names = alive.slice(i, i + 1000).map((a) => a.spec.name);
-      let r;
-      for (let tries = 0; tries < 5 && !r; tries++) {
-        r = await survivor.client.nodes({ nodes: names }, { timeoutMs: 60_000 }).catch(() => undefined);
+    const ask = async (named: string[]) => {
+      for (let i = 0; i < named.length; i += 1000) {
+        const names = named.slice(i, i + 1000);
+        let r;
+        for (let tries = 0; tries < 5 && !r; tries++) {
+          r = await survivor.client.nodes({ nodes: names }, { timeoutMs: 60_000 }).catch(() => undefined);
+        }
+        if (!r) unanswered += names.length;
+        else for (const n of names) answered.add(n);
+        for (const n of r?.nodes ?? []) {
+          if (n.live) seen.add(n.node);
+          else state.set(n.node, n);
+        }
       }
-      if (!r) unanswered += names.length;
-      else for (const n of names) answered.add(n);
-      for (const n of r?.nodes ?? []) if (n.live) seen.add(n.node);
+    };
+    await ask(alive.map((a) => a.spec.name));
+    // a node that registered with another replica in the last second or two is not known to
+    // this one yet (replicas pull each other's changes once per sync interval): the nodes not
+    // seen are asked about again after a few intervals, and only those still missing are lost
+    const missing = (a: typeof alive[number]) =>
+      a.alive && a.admitted && answered.has(a.spec.name) && !seen.has(a.spec.name);
+    const notSeenAtFirst = alive.filter(missing).length;
+    if (notSeenAtFirst > 0) {
+      await sleep(3000);
+      await ask(alive.filter(missing).map((a) => a.spec.name));
     }
     const asked = Date.now();
-    const lostNodes = alive.filter((a) => a.admitted && answered.has(a.spec.name) && !seen.has(a.spec.name));
+    const lostNodes = alive.filter(missing);
     // a node whose last answered beat is older than a lease lapsed because its beats were late
     // or unanswered (the simulator or a saturated replica), not because a replica forgot it
     const lapsed = lostNodes.filter((a) => asked - a.lastBeat > o.leaseMs).length;
@@ -354,6 +374,10 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
       route_p99_ms: quantile(latencies, 0.99),
       route_errors: Object.fromEntries(errors),
       sessions,
+      // session ends reached the trackers in batched Done calls (a call per end before)
+      done_calls_per_s: ends.reduce((n, e) => n + e.calls, 0) / seconds,
+      sessions_per_done: ends.reduce((n, e) => n + e.carried, 0) /
+        Math.max(1, ends.reduce((n, e) => n + e.calls, 0)),
       coverage: samples ? covered / samples : 0,
       churn_per_min: o.churnPerMin,
       churned,
@@ -384,6 +408,15 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
           ),
           nodes_alive: alive.length,
           nodes_lost: lost,
+          nodes_not_seen_at_first: notSeenAtFirst,
+          // up to 5 nodes lost: what the survivor knows of each, and the node's own view
+          lost_detail: lostNodes.slice(0, 5).map((a) => ({
+            node: a.spec.name,
+            known: state.has(a.spec.name),
+            admission: state.get(a.spec.name)?.admission ?? null,
+            range: `${a.range!.start}:${a.range!.end}`,
+            ms_since_own_beat: asked - a.lastBeat,
+          })),
           nodes_lost_with_lapsed_lease: lapsed,
           nodes_unanswered: unanswered,
         }
@@ -429,6 +462,7 @@ export function printTrackerBench(r: Awaited<ReturnType<typeof benchTracker>>): 
     }, p50 ${f(r.route_p50_ms, 2)} ms, p99 ${f(r.route_p99_ms, 2)} ms; errors ${
       JSON.stringify(r.route_errors)
     }`,
+    `  session ends: ${f(r.done_calls_per_s)} Done calls/s, ${f(r.sessions_per_done, 2)} sessions each`,
     `  coverage ${
       f(100 * r.coverage)
     } % of the time; churn ${r.churned} nodes; ${r.routes_to_departed_nodes} routes through a departed node`,
