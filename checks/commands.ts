@@ -29,6 +29,7 @@ import { benchPlacement, printPlacementBench } from "./bench/placement.ts";
 import { benchTracker, printTrackerBench, TRACKER_BENCH_DEFAULTS } from "./bench/tracker/tracker-bench.ts";
 import { ensureDebianPackages } from "../server/toolchain/apt.ts";
 import { runChaos } from "./bench/chaos.ts";
+import { fuzzAll, printFuzz } from "./fuzz/command.ts";
 import { benchWasm, printWasmBench } from "./bench/wasm-vs-native.ts";
 import { hostsCommand } from "./hosts/command.ts";
 import { runParity } from "./parity/run.ts";
@@ -37,6 +38,25 @@ import { printRouteParity, runRouteParity } from "./parity/route-parity.ts";
 
 export function addCheckCommands(program: Command): void {
   program.addCommand(hostsCommand(), { hidden: true });
+
+  program.command("fuzz")
+    .description(
+      "fuzz every parser a peer's or client's bytes reach (seam frames, relay envelopes, tracker calls, the gateway's JSON, GGUF headers), each in a process of its own",
+    )
+    .option("--seconds <n>", "time per target", int("seconds"), 60)
+    .option("--seed <n>", "the inputs' seed (the same seed gives the same inputs)", int("seed"), 1)
+    .option("--target <name...>", "only these targets")
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const rows = await fuzzAll({ seconds: o.seconds, seed: o.seed, targets: o.target });
+      console.log(
+        o.json
+          ? JSON.stringify({ seconds: o.seconds, seed: o.seed, targets: rows }, null, 2)
+          : printFuzz(rows),
+      );
+      // a failure or a crash is a finding: the command says so in its status too
+      if (rows.some((r) => r.failures > 0 || r.crashes > 0)) Deno.exitCode = 1;
+    });
 
   program.command("parity")
     .description("compare a split run in separate processes with whole-model llama.cpp")
@@ -311,7 +331,7 @@ export function addCheckCommands(program: Command): void {
     .option("--kills <n>", "nodes killed, one at a time", int("kills"), 4)
     .option("--sessions <n>", "concurrent streamed chats", int("sessions"), 16)
     .option("--tokens <n>", "tokens each chat asks for", int("tokens"), 96)
-    .option("--tab", "a headless tab holds the first range too, and is closed first")
+    .option("--tab", "a headless tab holds the first range in place of its spare, and is closed first")
     .option("--restart-tracker", "kill the tracker halfway too (strata up starts it again)")
     .option("--restart-gateway", "at the end, kill the gateway under 4 streams (strata up starts it again)")
     .option(

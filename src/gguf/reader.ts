@@ -360,7 +360,13 @@ export function arch(h: GgufHeader): string {
   return a;
 }
 
-/** Number of transformer blocks (<arch>.block_count); GgufError when absent or not a positive integer. */
+/** The most blocks a model may declare: llama.cpp itself holds at most 512 (LLAMA_MAX_LAYERS). A
+ *  header's word is not trusted further: per-layer tables are sized by it (fuzzing found a
+ *  block_count of 2^31 - 1 taking 4.5 GB and 16 s before failing). */
+export const MAX_BLOCKS = 512;
+
+/** Number of transformer blocks (<arch>.block_count); GgufError when absent, not a positive
+ *  integer, or above MAX_BLOCKS. */
 export function blockCount(h: GgufHeader): number {
   const key = `${arch(h)}.block_count`;
   const n = metaNumber(h, key);
@@ -368,6 +374,7 @@ export function blockCount(h: GgufHeader): number {
   if (!Number.isInteger(n) || n <= 0) {
     throw new GgufError("bad_value", `${key} is ${n}, not a positive integer`);
   }
+  if (n > MAX_BLOCKS) throw new GgufError("too_large", `${key} is ${n}, above the limit ${MAX_BLOCKS}`);
   return n;
 }
 

@@ -44,11 +44,19 @@ const ERROR = 3; // the sender tore the channel down; the body says why
 const OPEN = 4; // a dialer's new channel: sent at dial, so channels start in the order numbered
 const HEADER = 9;
 
-/** Splits a byte stream into messages; a body past the frame limit is skipped, never held. */
-class MessageReader {
+/** A body's buffer starts this large and doubles as its bytes come (up to the length announced). */
+const FIRST_BODY_BYTES = 64 << 10;
+
+/**
+ * Splits a byte stream into messages; a body past the frame limit is skipped, never held. A
+ * body's buffer grows with the bytes that came, so a header announcing 64 MB and nothing after
+ * it costs 64 KB, not 64 MB (exported for its test).
+ */
+export class MessageReader {
   readonly #head = new Uint8Array(HEADER);
   #headAt = 0;
   #body?: Uint8Array;
+  #bodyLen = 0;
   #bodyAt = 0;
   #skip = 0;
   #channel = 0;
@@ -58,6 +66,11 @@ class MessageReader {
     private readonly onMessage: (channel: number, kind: number, body: Uint8Array) => void,
     private readonly onOversize: (channel: number, bytes: number) => void,
   ) {}
+
+  /** Bytes held for the body under way. */
+  get held(): number {
+    return this.#body?.length ?? 0;
+  }
 
   push(chunk: Uint8Array): void {
     let at = 0;
@@ -69,11 +82,18 @@ class MessageReader {
         continue;
       }
       if (this.#body) {
-        const n = Math.min(this.#body.length - this.#bodyAt, chunk.length - at);
+        const n = Math.min(this.#bodyLen - this.#bodyAt, chunk.length - at);
+        if (this.#bodyAt + n > this.#body.length) {
+          const grown = new Uint8Array(
+            Math.min(this.#bodyLen, Math.max(this.#bodyAt + n, 2 * this.#body.length)),
+          );
+          grown.set(this.#body.subarray(0, this.#bodyAt));
+          this.#body = grown;
+        }
         this.#body.set(chunk.subarray(at, at + n), this.#bodyAt);
         this.#bodyAt += n;
         at += n;
-        if (this.#bodyAt === this.#body.length) {
+        if (this.#bodyAt === this.#bodyLen) {
           const body = this.#body;
           this.#body = undefined;
           this.onMessage(this.#channel, this.#kind, body);
@@ -112,7 +132,8 @@ class MessageReader {
       this.onMessage(this.#channel, this.#kind, chunk.subarray(at, at + len));
       return at + len;
     }
-    this.#body = new Uint8Array(len);
+    this.#body = new Uint8Array(Math.min(len, FIRST_BODY_BYTES));
+    this.#bodyLen = len;
     this.#bodyAt = 0;
     if (len === 0) {
       this.#body = undefined;

@@ -12,7 +12,14 @@ import { deferredLink } from "../../src/seam/deferred-link.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import { MAX_FRAME_BYTES, SCHEMA_VERSION } from "../../src/seam/limits.ts";
 import type { SeamLink, SeamServe } from "../../src/seam/link.ts";
-import { type ByteDuplex, FAST_ACCEPT, FAST_PREFACE, MuxClient, serveMux } from "../../src/seam/mux.ts";
+import {
+  type ByteDuplex,
+  FAST_ACCEPT,
+  FAST_PREFACE,
+  MessageReader,
+  MuxClient,
+  serveMux,
+} from "../../src/seam/mux.ts";
 import { packTensor } from "../../src/seam/tensor.ts";
 import { FastSeams } from "../../server/seam/fast.ts";
 import { GrpcSeams, serveSeams } from "../../server/seam/grpc.ts";
@@ -324,5 +331,28 @@ describe("fast seam on a seam server's port", () => {
       fast.close();
       grpc.close();
     }
+  });
+
+  it("holds what a body's bytes took, not what its header announced", () => {
+    const got: number[] = [];
+    const reader = new MessageReader((_, __, body) => got.push(body.length), () => {});
+    const head = (len: number) => {
+      const h = new Uint8Array(9);
+      new DataView(h.buffer).setUint32(0, len, true);
+      h[8] = 1;
+      return h;
+    };
+    // 64 MB announced, 10 bytes sent: 64 KB held
+    reader.push(head(MAX_FRAME_BYTES));
+    reader.push(new Uint8Array(10));
+    expect(reader.held).toBe(64 << 10);
+    // a body of 300 KB in uneven pieces arrives whole, the buffer grown to it and no further
+    const r2 = new MessageReader((_, __, body) => got.push(body.length), () => {});
+    r2.push(head(300_000));
+    for (let sent = 0; sent < 300_000; sent += 7_001) {
+      r2.push(new Uint8Array(Math.min(7_001, 300_000 - sent)));
+    }
+    expect(got).toEqual([300_000]);
+    expect(r2.held).toBe(0);
   });
 });
