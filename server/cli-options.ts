@@ -9,6 +9,13 @@ export const int = (name: string) => (v: string) => {
   return n;
 };
 
+/** An integer ≥ 0 (0 often meaning "no limit"). */
+export const count = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be an integer ≥ 0`);
+  return n;
+};
+
 export const num = (name: string) => (v: string) => {
   const n = Number(v);
   if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${name} must be a number ≥ 0`);

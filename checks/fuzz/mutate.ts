@@ -1,21 +1,13 @@
 // Inputs for the fuzzer: valid seeds, changed a few places at a time. Byte-level changes (bit
 // flips, boundary bytes, inserts, deletes, repeats, cuts, splices with another seed) and
 // protobuf-aware ones: the wire format is walked and a varint (a length, a count, a size, a
-// tag) is replaced by a boundary value, so a frame stays parseable while it lies about sizes.
+// tag) is replaced by a boundary value, so a frame stays parseable while it lies about sizes;
+// in other formats (GGUF) a little-endian u32 or u64 is.
 // The stream is seeded: input i of a target and seed is the same on every run.
+import { xorshift32 } from "../../src/model/seeded.ts";
 
-/** xorshift32: small, fast, reproducible. */
-export function prng(seed: number): () => number {
-  let x = (seed >>> 0) || 0x9e3779b9;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x;
-  };
-}
+/** The inputs' draws: xorshift32, small, fast and the same everywhere. */
+export const prng = xorshift32;
 
 const BOUNDARY_BYTES = [0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff];
 const BOUNDARY_VARINTS = [

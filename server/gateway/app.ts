@@ -5,6 +5,7 @@
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { ApiError, type GenerationRequest, parseRequest, RateLimited } from "../../src/gateway/openai.ts";
+import { type ClientLimitOptions, ClientLimits, NO_CLIENT_LIMITS } from "../../src/gateway/client-limits.ts";
 import { type AdmissionOptions, DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { fileFacts } from "../model/facts.ts";
@@ -45,9 +46,17 @@ export interface GatewayOptions {
   readonly repairDeadlineMs?: number;
   /** false: every repair re-prefills the whole new route (the lost-hop rebuild off, to compare) */
   readonly repairResume?: boolean;
+  /** what one client (its API key, else its address) may take (default: no limit) */
+  readonly clientLimits?: ClientLimitOptions;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
+
+/** The client's address, from what Deno.serve hands the app (hono's env). */
+const remoteHost = (env: unknown) => {
+  const addr = (env as Partial<Deno.ServeHandlerInfo> | undefined)?.remoteAddr;
+  return addr && "hostname" in addr ? addr.hostname : "?";
+};
 
 export async function startGateway(o: GatewayOptions) {
   const tokenizer = await NativeTokenizer.load(o.modelPath);
@@ -58,6 +67,7 @@ export async function startGateway(o: GatewayOptions) {
   const tracker = trackerClient(o.trackerUrl);
   const dialer = await Dialer.connect(o.relay);
   const gate = new RouteGate(tracker.client, artifact, { ...DEFAULT_ADMISSION, ...o.admission });
+  const limits = new ClientLimits(o.clientLimits ?? NO_CLIENT_LIMITS);
   const ctx: GenerationContext = {
     tokenizer,
     dialer,
@@ -137,28 +147,49 @@ export async function startGateway(o: GatewayOptions) {
 
   for (const [path, kind] of [["/v1/chat/completions", "chat"], ["/v1/completions", "completion"]] as const) {
     app.post(path, async (c) => {
-      let body: unknown;
-      try {
-        body = await c.req.json();
-      } catch {
-        metrics.request(kind, 400);
-        throw new ApiError(400, "We could not parse the JSON body of your request.", "invalid_request_error");
-      }
-      const req = parseRequest(kind, body);
-      if (req.model !== o.modelName) {
-        metrics.request(kind, 404);
-        throw new ApiError(
-          404,
-          `The model '${req.model}' does not exist`,
-          "invalid_request_error",
-          "model_not_found",
-          "model",
+      // the client's own limits come first, before its body is even read
+      const client = apiKeyOf(c.req.header("authorization")) || `addr:${remoteHost(c.env)}`;
+      const slot = limits.admit(client);
+      if (!slot.ok) {
+        metrics.request(kind, 429);
+        throw new RateLimited(
+          `Rate limit reached for this client: ${slot.why}. Try again in ${slot.retryAfterS} s.`,
+          slot.retryAfterS,
         );
       }
-      const ids = promptTokens(tokenizer, req);
-      const key = apiKeyOf(c.req.header("authorization"));
-      return req.stream ? await stream(c, req, ids, key) : await complete(c, req, ids, key);
+      try {
+        return await answer(c, kind, slot.release);
+      } catch (e) {
+        slot.release(0);
+        throw e;
+      }
     });
+  }
+
+  /** A request within its client's limits; `charge` takes the tokens it used, once. */
+  // deno-lint-ignore no-explicit-any
+  async function answer(c: any, kind: "chat" | "completion", charge: (tokens: number) => void) {
+    let body: unknown;
+    try {
+      body = await c.req.json();
+    } catch {
+      metrics.request(kind, 400);
+      throw new ApiError(400, "We could not parse the JSON body of your request.", "invalid_request_error");
+    }
+    const req = parseRequest(kind, body);
+    if (req.model !== o.modelName) {
+      metrics.request(kind, 404);
+      throw new ApiError(
+        404,
+        `The model '${req.model}' does not exist`,
+        "invalid_request_error",
+        "model_not_found",
+        "model",
+      );
+    }
+    const ids = promptTokens(tokenizer, req);
+    const key = apiKeyOf(c.req.header("authorization"));
+    return req.stream ? await stream(c, req, ids, key, charge) : await complete(c, req, ids, key, charge);
   }
 
   const chunk = (
@@ -207,14 +238,21 @@ export async function startGateway(o: GatewayOptions) {
 
   // The route is taken before the event stream starts: a refusal is a real 429 with
   // Retry-After (clients retry those), and the client sees no 200 it must then take back.
-  // deno-lint-ignore no-explicit-any
-  async function stream(c: any, req: GenerationRequest, ids: Int32Array, key: string) {
+  async function stream(
+    // deno-lint-ignore no-explicit-any
+    c: any,
+    req: GenerationRequest,
+    ids: Int32Array,
+    key: string,
+    charge: (tokens: number) => void,
+  ) {
     const held = await lease(req.kind, key, c.req.raw.signal);
     const id = `${req.kind === "chat" ? "chatcmpl" : "cmpl"}-${crypto.randomUUID()}`;
     const created = now();
     return streamSSE(c, async (sse) => {
       const gone = new AbortController();
       sse.onAbort(() => gone.abort());
+      let used = ids.length;
       try {
         if (req.kind === "chat") {
           await sse.writeSSE({ data: JSON.stringify(chunk(req, id, created, "", null, true)) });
@@ -232,6 +270,7 @@ export async function startGateway(o: GatewayOptions) {
           completion_tokens: g.completionTokens,
           total_tokens: g.promptTokens + g.completionTokens,
         };
+        used = usage.total_tokens;
         const summary = g.telemetry.summary();
         await sse.writeSSE({
           data: JSON.stringify({
@@ -252,14 +291,21 @@ export async function startGateway(o: GatewayOptions) {
         log.warn("generation failed", { error: err.message });
         if (!gone.signal.aborted) await sse.writeSSE({ data: JSON.stringify(err.body()) });
       } finally {
+        charge(used);
         await held.end();
       }
       if (!gone.signal.aborted) await sse.writeSSE({ data: "[DONE]" });
     });
   }
 
-  // deno-lint-ignore no-explicit-any
-  async function complete(c: any, req: GenerationRequest, ids: Int32Array, key: string) {
+  async function complete(
+    // deno-lint-ignore no-explicit-any
+    c: any,
+    req: GenerationRequest,
+    ids: Int32Array,
+    key: string,
+    charge: (tokens: number) => void,
+  ) {
     // aborts when the client disconnects (deno.json opts out of Deno.serve's legacy abort on
     // success): its route is cancelled, or it leaves the queue
     const gone: AbortSignal = c.req.raw.signal;
@@ -285,6 +331,7 @@ export async function startGateway(o: GatewayOptions) {
         await held.end();
       }
     }
+    charge(g.promptTokens + g.completionTokens);
     const summary = { ...g.telemetry.summary(), attempts };
     metrics.request(req.kind, 200);
     metrics.generation(summary, g.promptTokens, g.completionTokens);

@@ -10,11 +10,12 @@ import { fileFacts } from "../model/facts.ts";
 import { parseSplit } from "../../src/engine/layer-range.ts";
 import { sseData } from "../../src/gateway/sse.ts";
 import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
+import { addClientLimitOptions, clientLimitsOf } from "./limit-options.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
 
 export function gatewayCommand(): Command {
-  return new Command("gateway")
+  return addClientLimitOptions(new Command("gateway"))
     .description(
       "the OpenAI API (chat/completions, completions, models; SSE streaming) over tracker-chosen routes",
     )
@@ -98,6 +99,7 @@ export function gatewayCommand(): Command {
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
         repairDeadlineMs: o.repairDeadlineMs,
         repairResume: o.repairResume !== false,
+        clientLimits: clientLimitsOf(o),
       });
       console.log(JSON.stringify({ event: "ready", url: g.url, pid: Deno.pid }));
       await untilSignal();

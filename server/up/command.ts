@@ -17,11 +17,12 @@ import {
 } from "../cli-options.ts";
 import { up } from "./up.ts";
 import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
+import { addClientLimitOptions, clientLimitsOf } from "../gateway/limit-options.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
 
 export function upCommand(): Command {
-  return new Command("up")
+  return addClientLimitOptions(new Command("up"))
     .description("start a relay, a tracker, routes of shard nodes and a gateway; Ctrl-C stops them")
     .option(
       "--model <name|path>",
@@ -163,6 +164,7 @@ export function upCommand(): Command {
         repairResume: o.repairResume !== false,
         batchInvariant: o.batchInvariant !== false,
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
+        clientLimits: clientLimitsOf(o),
         dbPath: `${dir}/tracker.db`,
         // set it to let more nodes join this network by hand
         nodeToken: Deno.env.get("STRATA_NODE_TOKEN"),

@@ -11,6 +11,8 @@ import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
 import { trackedNodeArgs } from "./node-args.ts";
 import { placedNetwork } from "./placed.ts";
 import { KeepUp } from "./keep-up.ts";
+import { clientLimitArgs } from "../gateway/limit-options.ts";
+import type { ClientLimitOptions } from "../../src/gateway/client-limits.ts";
 
 export interface UpOptions {
   /** "smollm2" or a GGUF path, as every part resolves it */
@@ -32,6 +34,8 @@ export interface UpOptions {
   readonly batchInvariant?: boolean;
   /** the gateway's queue for busy routes */
   readonly admission?: { readonly maxWaiting: number; readonly timeoutMs: number };
+  /** what one client may take of the gateway (default: no limit) */
+  readonly clientLimits?: ClientLimitOptions;
   /** how long the gateway waits for a route to take over from one that lost a node */
   readonly repairDeadlineMs?: number;
   /** false: the gateway's repairs re-prefill whole routes (the lost-hop rebuild off, to compare) */
@@ -280,6 +284,7 @@ export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: stri
       : []),
     ...(o.repairDeadlineMs !== undefined ? ["--repair-deadline-ms", String(o.repairDeadlineMs)] : []),
     ...(o.repairResume === false ? ["--no-repair-resume"] : []),
+    ...(o.clientLimits ? clientLimitArgs(o.clientLimits) : []),
     "--volunteers",
     volunteers,
   ], { STRATA_RELAY_SECRET: at.relaySecret, STRATA_NODE_TOKEN: at.nodeToken });

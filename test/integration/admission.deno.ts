@@ -3,7 +3,9 @@
 // gateway on the same tracker with a queue of 4 gets 16 at once: the excess get 429 with
 // Retry-After, nothing hangs, and the nodes end with no session; (c) /metrics counts the
 // queue; (d) a non-streamed client that leaves frees its session, a queued one leaves the
-// queue. Prints one JSON object; admission.test.ts asserts on it.
+// queue; (e) a third gateway with limits per client: one key's second request at once and its
+// fourth in a minute get 429, while another key's request beside them is served. Prints one
+// JSON object; admission.test.ts asserts on it.
 import { trackerClient } from "../../server/tracker/client.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
@@ -34,11 +36,17 @@ const body = (i: number, extra: Record<string, unknown> = {}) => ({
 });
 
 /** One request, streamed or not, as the client sees its end. */
-async function ask(gateway: string, i: number, stream: boolean, extra: Record<string, unknown> = {}) {
+async function ask(
+  gateway: string,
+  i: number,
+  stream: boolean,
+  extra: Record<string, unknown> = {},
+  key?: string,
+) {
   const t0 = performance.now();
   const r = await fetch(`${gateway}/v1/chat/completions`, {
     method: "POST",
-    headers: json,
+    headers: key ? { ...json, authorization: `Bearer ${key}` } : json,
     body: JSON.stringify({ ...body(i, extra), stream }),
   });
   const seen = { stream, status: r.status, retryAfter: r.headers.get("retry-after") };
@@ -57,6 +65,7 @@ async function ask(gateway: string, i: number, stream: boolean, extra: Record<st
     ...seen,
     done: r.status === 200 && !!j.choices?.[0]?.finish_reason,
     error: j.error?.code,
+    message: j.error?.message,
     ms: performance.now() - t0,
   };
 }
@@ -109,6 +118,7 @@ const orHung = <T>(p: Promise<T>, ms: number) => Promise.race([p, sleep(ms).then
 
 const report: Record<string, unknown> = { slots: SLOTS };
 let second: ServiceProcess | undefined;
+let limited: ServiceProcess | undefined;
 try {
   // (a) 8 at once against 2 slots: they queue, all complete
   const burst = await peakLoad(
@@ -180,7 +190,39 @@ try {
     longEnded,
     after: await until(idle),
   };
+
+  // (e) limits per client: key a may have 1 request at once and 3 a minute; key b beside it
+  limited = await ServiceProcess.start("gateway (limits)", [
+    "gateway",
+    "--tracker",
+    trackerUrl,
+    "--listen",
+    "127.0.0.1:0",
+    "--api-key",
+    "key-a",
+    "--api-key",
+    "key-b",
+    "--limit-concurrent",
+    "1",
+    "--limit-requests-per-min",
+    "3",
+  ]);
+  const gw3 = String(limited.ready.url);
+  await until(idle);
+  // a's first streams; its second at the same moment is over its 1 at once; b's is served
+  const first = ask(gw3, 0, true, { max_tokens: 24 }, "key-a");
+  await sleep(300);
+  const [secondAtOnce, other] = await Promise.all([
+    ask(gw3, 1, false, {}, "key-a"),
+    ask(gw3, 2, false, {}, "key-b"),
+  ]);
+  const firstDone = await first;
+  // then one at a time: a's second and third of the minute pass, its fourth does not
+  const inTurn = [];
+  for (let i = 0; i < 3; i++) inTurn.push(await ask(gw3, i, false, {}, "key-a"));
+  report.limits = { first: firstDone, secondAtOnce, other, inTurn, after: await until(idle) };
 } finally {
+  await limited?.stop();
   await second?.stop();
   seams.close();
   tracker.close();

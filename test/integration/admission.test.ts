@@ -6,6 +6,7 @@ interface Asked {
   status: number;
   done: boolean;
   error?: string;
+  message?: string;
   retryAfter?: string | null;
   ms: number;
 }
@@ -73,5 +74,18 @@ describe("admission that queues (strata up, one route, 2 sessions a node)", () =
     expect(l.longEnded).toEqual(["AbortError", "AbortError"]);
     expect(l.after.nodes).toEqual([0, 0]);
     for (const t of l.after.tracker) expect([t.sessions, t.load]).toEqual([0, 0]);
+
+    // (e) limits per client: the key over its limit gets 429 naming the limit, with
+    // Retry-After; the other key beside it is served
+    const lim = out.limits;
+    expect([lim.first.status, lim.first.done], JSON.stringify(lim.first)).toEqual([200, true]);
+    expect([lim.secondAtOnce.status, lim.secondAtOnce.error]).toEqual([429, "rate_limit_exceeded"]);
+    expect(lim.secondAtOnce.message).toMatch(/requests at once, at most 1/);
+    expect(Number(lim.secondAtOnce.retryAfter)).toBeGreaterThanOrEqual(1);
+    expect([lim.other.status, lim.other.done], JSON.stringify(lim.other)).toEqual([200, true]);
+    expect(lim.inTurn.map((a: Asked) => a.status)).toEqual([200, 200, 429]);
+    expect(lim.inTurn[2].message).toMatch(/requests a minute, at most 3/);
+    expect(Number(lim.inTurn[2].retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(lim.after.nodes).toEqual([0, 0]);
   });
 });
