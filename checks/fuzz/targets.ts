@@ -4,7 +4,7 @@
 import { create, type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { decodeEnvelope, encodeEnvelope } from "../../src/relay/envelope.ts";
-import { ElementType, Phase, SeamFrameSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
+import { ElementType, Phase, type SeamFrame, SeamFrameSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { Compression } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import {
   DoneRequestSchema,
@@ -15,7 +15,7 @@ import {
   RegisterRequestSchema,
   RouteRequestSchema,
 } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { decodeFrame, encodeFrame } from "../../src/seam/frame.ts";
+import { checkFrame, decodeReply, encodeFrame } from "../../src/seam/frame.ts";
 import type { SeamServe } from "../../src/seam/link.ts";
 import { type ByteDuplex, serveMux } from "../../src/seam/mux.ts";
 import { prng } from "./mutate.ts";
@@ -112,9 +112,13 @@ async function frames(): Promise<Uint8Array[]> {
   ].map(encodeFrame);
 }
 
-/** What a shard does with a frame's bytes before its engine sees anything. */
-async function shardSide(bytes: Uint8Array, publicKey: CryptoKey): Promise<void> {
-  const f = decodeFrame(bytes);
+/** What a shard does with a frame's bytes before its engine sees anything (decodeFrame's
+ *  size and schema checks, then shardChecks). */
+const shardSide = (bytes: Uint8Array, publicKey: CryptoKey) => shardChecks(decodeReply(bytes), publicKey);
+
+/** A shard's checks on a decoded frame: the frame's own, its ticket, its tensors. */
+async function shardChecks(f: SeamFrame, publicKey: CryptoKey): Promise<void> {
+  checkFrame(f);
   if (f.phase === Phase.OPEN) {
     await verifyTicket(publicKey, f.open!.routeTicket, {
       sessionId: f.sessionId,
@@ -236,7 +240,7 @@ const fastSeam: FuzzTarget = {
     const serve: SeamServe = async (frames, reply) => {
       try {
         for await (const f of frames) {
-          await shardSide(encodeFrame(f), publicKey);
+          await shardChecks(f, publicKey);
           reply(f);
         }
       } catch (e) {

@@ -148,7 +148,8 @@ export async function startGateway(o: GatewayOptions) {
   for (const [path, kind] of [["/v1/chat/completions", "chat"], ["/v1/completions", "completion"]] as const) {
     app.post(path, async (c) => {
       // the client's own limits come first, before its body is even read
-      const client = apiKeyOf(c.req.header("authorization")) || `addr:${remoteHost(c.env)}`;
+      const key = apiKeyOf(c.req.header("authorization"));
+      const client = key || `addr:${remoteHost(c.env)}`;
       const slot = limits.admit(client);
       if (!slot.ok) {
         metrics.request(kind, 429);
@@ -158,7 +159,7 @@ export async function startGateway(o: GatewayOptions) {
         );
       }
       try {
-        return await answer(c, kind, slot.release);
+        return await answer(c, kind, key, slot.release);
       } catch (e) {
         slot.release(0);
         throw e;
@@ -168,7 +169,7 @@ export async function startGateway(o: GatewayOptions) {
 
   /** A request within its client's limits; `charge` takes the tokens it used, once. */
   // deno-lint-ignore no-explicit-any
-  async function answer(c: any, kind: "chat" | "completion", charge: (tokens: number) => void) {
+  async function answer(c: any, kind: "chat" | "completion", key: string, charge: (tokens: number) => void) {
     let body: unknown;
     try {
       body = await c.req.json();
@@ -188,7 +189,6 @@ export async function startGateway(o: GatewayOptions) {
       );
     }
     const ids = promptTokens(tokenizer, req);
-    const key = apiKeyOf(c.req.header("authorization"));
     return req.stream ? await stream(c, req, ids, key, charge) : await complete(c, req, ids, key, charge);
   }
 
