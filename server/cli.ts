@@ -15,6 +15,7 @@ import { keyCommand, routeCommand } from "./route/command.ts";
 import { trackerCommand } from "./tracker/command.ts";
 import { chatCommand, gatewayCommand } from "./gateway/command.ts";
 import { upCommand } from "./up/command.ts";
+import { tlsCommand } from "./tls/command.ts";
 
 const program = new Command("strata")
   .description("Run GGUF language models across machines, one contiguous layer range per node.")
@@ -56,6 +57,7 @@ program.addCommand(trackerCommand());
 program.addCommand(gatewayCommand());
 program.addCommand(artifactsCommand());
 program.addCommand(chatCommand());
+program.addCommand(tlsCommand());
 
 program.command("test")
   .description("build the engine, fetch the catalog models, then run the whole test suite (vitest)")

@@ -136,7 +136,7 @@ export function seamCompressionCommand(): Command {
 export function transportBenchCommand(): Command {
   return new Command("transport")
     .description(
-      "round trips of a seam frame by transport alone: the Strata seams (HTTP/2, fast), a WebSocket, plain TCP",
+      "round trips of a seam frame by transport alone: the Strata seams (HTTP/2, fast; plaintext and TLS), a WebSocket, plain TCP",
     )
     .action(async () => {
       console.log(JSON.stringify(await benchTransport(), null, 2));

@@ -156,6 +156,28 @@ export function markdownReport(
     } ms + 5 ms).`,
     "",
   ];
+  const rt = (x: { p50_ms: number; p95_ms: number }) => `${f(x.p50_ms, 3)} / ${f(x.p95_ms, 3)}`;
+  // (absent from runs before TLS: --from an older bench.json)
+  const t = r.transport as SuiteReport["transport"] | undefined;
+  if (t) {
+    lines.push(
+      `## Seam transports alone (round trips of a ${t.idle.frame_bytes}-byte decode frame, ms p50 / p95)`,
+      "",
+      "| machine | fast seam | fast seam, TLS | gRPC (h2c) | gRPC, TLS | WebSocket | TCP | TLS a crossing: fast seam | TLS a crossing: gRPC |",
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+      ...([["idle", t.idle], ["one core busy", t.one_core_busy]] as const).map(([name, x]) =>
+        `| ${name} | ${rt(x.fast_seam)} | ${rt(x.fast_seam_tls)} | ${rt(x.grpc_http2)} | ${
+          rt(x.grpc_http2_tls)
+        } | ${rt(x.websocket)} | ${rt(x.tcp)} | ${f(x.tls_ms_per_crossing.fast_seam, 4)} | ${
+          f(x.tls_ms_per_crossing.grpc, 4)
+        } |`
+      ),
+      "",
+      "Plaintext and TLS streams take turns, one round trip each, so both meet the same noise; what TLS adds to " +
+        "one crossing is half the difference of their p50 round trips.",
+      "",
+    );
+  }
   lines.push(
     "## q8 row transport on seams (against f32)",
     "",

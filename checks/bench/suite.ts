@@ -14,6 +14,7 @@ import { measureRpc } from "./measure-rpc.ts";
 import { benchUp } from "./up-vs-whole.ts";
 import { wholeDecode } from "./route-throughput.ts";
 import { benchSeamCompression } from "./seam-compression.ts";
+import { benchTransport } from "./transport.ts";
 
 export interface SuiteOptions {
   readonly model: string;
@@ -83,6 +84,8 @@ export async function benchSuite(o: SuiteOptions) {
       );
     }
   }
+  say("seam transports alone, in plaintext and over TLS");
+  const transport = await benchTransport(nEmbd);
   say("TTFT through strata up's gateway");
   const gw = await benchUp({
     model: o.model,
@@ -141,6 +144,7 @@ export async function benchSuite(o: SuiteOptions) {
       threads_route: 2 * o.threads,
     },
     seam_bytes_per_token: route2.seam_bytes_per_token,
+    transport,
     seam_compression_q8: q8,
     gateway: {
       split: o.split2,

@@ -1,7 +1,8 @@
 // What one seam crossing costs by transport alone: round trips of a decode step's hidden-state
 // frame (2.3 KB) to an echo in another process, over the Strata seams (Connect/gRPC on HTTP/2,
-// and the fast seam on the same port), a bare WebSocket and bare TCP; the machine idle, then with one core kept busy (as an engine keeps
-// it during a route). Figures only.
+// and the fast seam on the same port, each in plaintext and over TLS), a bare WebSocket and
+// bare TCP; the machine idle, then with one core kept busy (as an engine keeps it during a
+// route). Figures only; what TLS adds to one crossing is half the difference of round trips.
 import { WebSocket } from "ws";
 import { encodeFrame } from "../../src/seam/frame.ts";
 import type { SeamFrame } from "../../src/gen/strata/seam/v1/seam_pb.ts";
@@ -10,6 +11,7 @@ import { FastSeams } from "../../server/seam/fast.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { quantile } from "./route-throughput.ts";
 import { hiddenStepFrame } from "./step-frame.ts";
+import { trustNetworkCa } from "../../server/tls/trust.ts";
 
 const ROUNDS = 400;
 
@@ -24,29 +26,52 @@ async function timed(rounds: number, once: () => Promise<void>) {
   return { p50_ms: quantile(ms, 0.5), p95_ms: quantile(ms, 0.95) };
 }
 
-/** Round trips of one frame on one long-lived seam stream, as a Route Session uses it. */
-async function seamRounds(link: SeamLink, f: SeamFrame) {
-  const replies = link.replies[Symbol.asyncIterator]();
-  const r = await timed(ROUNDS, async () => {
-    link.send(f);
-    await replies.next();
-  });
-  link.close();
-  return r;
+/**
+ * Round trips on several seam streams taken in turn, one each per round: plaintext and TLS
+ * meet the same moments of the machine's noise.
+ */
+async function interleaved(links: SeamLink[], f: SeamFrame) {
+  const its = links.map((l) => l.replies[Symbol.asyncIterator]());
+  const once = async (i: number) => {
+    links[i].send(f);
+    await its[i].next();
+  };
+  for (let w = 0; w < 50; w++) for (const i of links.keys()) await once(i); // warm-up
+  const ms = links.map(() => [] as number[]);
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const i of links.keys()) {
+      const t = performance.now();
+      await once(i);
+      ms[i].push(performance.now() - t);
+    }
+  }
+  for (const l of links) l.close();
+  return ms.map((xs) => ({ p50_ms: quantile(xs, 0.5), p95_ms: quantile(xs, 0.95) }));
 }
 
-async function measure(ports: { grpc: string; ws: string; tcp: number }, nEmbd: number) {
-  const f = hiddenStepFrame(nEmbd);
-  const bytes = encodeFrame(f);
+/** gRPC, then the fast seam, each to the plaintext and the TLS seam server at once */
+async function seamPairs(plainUrl: string, tlsUrl: string, f: SeamFrame) {
   const seams = new GrpcSeams();
-  const grpc = await seamRounds(seams.dial(ports.grpc), f);
-  // the fast seam on the same port: frames as encoded, a 9-byte header, one TCP connection
+  const [grpc, grpcTls] = await interleaved([seams.dial(plainUrl), seams.dial(tlsUrl)], f);
+  // the fast seam on the same port: frames as encoded, a 9-byte header, one connection
   const fast = new FastSeams((u) => seams.dial(u));
-  const fastLink = fast.dial(ports.grpc);
-  const fastSeam = await seamRounds(fastLink, f);
-  const fastTransport = fastLink.transport;
+  const links = [fast.dial(plainUrl), fast.dial(tlsUrl)];
+  const [fastPlain, fastTls] = await interleaved(links, f);
+  if (links[0].transport !== "tcp" || links[1].transport !== "tls") {
+    throw new Error(`the fast seam fell back: ${links.map((l) => l.transport).join(", ")}`);
+  }
   fast.close();
   seams.close();
+  return { grpc, grpcTls, fast: fastPlain, fastTls };
+}
+
+/** half a round trip's difference: one crossing's share, ms */
+const perCrossing = (tls: { p50_ms: number }, plain: { p50_ms: number }) => (tls.p50_ms - plain.p50_ms) / 2;
+
+async function measure(ports: { grpc: string; tls: string; ws: string; tcp: number }, nEmbd: number) {
+  const f = hiddenStepFrame(nEmbd);
+  const bytes = encodeFrame(f);
+  const seams = await seamPairs(ports.grpc, ports.tls, f);
   // one WebSocket
   const ws = new WebSocket(ports.ws);
   await new Promise((r) => ws.once("open", r));
@@ -65,8 +90,19 @@ async function measure(ports: { grpc: string; ws: string; tcp: number }, nEmbd: 
     for (let got = 0; got < bytes.length;) got += (await c.read(buf.subarray(got))) ?? bytes.length;
   });
   c.close();
-  if (fastTransport !== "tcp") throw new Error(`the fast seam fell back to ${fastTransport}`);
-  return { frame_bytes: bytes.length, grpc_http2: grpc, fast_seam: fastSeam, websocket: wsRound, tcp };
+  return {
+    frame_bytes: bytes.length,
+    grpc_http2: seams.grpc,
+    fast_seam: seams.fast,
+    grpc_http2_tls: seams.grpcTls,
+    fast_seam_tls: seams.fastTls,
+    tls_ms_per_crossing: {
+      fast_seam: perCrossing(seams.fastTls, seams.fast),
+      grpc: perCrossing(seams.grpcTls, seams.grpc),
+    },
+    websocket: wsRound,
+    tcp,
+  };
 }
 
 export async function benchTransport(nEmbd = 576) {
@@ -86,6 +122,8 @@ export async function benchTransport(nEmbd = 576) {
   let line = "";
   while (!line.includes("\n")) line += (await reader.read()).value ?? "";
   const ports = JSON.parse(line.trim());
+  // this process trusts the echo's CA alone from here on (the bench dials nothing else over TLS)
+  trustNetworkCa(ports.ca);
   try {
     const idle = await measure(ports, nEmbd);
     // one core busy, as an engine keeps it while a route runs

@@ -14,6 +14,7 @@ import { progress } from "../log/progress.ts";
 import { log } from "../log/log.ts";
 import { FsPieceStore } from "./fs-store.ts";
 import { writeSparseFile } from "./sparse-file.ts";
+import { trustedFetch } from "../tls/trust.ts";
 
 const ARTIFACT_URL = /^(https?:\/\/.+\/artifacts\/)([0-9a-f]{64})\/?$/;
 
@@ -21,7 +22,7 @@ export function isArtifactUrl(s: string): boolean {
   return ARTIFACT_URL.test(s);
 }
 
-export async function fetchManifest(url: string, fetcher = fetch): Promise<ArtifactManifest> {
+export async function fetchManifest(url: string, fetcher = trustedFetch()): Promise<ArtifactManifest> {
   const m = ARTIFACT_URL.exec(url);
   if (!m) throw new Error(`"${url}" is not an artifact URL (…/artifacts/<sha256>)`);
   const r = await fetcher(`${m[1]}${m[2]}/manifest`);
@@ -82,7 +83,7 @@ export async function fetchShardFile(
     ...layers,
     sources: [{ url: url.replace(/\/$/, "") }, ...peers],
     store: new FsPieceStore(),
-    fetch: relayPeer ? relayPieceFetch(relayPeer, relayUrl!) : undefined,
+    fetch: relayPeer ? relayPieceFetch(relayPeer, relayUrl!, trustedFetch()) : trustedFetch(),
     onProgress: (p) => bar.update(p.bytesDone, p.bytes),
   }).finally(() => own?.close());
   const mib = (n: number) => (n / 2 ** 20).toFixed(1);

@@ -28,6 +28,9 @@ import { RouteGate } from "./route-gate.ts";
 
 /** The admission line repairs wait in, beside each client key's line (and the keyless one). */
 const REPAIR_LINE = "repair:";
+import type { CertPair } from "../tls/certs.ts";
+import { serveHttp } from "../http/serve-http.ts";
+import { addressGroup } from "../../src/gateway/address-group.ts";
 
 export interface GatewayOptions {
   readonly modelPath: string;
@@ -48,6 +51,8 @@ export interface GatewayOptions {
   readonly repairResume?: boolean;
   /** what one client (its API key, else its address) may take (default: no limit) */
   readonly clientLimits?: ClientLimitOptions;
+  /** serve HTTPS with this certificate */
+  readonly tls?: CertPair;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -149,7 +154,7 @@ export async function startGateway(o: GatewayOptions) {
     app.post(path, async (c) => {
       // the client's own limits come first, before its body is even read
       const key = apiKeyOf(c.req.header("authorization"));
-      const client = key || `addr:${remoteHost(c.env)}`;
+      const client = key || `addr:${addressGroup(remoteHost(c.env))}`;
       const slot = limits.admit(client);
       if (!slot.ok) {
         metrics.request(kind, 429);
@@ -361,15 +366,15 @@ export async function startGateway(o: GatewayOptions) {
     return nodes.filter((n) => !n.live || n.urls.some((u) => message.includes(u))).map((n) => n.node);
   }
 
-  const server = Deno.serve({ hostname: o.host, port: o.port, onListen: () => {} }, app.fetch);
-  const url = `http://${o.host}:${server.addr.port}`;
+  const server = serveHttp(app.fetch, o.host, o.port, o.tls);
+  const url = server.url;
   log.info("gateway ready", { url, model: o.modelName });
   return {
     url,
     close: async () => {
       gate.admission.close();
       ctx.watch.close();
-      await server.shutdown();
+      await server.close();
       dialer.close();
       tracker.close();
       tokenizer.close();

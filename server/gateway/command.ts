@@ -11,11 +11,13 @@ import { parseSplit } from "../../src/engine/layer-range.ts";
 import { sseData } from "../../src/gateway/sse.ts";
 import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 import { addClientLimitOptions, clientLimitsOf } from "./limit-options.ts";
+import { addCaOption, addCertFileOptions, tlsOf } from "../tls/options.ts";
+import { trustCaFile, trustedFetch } from "../tls/trust.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
 
 export function gatewayCommand(): Command {
-  return addClientLimitOptions(new Command("gateway"))
+  return addCaOption(addCertFileOptions(addClientLimitOptions(new Command("gateway")), "the OpenAI API"))
     .description(
       "the OpenAI API (chat/completions, completions, models; SSE streaming) over tracker-chosen routes",
     )
@@ -100,6 +102,7 @@ export function gatewayCommand(): Command {
         repairDeadlineMs: o.repairDeadlineMs,
         repairResume: o.repairResume !== false,
         clientLimits: clientLimitsOf(o),
+        tls: await tlsOf(o),
       });
       console.log(JSON.stringify({ event: "ready", url: g.url, pid: Deno.pid }));
       await untilSignal();
@@ -112,7 +115,7 @@ export function gatewayCommand(): Command {
 export const upStateFile = () => cacheDir("up.json");
 
 export function chatCommand(): Command {
-  return new Command("chat")
+  return addCaOption(new Command("chat"))
     .description("one chat completion through a gateway, streamed (default: the one `strata up` started)")
     .argument("<message>", "the user message")
     .option("--url <gateway>", "gateway URL")
@@ -122,13 +125,18 @@ export function chatCommand(): Command {
     .option("--system <text>", "a system message first")
     .action(async (message: string, o) => {
       let url = o.url as string | undefined;
+      let ca = o.ca as string | undefined;
       if (!url) {
         try {
-          url = JSON.parse(await Deno.readTextFile(upStateFile())).gateway;
+          const up = JSON.parse(await Deno.readTextFile(upStateFile()));
+          url = up.gateway;
+          ca ??= up.ca; // a `strata up --tls` network's CA
         } catch {
           url = "http://127.0.0.1:8080";
         }
       }
+      await trustCaFile(ca);
+      const fetch = trustedFetch();
       const key = o.apiKey ?? Deno.env.get("STRATA_API_KEY");
       const models = await fetch(`${url}/v1/models`, {
         headers: key ? { authorization: `Bearer ${key}` } : {},

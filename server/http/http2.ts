@@ -1,5 +1,5 @@
-// Connect services on node:http2 (h2c): gRPC, gRPC-web and Connect on one port. Deno.serve
-// cannot carry gRPC trailers.
+// Connect services on node:http2 (h2c, or h2 over TLS): gRPC, gRPC-web and Connect on one
+// port. Deno.serve cannot carry gRPC trailers.
 import * as http2 from "node:http2";
 import { Buffer } from "node:buffer";
 import { Duplex } from "node:stream";
@@ -8,9 +8,10 @@ import type { Socket } from "node:net";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
-import { type ByteDuplex, opensWith } from "../../src/seam/mux.ts";
+import { type ByteDuplex, MUX_LIMITS, opensWith } from "../../src/seam/mux.ts";
 import { connDuplex } from "../seam/conn-duplex.ts";
 import { socketDuplex } from "../seam/socket-duplex.ts";
+import type { CertPair } from "../tls/certs.ts";
 
 export interface Http2Server {
   readonly url: string;
@@ -23,22 +24,37 @@ export interface Http2Server {
  */
 export interface SideProtocol {
   readonly preface: Uint8Array;
-  /** the connection, and the bytes that came after the preface */
-  take(connection: ByteDuplex, head: Uint8Array): void;
+  /** the connection, the bytes that came after the preface, and whether TLS carries it */
+  take(connection: ByteDuplex, head: Uint8Array, tls: boolean): void;
 }
 
+/** What one address may hold at a seam server's front: past it, its new connections are
+ *  closed at once; a connection that has not said which protocol it speaks in time is dropped. */
+export const FRONT_LIMITS = { connectionsPerAddress: 32, prefaceMs: 10_000 } as const;
+
+/** The ALPN name a fast-seam client asks for over TLS (HTTP/2 clients ask for "h2"). */
+export const FAST_ALPN = "strata-fast";
+
+/** `tls`: serve over TLS with this certificate (https:// URLs); plaintext h2c without it. */
 export function listenConnect(
   routes: (router: ConnectRouter) => void,
   host: string,
   port: number,
   side?: SideProtocol,
+  tls?: CertPair,
 ): Promise<Http2Server> {
   const handler = connectNodeAdapter({
     readMaxBytes: MAX_FRAME_BYTES,
     writeMaxBytes: MAX_FRAME_BYTES,
     routes,
   });
-  const server = http2.createServer(handler);
+  // a seam server: one peer's HTTP/2 connection carries at most as many streams as its
+  // fast-seam connection (a tracker's clients share connections for thousands of calls)
+  const settings = side ? { maxConcurrentStreams: MUX_LIMITS.channels } : {};
+  // behind Deno's front, TLS ends at the front: the HTTP/2 server on loopback stays h2c
+  const server = tls && !side
+    ? http2.createSecureServer({ cert: tls.cert, key: tls.key, settings }, handler)
+    : http2.createServer({ settings }, handler);
   // Closing drops connections instead of a graceful GOAWAY: Deno 2.9's HTTP/2 client
   // crashes (SIGSEGV) on a GOAWAY about half the time, while a reset is handled fine
   // (docs/seams.md). Clients see the connection end and fail their streams.
@@ -48,7 +64,8 @@ export function listenConnect(
     s.once("close", () => sockets.delete(s));
   };
   server.on("connection", track);
-  if (side && "Deno" in globalThis) return denoFront(server, sockets, side, host, port);
+  if (side && "Deno" in globalThis) return denoFront(server, sockets, side, host, port, tls);
+  if (side && tls) throw new Error("seams over TLS need Deno");
   // with a side protocol a plain TCP server listens and sorts connections by their first bytes
   const front = side
     ? net.createServer((s) => {
@@ -61,7 +78,7 @@ export function listenConnect(
     front.listen(port, host, () => {
       const addr = front.address() as { port: number };
       resolve({
-        url: urlOf(host, addr.port),
+        url: urlOf(host, addr.port, tls !== undefined),
         close: () =>
           new Promise<void>((r) => {
             for (const s of sockets) s.destroy();
@@ -81,7 +98,7 @@ function sniff(s: Socket, side: SideProtocol, h2: http2.Http2Server): void {
     if (opens === "more") return;
     s.off("data", onData);
     s.pause();
-    if (opens === "yes") side.take(socketDuplex(s), head.subarray(side.preface.length));
+    if (opens === "yes") side.take(socketDuplex(s), head.subarray(side.preface.length), false);
     else h2.emit("connection", replayed(s, head));
     s.resume();
   };
@@ -89,7 +106,8 @@ function sniff(s: Socket, side: SideProtocol, h2: http2.Http2Server): void {
   s.on("error", () => s.destroy());
 }
 
-const urlOf = (host: string, port: number) => `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+const urlOf = (host: string, port: number, tls: boolean) =>
+  `${tls ? "https" : "http"}://${host.includes(":") ? `[${host}]` : host}:${port}`;
 
 /**
  * The socket with the bytes the sniffer read put back in front: Node's HTTP/2 server reads the
@@ -117,7 +135,9 @@ function replayed(s: Socket, head: Buffer): Duplex {
 /**
  * Under Deno the port is Deno's own listener (its sockets are the fast seam's quickest path):
  * a connection that opens with the side protocol's preface is handed over; any other is
- * passed, byte for byte, to the HTTP/2 server listening on a loopback port of its own.
+ * passed, byte for byte, to the HTTP/2 server listening on a loopback port of its own. With
+ * `tls` the listener is Deno's TLS one, offering h2 and the fast seam by ALPN; what is sorted
+ * and passed on is the decrypted stream.
  */
 async function denoFront(
   h2: http2.Http2Server,
@@ -125,23 +145,52 @@ async function denoFront(
   side: SideProtocol,
   host: string,
   port: number,
+  tls: CertPair | undefined,
 ): Promise<Http2Server> {
   const inner = await new Promise<number>((resolve, reject) => {
     h2.once("error", reject);
     h2.listen(0, "127.0.0.1", () => resolve((h2.address() as { port: number }).port));
   });
-  const listener = Deno.listen({ hostname: host, port });
+  const listener = tls
+    ? Deno.listenTls({ hostname: host, port, cert: tls.cert, key: tls.key, alpnProtocols: ["h2", FAST_ALPN] })
+    : Deno.listen({ hostname: host, port });
+  /** peers' connections, counted by address; and the ones to the HTTP/2 server inside */
   const conns = new Set<Deno.Conn>();
-  const drop = (c: Deno.Conn) => {
-    conns.delete(c);
+  const toInner = new Set<Deno.Conn>();
+  const perAddress = new Map<string, number>();
+  const addressOf = (c: Deno.Conn) => (c.remoteAddr as Deno.NetAddr).hostname;
+  const closeQuietly = (c: Deno.Conn) => {
     try {
       c.close();
     } catch {
       // closed already
     }
   };
+  const drop = (c: Deno.Conn) => {
+    if (conns.delete(c)) {
+      const a = addressOf(c);
+      const n = (perAddress.get(a) ?? 1) - 1;
+      if (n > 0) perAddress.set(a, n);
+      else perAddress.delete(a);
+    }
+    toInner.delete(c);
+    closeQuietly(c);
+  };
+  const admit = (c: Deno.Conn): boolean => {
+    const a = addressOf(c);
+    const n = perAddress.get(a) ?? 0;
+    if (n >= FRONT_LIMITS.connectionsPerAddress) {
+      closeQuietly(c);
+      return false;
+    }
+    perAddress.set(a, n + 1);
+    conns.add(c);
+    return true;
+  };
   const sortOut = async (c: Deno.Conn) => {
     let head = new Uint8Array(0);
+    // a peer that connects and says nothing (or stalls its TLS handshake) is let go
+    const stalled = setTimeout(() => drop(c), FRONT_LIMITS.prefaceMs);
     try {
       for (let opens = "more"; opens === "more";) {
         const buf = new Uint8Array(4096);
@@ -153,38 +202,38 @@ async function denoFront(
         head = joined;
         opens = opensWith(head, side.preface);
         if (opens === "yes") {
+          clearTimeout(stalled);
           const d = connDuplex(c);
-          d.onClose(() => conns.delete(c));
-          return side.take(d, head.subarray(side.preface.length));
+          d.onClose(() => drop(c));
+          return side.take(d, head.subarray(side.preface.length), tls !== undefined);
         }
       }
+      clearTimeout(stalled);
       const to = await Deno.connect({ hostname: "127.0.0.1", port: inner });
-      conns.add(to);
+      toInner.add(to);
       await to.write(head);
       const done = () => (drop(c), drop(to));
       c.readable.pipeTo(to.writable).then(done, done);
       to.readable.pipeTo(c.writable).then(done, done);
     } catch {
+      clearTimeout(stalled);
       drop(c);
     }
   };
   void (async () => {
     try {
-      for await (const c of listener) {
-        conns.add(c);
-        void sortOut(c);
-      }
+      for await (const c of listener) if (admit(c)) void sortOut(c);
     } catch {
       // the listener closed
     }
   })();
   const addr = listener.addr as Deno.NetAddr;
   return {
-    url: urlOf(host, addr.port),
+    url: urlOf(host, addr.port, tls !== undefined),
     close: () =>
       new Promise<void>((r) => {
         listener.close();
-        for (const c of [...conns]) drop(c);
+        for (const c of [...conns, ...toInner]) drop(c);
         for (const s of h2Sockets) s.destroy();
         h2.close(() => r());
       }),

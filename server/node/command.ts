@@ -26,9 +26,11 @@ import { log } from "../log/log.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { fetchManifest, fetchShardFile, isArtifactUrl } from "../artifacts/fetch-shard.ts";
 import { fileTap } from "../seam/tap.ts";
+import { addCaOption } from "../tls/options.ts";
+import { trustCaFile } from "../tls/trust.ts";
 
 export function nodeCommand(): Command {
-  return new Command("node")
+  return addCaOption(new Command("node"))
     .description("serve one layer range of a model to routes (direct HTTP/2, a relay, or both)")
     .option(
       "--model <name|path|url>",
@@ -91,14 +93,26 @@ export function nodeCommand(): Command {
     .option("--batch-tokens <n>", "most tokens in one engine call", int("batch-tokens"), 512)
     .option("--lease-ms <n>", "release a session idle this long", int("lease-ms"), 300_000)
     .option(
+      "--unused-session-ms <n>",
+      "release a session opened and given no step this long (a peer holding slots it never uses)",
+      int("unused-session-ms"),
+      120_000,
+    )
+    .option(
       "--memory-cap <size>",
       "refuse a range whose weights + KV + compute pass this, e.g. 512MB, 1.5GiB, 2G " +
         `(${MEMORY_SIZE_HELP}); advertised to the tracker. Default: the memory available now ` +
         "(native), 4 GiB (wasm), 16 GiB (wasm64); never more than a WASM engine addresses",
       memorySize,
     )
+    .option(
+      "--tls",
+      "serve seams (and the artifact) over TLS, with a certificate the tracker signs (needs --ca)",
+    )
     .action(async (o) => {
       if (!o.listen && !o.relay) throw new InvalidArgumentError("give --listen, --relay, or both");
+      if (o.tls && (!o.tracker || !o.ca)) throw new InvalidArgumentError("--tls needs --tracker and --ca");
+      await trustCaFile(o.ca);
       if ((o.webgpu || o.wasm64) && o.engine !== "wasm") {
         throw new InvalidArgumentError("--webgpu and --wasm64 need --engine wasm");
       }
@@ -164,11 +178,13 @@ export function nodeCommand(): Command {
           batchInvariant: o.batchInvariant !== false,
           batchTokens: o.batchTokens,
           leaseMs: o.leaseMs,
+          unusedSessionMs: o.unusedSessionMs,
           routeKey: key ? await importPublicRouteKey(key) : undefined,
           tracker: o.tracker ? { url: o.tracker, token: trackerToken! } : undefined,
           fault: o.injectFault,
           listen: o.listen ? hostPort(o.listen) : undefined,
           publicUrl: o.publicUrl,
+          tls: Boolean(o.tls),
           relay,
           tap,
           manifest,

@@ -21,6 +21,7 @@ import { grpcListener } from "../seam/grpc.ts";
 import { log } from "../log/log.ts";
 import { scaledOutputs } from "./fault.ts";
 import { trackerPort } from "../tracker/client.ts";
+import { trackerCert } from "../tls/tracker-cert.ts";
 
 export interface NodeConfig {
   readonly name: string;
@@ -40,6 +41,8 @@ export interface NodeConfig {
   readonly maxSessions: number;
   readonly batchTokens: number;
   readonly leaseMs: number;
+  /** a session opened that has taken no step this long is released (default 120 s) */
+  readonly unusedSessionMs?: number;
   /** verifies route tickets; with a tracker, the tracker's key is used */
   readonly routeKey?: CryptoKey;
   /** register with this tracker and renew the lease by heartbeat */
@@ -50,6 +53,8 @@ export interface NodeConfig {
   readonly listen?: { host: string; port: number };
   /** the URL others reach the seam server at, when not the listen address (behind a forwarder) */
   readonly publicUrl?: string;
+  /** serve seams (and the artifact) over TLS, with a certificate the tracker signs */
+  readonly tls?: boolean;
   readonly relay?: { url: string; token: string };
   readonly tap?: FrameTap;
   /** the artifact, when the file is a shard's sparse download (its bytes hash to something else) */
@@ -108,13 +113,19 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   // would replace the first)
   const dialer = c.dialer ?? await Dialer.connect(c.relay, c.tap);
   const listeners: SeamListener[] = [];
-  if (c.listen) listeners.push(grpcListener(c.listen, c.publicUrl));
+  const cert = c.tls ? await certified(c) : undefined;
+  if (c.listen) listeners.push(grpcListener(c.listen, c.publicUrl, cert && (() => Promise.resolve(cert))));
   if (dialer.relay) listeners.push(relayListener(dialer.relay.peer, dialer.relay.url));
   let artifactServer: HttpServer | undefined;
   if (c.serveArtifact) {
     const manifest = c.manifest ?? await artifactManifest(c.modelPath);
     const served = { path: c.modelPath, manifest, layers: c.range };
-    artifactServer = serveHttp(artifactRoutes([served]).fetch, c.serveArtifact.host, c.serveArtifact.port);
+    artifactServer = serveHttp(
+      artifactRoutes([served]).fetch,
+      c.serveArtifact.host,
+      c.serveArtifact.port,
+      cert,
+    );
   }
   const artifactUrl = artifactServer ? `${artifactServer.url}/artifacts/${bytesToHex(artifact)}` : "";
   const running = await startShardNode({
@@ -124,6 +135,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     maxSessions: c.maxSessions,
     batchTokens: c.batchTokens,
     leaseMs: c.leaseMs,
+    unusedSessionMs: c.unusedSessionMs,
     routeKey: c.routeKey,
     artifactUrl,
   }, {
@@ -163,4 +175,17 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       await engine.close();
     },
   };
+}
+
+/** The node's certificate from its tracker, for the host its seams are reached at. */
+async function certified(c: NodeConfig) {
+  if (!c.tracker) throw new Error("--tls takes its certificate from the tracker: give --tracker");
+  if (c.publicUrl && !c.publicUrl.startsWith("https://")) {
+    throw new Error(`--tls serves https://: the public URL ${c.publicUrl} says otherwise`);
+  }
+  const host = c.publicUrl ? new URL(c.publicUrl).hostname : c.listen?.host ?? c.serveArtifact?.host;
+  if (host === undefined) throw new Error("--tls serves seams or the artifact: give --listen");
+  const cert = await trackerCert(c.tracker, c.name, host);
+  log.debug("tls certificate", { node: c.name, host });
+  return cert;
 }

@@ -2,6 +2,7 @@
 // each peer by token, reads only the envelope header of each message, stamps the sender's
 // name and forwards the untouched frame bytes; a slow receiver pauses its senders.
 import * as http from "node:http";
+import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import { Kind } from "../../src/gen/strata/relay/v1/relay_pb.ts";
@@ -9,6 +10,7 @@ import { decodeEnvelope, encodeEnvelope } from "../../src/relay/envelope.ts";
 import { verifyPeerToken } from "../../src/relay/token.ts";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import { log } from "../log/log.ts";
+import type { CertPair } from "../tls/certs.ts";
 
 export interface RelayOptions {
   readonly host: string;
@@ -16,6 +18,8 @@ export interface RelayOptions {
   readonly secret: string;
   /** bytes queued toward one peer before its senders are paused */
   readonly highWaterBytes?: number;
+  /** serve wss:// with this certificate (ws:// without it) */
+  readonly tls?: CertPair;
 }
 
 export interface RelayStats {
@@ -24,6 +28,8 @@ export interface RelayStats {
   bytes: number;
   dropped: number;
   pauses: number;
+  /** channels refused: their opener had MAX_CHANNELS_PER_PEER open */
+  refused: number;
 }
 
 export interface Relay {
@@ -42,7 +48,12 @@ interface Peer {
   alive: boolean;
   /** pings in a row it did not answer */
   missed: number;
+  /** channels it opened that are not over */
+  opened: number;
 }
+
+/** Channels one peer may have open through the relay at once; another OPEN is refused. */
+export const MAX_CHANNELS_PER_PEER = 1024;
 
 export async function startRelay(o: RelayOptions): Promise<Relay> {
   const high = o.highWaterBytes ?? 8 << 20;
@@ -53,15 +64,18 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
     string,
     { opener: string; target: string; channel: string; closed: Set<string> }
   >();
-  const stats = { messages: 0, bytes: 0, dropped: 0, pauses: 0 };
+  const stats = { messages: 0, bytes: 0, dropped: 0, pauses: 0, refused: 0 };
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES + 8192 });
 
-  const server = http.createServer((req, res) => {
+  const health = (req: http.IncomingMessage, res: http.ServerResponse) => {
     if (req.url === "/health") {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ ok: true, peers: peers.size, channels: channels.size }));
     } else res.writeHead(404).end();
-  });
+  };
+  const server = o.tls
+    ? https.createServer({ cert: o.tls.cert, key: o.tls.key }, health)
+    : http.createServer(health);
 
   server.on("upgrade", async (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? "/", "http://relay");
@@ -78,7 +92,7 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
 
   function attach(name: string, ws: WebSocket): void {
     peers.get(name)?.ws.close(4409, "replaced by a newer connection");
-    const peer: Peer = { name, ws, pending: 0, waiting: new Set(), alive: true, missed: 0 };
+    const peer: Peer = { name, ws, pending: 0, waiting: new Set(), alive: true, missed: 0, opened: 0 };
     peers.set(name, peer);
     log.info("relay peer joined", { peer: name });
     ws.on("pong", () => (peer.alive = true));
@@ -91,7 +105,7 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
       for (const w of peer.waiting) w.ws.resume();
       for (const [key, c] of channels) {
         if (c.opener !== name && c.target !== name) continue;
-        channels.delete(key);
+        forget(key);
         const other = peers.get(c.opener === name ? c.target : c.opener);
         other?.ws.send(encodeEnvelope({
           to: other.name,
@@ -103,6 +117,15 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
       }
       log.info("relay peer left", { peer: name });
     });
+  }
+
+  /** A channel is over: its opener may open another. */
+  function forget(key: string): void {
+    const c = channels.get(key);
+    if (!c) return;
+    channels.delete(key);
+    const opener = peers.get(c.opener);
+    if (opener) opener.opened = Math.max(0, opener.opened - 1);
   }
 
   function forward(from: Peer, bytes: Uint8Array): void {
@@ -126,7 +149,20 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
       return;
     }
     const key = `${from.name}\u0000${h.channel}`;
-    if (h.kind === Kind.OPEN) {
+    if (h.kind === Kind.OPEN && !channels.has(key)) {
+      if (from.opened >= MAX_CHANNELS_PER_PEER) {
+        stats.refused++;
+        from.ws.send(encodeEnvelope({
+          to: from.name,
+          from: h.to,
+          channel: h.channel,
+          kind: Kind.ERROR,
+          error:
+            `resource_exhausted: ${from.opened} channels open through the relay, the most a peer may have`,
+        }));
+        return;
+      }
+      from.opened++;
       channels.set(key, { opener: from.name, target: to.name, channel: h.channel, closed: new Set() });
     }
     if (h.kind === Kind.CLOSE) {
@@ -134,11 +170,11 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
       const k = channels.has(key) ? key : `${to.name}\u0000${h.channel}`;
       const c = channels.get(k);
       c?.closed.add(from.name);
-      if (c?.closed.size === 2) channels.delete(k);
+      if (c?.closed.size === 2) forget(k);
     }
     if (h.kind === Kind.ERROR) {
-      channels.delete(key);
-      channels.delete(`${to.name}\u0000${h.channel}`);
+      forget(key);
+      forget(`${to.name}\u0000${h.channel}`);
     }
     const msg = encodeEnvelope({ ...h, from: from.name }, env.payload);
     stats.messages++;
@@ -177,7 +213,7 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
   });
   const port = (server.address() as { port: number }).port;
   return {
-    url: `ws://${o.host}:${port}`,
+    url: `${o.tls ? "wss" : "ws"}://${o.host}:${port}`,
     stats: () => ({ peers: [...peers.keys()], channels: channels.size, ...stats }),
     close: async () => {
       clearInterval(heartbeat);

@@ -4,11 +4,13 @@ import { WebSocket } from "ws";
 import type { RelaySocket } from "../../src/relay/peer.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
+import { nodeTlsOptions } from "../tls/trust.ts";
 
 export function connectRelay(relayUrl: string, token: string, timeoutMs = 10_000): Promise<RelaySocket> {
   const ws = new WebSocket(`${relayUrl.replace(/\/$/, "")}/peer?token=${encodeURIComponent(token)}`, {
     maxPayload: MAX_FRAME_BYTES + 8192,
     handshakeTimeout: timeoutMs,
+    ...nodeTlsOptions(),
   });
   return new Promise((resolve, reject) => {
     ws.once("error", (e) => reject(new SeamError("unavailable", `relay ${relayUrl}: ${e.message}`)));

@@ -46,11 +46,15 @@ export function connDuplex(conn: Deno.Conn): ByteDuplex {
     }
   };
 
+  // paused: the next read waits until resumed (the kernel's buffers then push back on the peer)
+  let paused: Promise<void> | undefined;
+  let resume = () => {};
   const read = async () => {
     let slab = new Uint8Array(SLAB);
     let at = 0;
     try {
       for (;;) {
+        if (paused) await paused;
         if (slab.length - at < READ_ROOM) (slab = new Uint8Array(SLAB)), (at = 0);
         const n = await conn.read(slab.subarray(at));
         if (n === null) return end("connection closed");
@@ -74,5 +78,12 @@ export function connDuplex(conn: Deno.Conn): ByteDuplex {
     onData: (h) => data.push(h),
     onClose: (h) => closers.push(h),
     close: () => end("closed by this side"),
+    pause() {
+      paused ??= new Promise((r) => (resume = r));
+    },
+    resume() {
+      paused = undefined;
+      resume();
+    },
   };
 }

@@ -36,8 +36,7 @@ export class Dialer {
   readonly dial = (url: string): SeamLink => {
     const hop = parseHopUrl(url);
     if (hop.kind === "direct") {
-      // the fast seam is plain TCP: a TLS hop stays on gRPC
-      return this.fast && hop.url.startsWith("http:") ? this.fast.dial(hop.url) : this.grpc.dial(hop.url);
+      return this.fast ? this.fast.dial(hop.url) : this.grpc.dial(hop.url);
     }
     if (hop.relay !== this.relay?.url) {
       throw new SeamError("unavailable", `no connection to relay ${hop.relay} (give --relay and a token)`);

@@ -7,13 +7,15 @@ import { connDuplex } from "./conn-duplex.ts";
 import { socketDuplex } from "./socket-duplex.ts";
 import { deferredLink } from "../../src/seam/deferred-link.ts";
 import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
-import type { SideProtocol } from "../http/http2.ts";
+import { FAST_ALPN, type SideProtocol } from "../http/http2.ts";
+import { trustedCa } from "../tls/trust.ts";
+import { grpcKind } from "./grpc.ts";
 
 /** The seam server's side protocol: each fast connection's streams go to `serve`. */
 export function fastSide(serve: SeamServe, tap?: FrameTap): SideProtocol {
   return {
     preface: FAST_PREFACE,
-    take: (duplex, head) => serveMux(duplex, serve, head, tap),
+    take: (duplex, head, tls) => serveMux(duplex, serve, head, tap, tls ? "tls" : "tcp"),
   };
 }
 
@@ -29,7 +31,8 @@ export class FastSeams {
 
   constructor(private readonly fallback: (baseUrl: string) => SeamLink, private readonly tap?: FrameTap) {}
 
-  /** A stream to the node at baseUrl (http://host:port): the fast seam if it answers, else gRPC. */
+  /** A stream to the node at baseUrl (http:// or https://host:port): the fast seam if it
+   *  answers, else gRPC. */
   dial(baseUrl: string): SeamLink {
     const refused = this.#refusedAt.get(baseUrl);
     if (refused !== undefined && Date.now() - refused < RETRY_FAST_MS) return this.fallback(baseUrl);
@@ -40,7 +43,7 @@ export class FastSeams {
       conn = this.#connect(baseUrl);
       this.#conns.set(baseUrl, conn);
     }
-    return deferredLink(conn.then((c) => c ? c.dial() : this.fallback(baseUrl)), "grpc");
+    return deferredLink(conn.then((c) => c ? c.dial() : this.fallback(baseUrl)), grpcKind(baseUrl));
   }
 
   close(): void {
@@ -55,7 +58,27 @@ export class FastSeams {
     let connected = false;
     let duplex: ByteDuplex;
     try {
-      if ("Deno" in globalThis) {
+      if (u.protocol === "https:") {
+        // over TLS the fast seam is asked for by ALPN: a node that serves gRPC alone ends the
+        // handshake at once, and the node's certificate is checked here as gRPC would
+        if (!("Deno" in globalThis)) return undefined;
+        const ca = trustedCa();
+        const conn = await Deno.connectTls({
+          hostname: host,
+          port: Number(u.port),
+          caCerts: ca ? [ca] : undefined,
+          alpnProtocols: [FAST_ALPN],
+        });
+        connected = true;
+        try {
+          const { alpnProtocol } = await conn.handshake();
+          if (alpnProtocol !== FAST_ALPN) throw new Error("the node did not take the fast seam");
+        } catch (e) {
+          conn.close();
+          throw e;
+        }
+        duplex = connDuplex(conn);
+      } else if ("Deno" in globalThis) {
         duplex = connDuplex(await Deno.connect({ hostname: host, port: Number(u.port) }));
         connected = true;
       } else {
@@ -65,10 +88,16 @@ export class FastSeams {
       }
     } catch {
       this.#conns.delete(baseUrl);
-      return undefined; // unreachable: gRPC says so in its own words
+      // a TLS node that refused the fast seam (or this certificate) is left to gRPC, which
+      // says why in its own words; so does an unreachable one, asked again next time
+      if (connected) this.#refusedAt.set(baseUrl, Date.now());
+      return undefined;
     }
     try {
-      const c = await MuxClient.connect(duplex, { tap: this.tap });
+      const c = await MuxClient.connect(duplex, {
+        tap: this.tap,
+        transport: u.protocol === "https:" ? "tls" : "tcp",
+      });
       this.#ready.set(baseUrl, c);
       // the next dial after this connection ends connects afresh
       duplex.onClose(() => {

@@ -15,16 +15,21 @@ import { AsyncQueue } from "../../src/seam/async-queue.ts";
 import type { SeamListener } from "../../src/node/runtime.ts";
 import { type Http2Server, listenConnect } from "../http/http2.ts";
 import { fastSide } from "./fast.ts";
+import { nodeTlsOptions } from "../tls/trust.ts";
+import type { CertPair } from "../tls/certs.ts";
 
 export type SeamServer = Http2Server;
 
-/** The SeamService on a Connect router: each stream handed to `serve`. */
-export function seamRoutes(serve: SeamServe, info: () => Promise<NodeInfo>) {
+/** "grpcs" for a node reached over TLS. */
+export const grpcKind = (url: string): "grpc" | "grpcs" => url.startsWith("https:") ? "grpcs" : "grpc";
+
+/** The SeamService on a Connect router: each stream handed to `serve` (`tls`: served over TLS). */
+export function seamRoutes(serve: SeamServe, info: () => Promise<NodeInfo>, tls = false) {
   return (router: ConnectRouter) =>
     router.service(SeamService, {
       async *stream(frames) {
         const out = new AsyncQueue<SeamFrame>();
-        const done = serve(frames, (f) => void out.push(f), "grpc").finally(() => out.end());
+        const done = serve(frames, (f) => void out.push(f), tls ? "grpcs" : "grpc").finally(() => out.end());
         yield* out;
         await done;
       },
@@ -34,7 +39,7 @@ export function seamRoutes(serve: SeamServe, info: () => Promise<NodeInfo>) {
 
 /**
  * Serves seam streams and node info on host:port (port 0 picks a free one): gRPC, gRPC-web and
- * Connect, and the fast seam on the same port unless `fast` is false.
+ * Connect, and the fast seam on the same port unless `fast` is false; over TLS with `tls`.
  */
 export function serveSeams(
   serve: SeamServe,
@@ -42,8 +47,15 @@ export function serveSeams(
   host: string,
   port: number,
   fast = seamTransport() === "tcp",
+  tls?: CertPair,
 ): Promise<SeamServer> {
-  return listenConnect(seamRoutes(serve, info), host, port, fast ? fastSide(serve) : undefined);
+  return listenConnect(
+    seamRoutes(serve, info, tls !== undefined),
+    host,
+    port,
+    fast ? fastSide(serve) : undefined,
+    tls,
+  );
 }
 
 /**
@@ -58,12 +70,17 @@ export function seamTransport(): "tcp" | "grpc" {
   throw new Error(`STRATA_SEAM_TRANSPORT=${t}: say tcp or grpc`);
 }
 
-/** A node runtime's listener for direct seams: reachable at publicUrl, or the address it got. */
-export function grpcListener(at: { host: string; port: number }, publicUrl?: string): SeamListener {
+/** A node runtime's listener for direct seams: reachable at publicUrl, or the address it got;
+ *  over TLS with the certificate `tls` gives when it starts listening. */
+export function grpcListener(
+  at: { host: string; port: number },
+  publicUrl?: string,
+  tls?: () => Promise<CertPair>,
+): SeamListener {
   let server: SeamServer | undefined;
   return {
     listen: async (serve, info) => {
-      server = await serveSeams(serve, info, at.host, at.port);
+      server = await serveSeams(serve, info, at.host, at.port, undefined, await tls?.());
       return [publicUrl ?? server.url];
     },
     close: async () => await server?.close(),
@@ -85,7 +102,7 @@ export class GrpcSeams {
       const sessionManager = new Http2SessionManager(baseUrl, {
         pingIntervalMs: 10_000,
         pingTimeoutMs: 10_000,
-      });
+      }, nodeTlsOptions());
       this.#sessions.push(sessionManager);
       const transport = createGrpcTransport({
         baseUrl,
@@ -121,7 +138,7 @@ export class GrpcSeams {
       }
     }
     return {
-      transport: "grpc",
+      transport: grpcKind(baseUrl),
       send(frame) {
         tap?.(toBinary(SeamFrameSchema, frame), frame);
         return requests.push(frame);

@@ -30,5 +30,7 @@ export function socketDuplex(s: net.Socket): ByteDuplex {
     onData: (h) => s.on("data", (b: Buffer) => h(b)),
     onClose: (h) => closers.push(h),
     close: () => s.destroy(),
+    pause: () => void s.pause(),
+    resume: () => void s.resume(),
   };
 }

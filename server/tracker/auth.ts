@@ -1,5 +1,5 @@
 // Node authentication: the calls that change what the tracker knows about a node
-// (register, heartbeat, leave, place) carry the node token. Route, done and nodes do not: the
+// (register, heartbeat, leave, place) and a node's certificate (certify) carry the node token. Route, done and nodes do not: the
 // gateway asks them without one.
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
@@ -7,11 +7,12 @@ import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import { checkNodeToken } from "../../src/tracker/node-token.ts";
 import { toConnectError } from "./errors.ts";
 
-const NEEDS_TOKEN: ReadonlySet<DescMethod> = new Set([
+export const NEEDS_TOKEN: ReadonlySet<DescMethod> = new Set([
   TrackerService.method.register,
   TrackerService.method.heartbeat,
   TrackerService.method.leave,
   TrackerService.method.place,
+  TrackerService.method.certify,
 ]);
 
 /** The request's `token` field (each of NEEDS_TOKEN's requests has one). */

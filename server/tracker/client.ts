@@ -7,6 +7,7 @@ import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { TrackerPort } from "../../src/node/membership.ts";
 import { SessionEnds } from "../../src/tracker/session-ends.ts";
+import { nodeTlsOptions } from "../tls/trust.ts";
 
 /** The replicas a tracker URL names, in order. */
 export function trackerUrls(url: string): string[] {
@@ -17,7 +18,7 @@ export function trackerUrls(url: string): string[] {
 
 export function trackerClient(url: string): { client: Client<typeof TrackerService>; close(): void } {
   const replicas = trackerUrls(url).map((baseUrl) => {
-    const sessionManager = new Http2SessionManager(baseUrl);
+    const sessionManager = new Http2SessionManager(baseUrl, undefined, nodeTlsOptions());
     // the Connect protocol (binary) over HTTP/2: half the CPU of gRPC per call on both sides
     // (measured, docs/network.md), and every tracker serves it
     const transport = createConnectTransport({

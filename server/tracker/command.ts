@@ -3,12 +3,19 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { cacheDir } from "../paths.ts";
-import { hostPort, int, num, untilSignal } from "../cli-options.ts";
+import { count, hostPort, int, num, untilSignal } from "../cli-options.ts";
+import { NODE_CALLS_PER_MIN } from "./call-limits.ts";
 import { startTracker } from "./tracker.ts";
+import { addCaOption } from "../tls/options.ts";
+import { trustCaFile } from "../tls/trust.ts";
 
 export function trackerCommand(): Command {
-  return new Command("tracker")
+  return addCaOption(new Command("tracker"))
     .description("admit nodes (probe), keep their leases, choose routes and sign their tickets")
+    .option(
+      "--ca-key <file>",
+      "with --ca: the CA's private key (PEM); the tracker serves HTTPS and signs nodes' TLS keys",
+    )
     .option(
       "--model <name|path>",
       "the model it routes (its header only: weights are never loaded)",
@@ -38,6 +45,13 @@ export function trackerCommand(): Command {
       10_000,
     )
     .option(
+      "--limit-node-calls-per-min <n>",
+      "calls with the node token (register, heartbeat, leave, place, certify) one node name may make a minute; " +
+        "past it resource_exhausted (0: no limit)",
+      count("limit-node-calls-per-min"),
+      NODE_CALLS_PER_MIN,
+    )
+    .option(
       "--spot-check-ms <n>",
       "how often a serving node gets a spot check that looks like ordinary traffic (0: never)",
       num("spot-check-ms"),
@@ -63,7 +77,13 @@ export function trackerCommand(): Command {
       if (!token) throw new InvalidArgumentError("give --token or set STRATA_NODE_TOKEN");
       const { path } = await resolveModel(o.model);
       const { host, port } = hostPort(o.listen);
+      if (o.caKey !== undefined && o.ca === undefined) throw new InvalidArgumentError("--ca-key needs --ca");
+      await trustCaFile(o.ca);
+      const ca = o.caKey === undefined
+        ? undefined
+        : { cert: await Deno.readTextFile(o.ca), key: await Deno.readTextFile(o.caKey) };
       const t = await startTracker({
+        ca,
         modelPath: path,
         referencePath: o.reference,
         publisherKey: o.publisherKey,
@@ -77,6 +97,7 @@ export function trackerCommand(): Command {
         relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
         seamCompression: o.seamCompression,
         repairReserve: o.repairReserve,
+        nodeCallsPerMin: o.limitNodeCallsPerMin,
       });
       console.log(JSON.stringify({ event: "ready", url: t.url, pid: Deno.pid }));
       await untilSignal();

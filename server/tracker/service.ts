@@ -1,12 +1,20 @@
 // The tracker's Connect service: each call handed to the core as it came; the interceptors
-// check node tokens and turn the core's errors into Connect statuses.
+// check node tokens, limit each node's calls, and turn the core's errors into Connect statuses.
 import type { ConnectRouter } from "@connectrpc/connect";
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { TrackerCore } from "../../src/tracker/tracker-core.ts";
 import { nodeTokenAuth } from "./auth.ts";
 import { trackerErrors } from "./errors.ts";
+import type { Certify } from "./certify.ts";
+import { NODE_CALLS_PER_MIN, nodeCallLimits } from "./call-limits.ts";
 
-export function trackerRoutes(core: TrackerCore, nodeToken: string) {
+/** `nodeCallsPerMin`: the calls one node name may make a minute (0: no limit). */
+export function trackerRoutes(
+  core: TrackerCore,
+  nodeToken: string,
+  certify: Certify,
+  nodeCallsPerMin = NODE_CALLS_PER_MIN,
+) {
   return (router: ConnectRouter) =>
     router.service(TrackerService, {
       register: (req) => core.register(req),
@@ -16,5 +24,6 @@ export function trackerRoutes(core: TrackerCore, nodeToken: string) {
       route: (req) => core.route(req),
       nodes: (req) => core.nodes(req.nodes),
       place: (req) => core.place(req),
-    }, { interceptors: [trackerErrors, nodeTokenAuth(nodeToken)] });
+      certify: (req) => certify(req),
+    }, { interceptors: [trackerErrors, nodeTokenAuth(nodeToken), nodeCallLimits(nodeCallsPerMin)] });
 }

@@ -25,6 +25,9 @@ import { BlockEpochs } from "../../src/tracker/epochs.ts";
 import { ROUTE_KEY_META } from "../../src/tracker/route-key.ts";
 import { newRouteKeyText } from "../../src/route/keys.ts";
 import { syncClaimSigner } from "./claim-signer.ts";
+import { certifier } from "./certify.ts";
+import { certHosts, certifiedPair, type CertPair, openNetworkCa } from "../tls/certs.ts";
+import { trustNetworkCa } from "../tls/trust.ts";
 
 export interface TrackerOptions {
   readonly modelPath: string;
@@ -50,6 +53,11 @@ export interface TrackerOptions {
   readonly seamCompression?: SeamCompressionPolicy;
   /** session slots on every layer that new sessions leave free for repairs (default 0) */
   readonly repairReserve?: number;
+  /** calls one node name may make a minute (default 600; 0: no limit) */
+  readonly nodeCallsPerMin?: number;
+  /** the network's CA (certificate and key): the tracker serves HTTPS with a certificate of its
+   *  own from it, certifies nodes' keys, and probes nodes over TLS trusting it alone */
+  readonly ca?: CertPair;
 }
 
 function logEvent(e: TrackerEvent): void {
@@ -74,6 +82,9 @@ export async function startTracker(o: TrackerOptions) {
     engine: reference.engine,
     publisher: reference.publisher,
   });
+  const ca = o.ca ? await openNetworkCa(o.ca) : undefined;
+  if (ca) trustNetworkCa(ca.cert);
+  const tls = ca ? await certifiedPair(ca, "tracker", certHosts(o.host)) : undefined;
   const shared = /^postgres(ql)?:\/\//.test(o.db);
   const store = shared ? await PgTrackerStore.open(o.db) : new TrackerStore(o.db);
   if (store instanceof PgTrackerStore) {
@@ -109,11 +120,19 @@ export async function startTracker(o: TrackerOptions) {
     : undefined;
   const server = await listenConnect(
     (router) => {
-      trackerRoutes(core, o.nodeToken)(router);
-      seamRoutes(sink.serve, () => Promise.resolve(create(NodeInfoSchema, { node: "tracker" })))(router);
+      trackerRoutes(core, o.nodeToken, certifier(ca), o.nodeCallsPerMin)(router);
+      seamRoutes(
+        sink.serve,
+        () => Promise.resolve(create(NodeInfoSchema, { node: "tracker" })),
+        tls !== undefined,
+      )(
+        router,
+      );
     },
     o.host,
     o.port,
+    undefined,
+    tls,
   );
   const spotEvery = o.spotCheckMs ?? 60_000;
   const spotting = spotEvery > 0 ? setInterval(() => void spot(), spotEvery) : undefined;

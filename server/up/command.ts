@@ -34,6 +34,10 @@ export function upCommand(): Command {
       `layer ranges of one route (default: the catalog model's, ${DEFAULT_MODEL.split} for ${DEFAULT_MODEL.name})`,
     )
     .option("--nodes <n>", "cut the model into n even ranges instead", int("nodes"))
+    .option(
+      "--tls",
+      "TLS everywhere: seams, relay (wss://), tracker and gateway (https://), with a CA made for this network",
+    )
     .option("--routes <n>", "complete routes (the tracker spreads requests over them)", int("routes"), 1)
     .addOption(backendOption())
     .option("--threads <n>", "engine threads per node", int("threads"), 1)
@@ -46,6 +50,11 @@ export function upCommand(): Command {
       int("max-sessions"),
     )
     .option("--kv-cells <n>", "KV cells per node (the node's default: 8192)", int("kv-cells"))
+    .option(
+      "--unused-session-ms <n>",
+      "nodes let a session go that was opened and given no step this long (the node's default: 120000)",
+      int("unused-session-ms"),
+    )
     .option(
       "--repair-reserve <slots>",
       "session slots on every layer that new sessions leave free for repairs (default 0)",
@@ -159,6 +168,7 @@ export function upCommand(): Command {
         leaseMs: o.leaseMs,
         maxSessions: o.maxSessions,
         kvCells: o.kvCells,
+        unusedSessionMs: o.unusedSessionMs,
         repairReserve: o.repairReserve,
         repairDeadlineMs: o.repairDeadlineMs,
         repairResume: o.repairResume !== false,
@@ -173,6 +183,7 @@ export function upCommand(): Command {
         browserShard,
         wasmShards,
         placed,
+        tlsDir: o.tls ? dir : undefined,
       });
       const state = {
         event: "ready",
@@ -181,6 +192,8 @@ export function upCommand(): Command {
         tracker_pid: net.pid("tracker"),
         gateway_pid: net.pid("gateway"),
         relay: net.relay,
+        // the network's CA, for clients of a --tls network (`strata chat` reads it here)
+        ca: o.tls ? `${dir}/ca.pem` : undefined,
         model: name,
         nodes: net.nodes.map((n) => ({
           name: n.name,

@@ -2,6 +2,7 @@
 // and the test-host network start, each adding its own options.
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import { peerToken } from "../../src/relay/token.ts";
+import { type NetworkTls, tlsArgs } from "./network-tls.ts";
 
 export async function trackedNodeArgs(o: {
   model: string;
@@ -15,6 +16,8 @@ export async function trackedNodeArgs(o: {
   relay: string;
   relaySecret: string;
   threads: number;
+  /** the network's TLS files: the node serves TLS with a certificate from the tracker */
+  tls?: NetworkTls;
 }): Promise<string[]> {
   return [
     "node",
@@ -38,5 +41,6 @@ export async function trackedNodeArgs(o: {
     // leases renew by heartbeat; an idle session is released after this long
     "--lease-ms",
     "600000",
+    ...tlsArgs(o.tls, "node"),
   ];
 }

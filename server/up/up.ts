@@ -13,6 +13,8 @@ import { placedNetwork } from "./placed.ts";
 import { KeepUp } from "./keep-up.ts";
 import { clientLimitArgs } from "../gateway/limit-options.ts";
 import type { ClientLimitOptions } from "../../src/gateway/client-limits.ts";
+import { makeNetworkTls, type NetworkTls, tlsArgs } from "./network-tls.ts";
+import { hostPort } from "../cli-options.ts";
 
 export interface UpOptions {
   /** "smollm2" or a GGUF path, as every part resolves it */
@@ -30,6 +32,8 @@ export interface UpOptions {
   readonly maxSessions?: number;
   /** KV cells per node (the node's own default when absent) */
   readonly kvCells?: number;
+  /** a node lets a session go that was opened and given no step this long (the node's default when absent) */
+  readonly unusedSessionMs?: number;
   /** false: nodes share one KV pool and run the fastest kernels (see ShardSpec.batchInvariant) */
   readonly batchInvariant?: boolean;
   /** the gateway's queue for busy routes */
@@ -58,6 +62,8 @@ export interface UpOptions {
    * headless tabs, `wasm` Deno WASM nodes, then native nodes until every layer is covered
    */
   readonly placed?: { readonly capBytes: number; readonly tabs: number; readonly wasm: number };
+  /** TLS on every seam, the relay, the tracker and the gateway, with a CA made in this folder */
+  readonly tlsDir?: string;
 }
 
 export interface NodeProc {
@@ -104,12 +110,20 @@ export async function up(o: UpOptions): Promise<Network> {
   };
   const same = (a: LayerRange, b: LayerRange) => a.start === b.start && a.end === b.end;
   try {
+    if (o.tlsDir && (o.browserShard || o.placed?.tabs)) {
+      // a page cannot pin the network's own CA: its relay would need a public certificate
+      throw new Error("--tls does not take browser tabs");
+    }
+    const tls = o.tlsDir
+      ? await makeNetworkTls(o.tlsDir, { relay: "127.0.0.1", gateway: hostPort(o.gatewayListen).host })
+      : undefined;
     const relay = await ServiceProcess.start("relay", [
       "relay",
       "--listen",
       "127.0.0.1:0",
       "--secret",
       relaySecret,
+      ...tlsArgs(tls, "relay"),
     ]);
     started.push(relay);
     const relayUrl = String(relay.ready.url);
@@ -134,6 +148,7 @@ export async function up(o: UpOptions): Promise<Network> {
       "--relay-token",
       await peerToken(relaySecret, "tracker"),
       ...(o.repairReserve ? ["--repair-reserve", String(o.repairReserve)] : []),
+      ...tlsArgs(tls, "tracker"),
     ];
     const tracker = await ServiceProcess.start("tracker", await trackerArgs("127.0.0.1:0"));
     started.push(tracker);
@@ -145,7 +160,7 @@ export async function up(o: UpOptions): Promise<Network> {
       async (listen) => ServiceProcess.start("tracker", await trackerArgs(listen)),
     );
     if (o.placed) {
-      const at = { trackerUrl, relayUrl, relaySecret, nodeToken };
+      const at = { trackerUrl, relayUrl, relaySecret, nodeToken, tls };
       const net = await placedNetwork(o, at, started, tabs, say, keep);
       return {
         ...net,
@@ -174,10 +189,12 @@ export async function up(o: UpOptions): Promise<Network> {
             relay: relayUrl,
             relaySecret,
             threads: o.threads,
+            tls,
           }),
           ...(wasm ? ["--engine", "wasm"] : ["--backend", o.backend]),
           ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
           ...(o.kvCells ? ["--kv-cells", String(o.kvCells)] : []),
+          ...(o.unusedSessionMs ? ["--unused-session-ms", String(o.unusedSessionMs)] : []),
           ...(o.batchInvariant === false ? ["--no-batch-invariant"] : []),
           // volunteers download from the nodes that hold their layers, too
           "--serve-artifact",
@@ -195,7 +212,7 @@ export async function up(o: UpOptions): Promise<Network> {
     }
     await waitAdmitted(trackerUrl, nodes.length);
     say(`admitted ${nodes.length} nodes`);
-    const plane = { trackerUrl, relayUrl, relaySecret, nodeToken };
+    const plane = { trackerUrl, relayUrl, relaySecret, nodeToken, tls };
     const offered = o.split.map(formatRange).join(",");
     const gateway = await gatewayProcess(o, plane, offered);
     started.push(gateway);
@@ -262,6 +279,8 @@ export interface UpPlane {
   readonly relayUrl: string;
   readonly relaySecret: string;
   readonly nodeToken: string;
+  /** the network's TLS files, when it runs TLS */
+  readonly tls?: NetworkTls;
 }
 
 /** The gateway, offering volunteers these ranges ("auto": the tracker places each tab). */
@@ -285,6 +304,7 @@ export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: stri
     ...(o.repairDeadlineMs !== undefined ? ["--repair-deadline-ms", String(o.repairDeadlineMs)] : []),
     ...(o.repairResume === false ? ["--no-repair-resume"] : []),
     ...(o.clientLimits ? clientLimitArgs(o.clientLimits) : []),
+    ...tlsArgs(at.tls, "gateway"),
     "--volunteers",
     volunteers,
   ], { STRATA_RELAY_SECRET: at.relaySecret, STRATA_NODE_TOKEN: at.nodeToken });

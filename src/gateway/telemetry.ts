@@ -11,7 +11,8 @@ export interface NodeShare {
   bytes_in: number;
   bytes_out: number;
   codec_ms: number;
-  /** what the node sent its steps on: "tcp" (the fast seam), "grpc" or "relay" */
+  /** what the node sent its steps on: "tcp" (the fast seam), "tls" (the same over TLS), "grpc",
+   *  "grpcs" (over TLS) or "relay" */
   transport: string;
 }
 

@@ -38,6 +38,8 @@ export interface NodeSetup {
   readonly batchTokens: number;
   /** a session with no step for this long is released */
   readonly leaseMs: number;
+  /** a session opened that has taken no step this long is released (default 120 s) */
+  readonly unusedSessionMs?: number;
   /** steps queued per session before its sender is pushed back */
   readonly maxQueuedPerSession?: number;
   /** verifies route tickets when there is no tracker to hand its key over */
@@ -112,6 +114,7 @@ export async function startShardNode(
       kvCellsPerSession: memory.kvCellsPerSequence,
     },
     leaseMs: s.leaseMs,
+    unusedMs: s.unusedSessionMs,
   });
   const urls: string[] = [];
   for (const l of host.listeners) urls.push(...await l.listen(node.serve, () => node.info()));

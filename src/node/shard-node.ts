@@ -41,6 +41,9 @@ export interface ShardNodeOptions {
   readonly limits: BatcherLimits;
   /** a session with no step for this long is released */
   readonly leaseMs: number;
+  /** a session opened that has taken no step this long is released (default 120 s): a peer
+   *  holding tickets cannot keep slots it never uses for a whole lease */
+  readonly unusedMs?: number;
   /** a session whose route broke keeps its KV this long for a repair (default 10 s; 0: freed at once) */
   readonly parkMs?: number;
   /** hidden states kept for rebuilding a next shard, all sessions together (default 256 MiB) */
@@ -48,6 +51,9 @@ export interface ShardNodeOptions {
 }
 
 const PARK_MS = 10_000;
+const UNUSED_MS = 120_000;
+/** ended sessions remembered against replays: ~100 bytes each */
+const ENDED_KEPT = 65_536;
 const HISTORY_BYTES = 256 * 2 ** 20;
 
 /**
@@ -80,13 +86,22 @@ export class ShardNode {
   readonly #owners = new Map<string, OwnerLink>();
   readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0, served: 0 };
   #historyBytes = 0;
+  /** sessions that ended here, with the epoch they ended at: an OPEN at that epoch or below is
+   *  a replay (a captured frame, a ticket used twice), refused while its ticket could still be valid */
+  readonly #ended = new Map<string, bigint>();
   readonly #leaseTimer: ReturnType<typeof setInterval>;
 
   constructor(readonly engine: RangeEngine, readonly options: ShardNodeOptions) {
     this.#batcher = new Batcher(engine, options.limits);
     this.#leaseTimer = setInterval(
       () => void this.#expire(),
-      Math.min(60_000, Math.max(250, Math.min(options.leaseMs, options.parkMs ?? PARK_MS) / 4)),
+      Math.min(
+        60_000,
+        Math.max(
+          250,
+          Math.min(options.leaseMs, options.parkMs ?? PARK_MS, options.unusedMs ?? UNUSED_MS) / 4,
+        ),
+      ),
     );
   }
 
@@ -257,6 +272,10 @@ export class ShardNode {
     const existing = this.#sessions.get(f.sessionId);
     if (existing && f.routeEpoch <= existing.epoch) {
       throw new SeamError("wrong_epoch", `session ${f.sessionId} is open at epoch ${existing.epoch}`);
+    }
+    const ended = this.#ended.get(f.sessionId);
+    if (ended !== undefined && f.routeEpoch <= ended) {
+      throw new SeamError("wrong_epoch", `session ${f.sessionId} ended here at epoch ${ended}`);
     }
     const s = new NodeSession(
       f.sessionId,
@@ -491,7 +510,7 @@ export class ShardNode {
     if (s.ending) return;
     s.ending = true;
     this.#forgetSent(s);
-    this.#sessions.delete(s.id);
+    this.#retire(s);
     await this.#batcher.release(s.id, f.phase === Phase.CANCEL ? "cancelled" : "released").catch(() => {});
     if (!s.downstream) {
       s.closed = true;
@@ -664,20 +683,36 @@ export class ShardNode {
     s.rebuilds.clear();
   }
 
+  /** The session leaves the node's table; its epoch is kept against replays (the oldest go first). */
+  #retire(s: NodeSession): void {
+    if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id);
+    const before = this.#ended.get(s.id);
+    this.#ended.delete(s.id);
+    this.#ended.set(s.id, before !== undefined && before > s.epoch ? before : s.epoch);
+    if (this.#ended.size > ENDED_KEPT) this.#ended.delete(this.#ended.keys().next().value!);
+  }
+
   /** Ends a session this node cannot keep: frees its KV and tears down its downstream. */
   async #drop(s: NodeSession, why: string): Promise<void> {
     if (s.closed) return;
     s.closed = true;
     this.#forgetSent(s);
-    if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id);
+    this.#retire(s);
     if (!s.ending) await this.#batcher.release(s.id, why).catch(() => {});
     s.downstream?.abort(why);
   }
 
   async #expire(): Promise<void> {
     const now = Date.now();
+    const unusedMs = this.options.unusedMs ?? UNUSED_MS;
     for (const s of [...this.#sessions.values()]) {
       if (s.parkedUntil && now > s.parkedUntil) await this.#drop(s, "no repair resumed it");
+      else if (!s.parkedUntil && !s.ending && s.nextPos === 0 && now - s.openedAt > unusedMs) {
+        s.reply(
+          sessionFailure(s.identity, "expired", `session ${s.id} opened and unused for ${unusedMs} ms`),
+        );
+        await this.#drop(s, "opened and never used");
+      }
     }
     const ids = await this.#batcher.expireIdle(this.options.leaseMs);
     for (const id of ids) {
@@ -688,7 +723,7 @@ export class ShardNode {
       s.reply(
         sessionFailure(s.identity, "expired", `session ${id} idle past its ${this.options.leaseMs} ms lease`),
       );
-      this.#sessions.delete(id);
+      this.#retire(s);
       s.closed = true;
       s.downstream?.abort("lease expired");
     }

@@ -9,6 +9,9 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
   #error: unknown;
   #failed = false;
 
+  /** `onTake`: called as each item goes to the consumer (a producer counting what waits). */
+  constructor(private readonly onTake?: (item: T) => void) {}
+
   get ended(): boolean {
     return this.#ended || this.#failed;
   }
@@ -19,6 +22,7 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
     if (this.#waiting) {
       const w = this.#waiting;
       this.#waiting = this.#failWaiting = undefined;
+      this.onTake?.(item);
       w({ value: item, done: false });
     } else this.#items.push(item);
     return true;
@@ -44,7 +48,11 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
   [Symbol.asyncIterator](): AsyncIterator<T> {
     return {
       next: () => {
-        if (this.#items.length > 0) return Promise.resolve({ value: this.#items.shift()!, done: false });
+        if (this.#items.length > 0) {
+          const value = this.#items.shift()!;
+          this.onTake?.(value);
+          return Promise.resolve({ value, done: false });
+        }
         if (this.#failed) return Promise.reject(this.#error);
         if (this.#ended) return Promise.resolve({ value: undefined, done: true });
         return new Promise((resolve, reject) => {

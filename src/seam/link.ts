@@ -1,8 +1,9 @@
 // One end of a seam stream, whatever carries it (gRPC/Connect, or a relay channel).
 import type { SeamFrame } from "../gen/strata/seam/v1/seam_pb.ts";
 
-/** What carries a link: the fast seam (TCP), gRPC/Connect on HTTP/2, or a relay channel. */
-export type SeamTransport = "tcp" | "grpc" | "relay" | "memory";
+/** What carries a link: the fast seam on TCP ("tcp") or over TLS ("tls"), gRPC/Connect on
+ *  HTTP/2 (h2c "grpc", over TLS "grpcs"), or a relay channel. */
+export type SeamTransport = "tcp" | "tls" | "grpc" | "grpcs" | "relay" | "memory";
 
 export interface SeamLink {
   /** what carries it (a link still choosing says what it will fall back to) */

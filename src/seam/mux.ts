@@ -36,7 +36,19 @@ export interface ByteDuplex {
   /** Called once when the connection ends or fails. */
   onClose(handler: (why: string) => void): void;
   close(): void;
+  /** Stops handing over data until `resume` (the peer then meets TCP's backpressure). */
+  pause?(): void;
+  resume?(): void;
 }
+
+/** What one peer's fast-seam connection may hold at a node: past it, that peer alone waits or is refused. */
+export const MUX_LIMITS = {
+  /** streams open at once; another is refused with resource_exhausted */
+  channels: 1024,
+  /** bytes of frames that came and the node has not taken yet: past it the connection is not
+   *  read until the node catches up (one frame at the limit always fits) */
+  queuedBytes: MAX_FRAME_BYTES + (16 << 20),
+} as const;
 
 const DATA = 1;
 const END = 2; // the sender sends nothing more on this channel
@@ -187,14 +199,21 @@ export class MuxClient {
     (ch, bytes) => this.#failChannel(ch, new SeamError("too_large", `a reply of ${bytes} bytes`)),
   );
 
-  private constructor(private readonly duplex: ByteDuplex, private readonly tap?: FrameTap) {}
+  private constructor(
+    private readonly duplex: ByteDuplex,
+    private readonly tap?: FrameTap,
+    private readonly transport: "tcp" | "tls" = "tcp",
+  ) {}
 
   /**
    * Speaks first and waits for the listener to accept the fast seam. Rejects when it answers
    * anything else (a gRPC-only node), hangs up, or says nothing within `timeoutMs`.
    */
-  static connect(duplex: ByteDuplex, o: { tap?: FrameTap; timeoutMs?: number } = {}): Promise<MuxClient> {
-    const c = new MuxClient(duplex, o.tap);
+  static connect(
+    duplex: ByteDuplex,
+    o: { tap?: FrameTap; timeoutMs?: number; transport?: "tcp" | "tls" } = {},
+  ): Promise<MuxClient> {
+    const c = new MuxClient(duplex, o.tap, o.transport);
     return new Promise((resolve, reject) => {
       let got = new Uint8Array(0);
       let accepted = false;
@@ -240,7 +259,7 @@ export class MuxClient {
     const duplex = this.duplex;
     send(duplex, channel, OPEN, new Uint8Array(0));
     return {
-      transport: "tcp",
+      transport: this.transport,
       send: (frame) => {
         if (!sending || this.#closed) return false;
         send(duplex, channel, DATA, encode(frame, this.tap));
@@ -300,10 +319,27 @@ export class MuxClient {
 
 /**
  * Serves the seam streams a dialer opens on one accepted connection (whose preface the
- * listener already took; `head` is whatever came after it).
+ * listener already took; `head` is whatever came after it); `transport`: TCP, or TLS under it.
  */
-export function serveMux(duplex: ByteDuplex, serve: SeamServe, head: Uint8Array, tap?: FrameTap): void {
+export function serveMux(
+  duplex: ByteDuplex,
+  serve: SeamServe,
+  head: Uint8Array,
+  tap?: FrameTap,
+  transport: "tcp" | "tls" = "tcp",
+  limits: { channels: number; queuedBytes: number } = MUX_LIMITS,
+): void {
   const open = new Map<number, AsyncQueue<SeamFrame>>();
+  // frames that came and wait for the node, in bytes: over the limit, reading stops
+  let queued = 0;
+  let paused = false;
+  const took = (bytes: number) => {
+    queued -= bytes;
+    if (paused && queued <= limits.queuedBytes) {
+      paused = false;
+      duplex.resume?.();
+    }
+  };
   // channels are opened in the order the dialer numbers them: one at or below this has been opened
   let highest = 0;
   let closed = false;
@@ -312,17 +348,28 @@ export function serveMux(duplex: ByteDuplex, serve: SeamServe, head: Uint8Array,
     open.delete(channel);
     q?.fail(e);
   };
+  const sizes = new Map<number, number[]>();
   const start = (channel: number) => {
-    const frames = new AsyncQueue<SeamFrame>();
-    open.set(channel, frames);
     highest = channel;
+    if (open.size >= limits.channels) {
+      const why = `${open.size} streams are open on this connection, the most a peer may have`;
+      send(duplex, channel, ERROR, new TextEncoder().encode(`resource_exhausted: ${why}`));
+      return;
+    }
+    // each frame leaves the count of waiting bytes as the node takes it
+    const waiting: number[] = [];
+    const frames = new AsyncQueue<SeamFrame>(() => took(waiting.shift() ?? 0));
+    open.set(channel, frames);
+    sizes.set(channel, waiting);
     let served = true;
     const reply = (f: SeamFrame) => {
       if (served && !closed) send(duplex, channel, DATA, encode(f, tap));
     };
-    void serve(frames, reply, "tcp").catch(() => {}).finally(() => {
+    void serve(frames, reply, transport).catch(() => {}).finally(() => {
       served = false;
       open.delete(channel);
+      sizes.delete(channel);
+      took(waiting.splice(0).reduce((n, b) => n + b, 0));
       if (!closed) send(duplex, channel, END, new Uint8Array(0));
     });
     return frames;
@@ -337,7 +384,15 @@ export function serveMux(duplex: ByteDuplex, serve: SeamServe, head: Uint8Array,
       if (!frames) return; // a channel that has ended (or never opened)
       if (kind === DATA) {
         try {
-          frames.push(decode(body));
+          const f = decode(body);
+          // counted before the push: a consumer waiting takes it at once
+          sizes.get(channel)?.push(body.length);
+          queued += body.length;
+          if (!frames.push(f)) took(sizes.get(channel)?.pop() ?? 0);
+          else if (!paused && queued > limits.queuedBytes && duplex.pause) {
+            paused = true;
+            duplex.pause();
+          }
         } catch (e) {
           fail(channel, e);
         }

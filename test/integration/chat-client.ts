@@ -20,16 +20,18 @@ export interface Streamed {
   repairs: RepairRecord[];
 }
 
-/** `onToken` sees each piece as it arrives (a test may act mid-generation). */
+/** `onToken` sees each piece as it arrives (a test may act mid-generation); `fetcher`: one that
+ *  trusts an https:// gateway's CA. */
 export async function streamChat(
   gateway: string,
   headers: Record<string, string>,
   body: Record<string, unknown>,
   onToken?: (text: string) => void,
   signal?: AbortSignal,
+  fetcher: typeof fetch = fetch,
 ): Promise<Streamed> {
   const t0 = performance.now();
-  const r = await fetch(`${gateway}/v1/chat/completions`, {
+  const r = await fetcher(`${gateway}/v1/chat/completions`, {
     signal,
     method: "POST",
     headers: { "content-type": "application/json", ...headers },

@@ -1,3 +1,4 @@
+import { addressGroup } from "../../src/gateway/address-group.ts";
 import { describe, expect, it } from "vitest";
 import { ClientLimits, MAX_CLIENTS, NO_CLIENT_LIMITS } from "../../src/gateway/client-limits.ts";
 
@@ -57,5 +58,22 @@ describe("client limits", () => {
       if (r.ok) r.release(0);
     }
     expect(l.clients).toBeLessThanOrEqual(MAX_CLIENTS);
+  });
+});
+
+describe("address groups", () => {
+  it("keys IPv4 by address and IPv6 by its /64, whatever its spelling", () => {
+    expect(addressGroup("203.0.113.9")).toBe("203.0.113.9");
+    expect(addressGroup("::ffff:203.0.113.9")).toBe("203.0.113.9");
+    expect(addressGroup("2001:db8:0:1::5")).toBe("2001:db8:0:1::/64");
+    expect(addressGroup("[2001:0db8:0000:0001:ffff:1:2:3]")).toBe("2001:db8:0:1::/64");
+    expect(addressGroup("2001:db8:0:1:a:b:c:d%eth0")).toBe("2001:db8:0:1::/64");
+    expect(addressGroup("::1")).toBe("0:0:0:0::/64");
+    expect(addressGroup("2001:db8::")).toBe("2001:db8:0:0::/64");
+    expect(addressGroup("64:ff9b::192.0.2.33")).toBe("64:ff9b:0:0::/64");
+    // another /64 is another client; what is no address stays as it came
+    expect(addressGroup("2001:db8:0:2::5")).not.toBe(addressGroup("2001:db8:0:1::5"));
+    expect(addressGroup("1:2:3")).toBe("1:2:3");
+    expect(addressGroup("?")).toBe("?");
   });
 });

@@ -40,6 +40,8 @@ const frame = (step: number, floats = 8): SeamFrame =>
 /** One end of an in-memory connection; what it writes reaches the other end in pieces. */
 class MemoryEnd implements ByteDuplex {
   peer!: MemoryEnd;
+  pause?: () => void;
+  resume?: () => void;
   readonly #data: ((b: Uint8Array) => void)[] = [];
   readonly #close: ((why: string) => void)[] = [];
   closed = false;
@@ -95,8 +97,12 @@ function pair(piece = () => 1 + Math.floor(Math.random() * 700)) {
   return { client: a, server: b };
 }
 
-/** A listener end: takes the preface, then serves the streams. */
-function listen(server: MemoryEnd, serve: SeamServe): void {
+/** A listener end: takes the preface, then serves the streams (within `limits`, if given). */
+function listen(
+  server: MemoryEnd,
+  serve: SeamServe,
+  limits?: { channels: number; queuedBytes: number },
+): void {
   let head = new Uint8Array(0);
   let taken = false;
   server.onData((chunk) => {
@@ -107,7 +113,7 @@ function listen(server: MemoryEnd, serve: SeamServe): void {
     head = joined;
     if (head.length < FAST_PREFACE.length) return;
     taken = true;
-    serveMux(server, serve, head.subarray(FAST_PREFACE.length));
+    serveMux(server, serve, head.subarray(FAST_PREFACE.length), undefined, "tcp", limits);
   });
 }
 
@@ -220,6 +226,42 @@ describe("fast seam: streams on one connection", () => {
     const replies = new Inbox(after.replies);
     after.send(frame(3));
     expect((await replies.until(() => true)).stepId).toBe(3n);
+  });
+
+  it("one peer's connection holds at most its streams, and its bytes waiting are not read past a bound", async () => {
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const taken: bigint[] = [];
+    // a node busy elsewhere: it takes nothing until released
+    const serve: SeamServe = async (frames, reply) => {
+      await released;
+      for await (const f of frames) {
+        taken.push(f.stepId);
+        reply(f);
+      }
+    };
+    const { client, server } = pair();
+    const reads: string[] = [];
+    server.pause = () => reads.push("pause");
+    server.resume = () => reads.push("resume");
+    listen(server, serve, { channels: 2, queuedBytes: 20_000 });
+    const mux = await MuxClient.connect(client);
+    const [a, b, c] = [mux.dial(), mux.dial(), mux.dial()];
+    // the third stream is refused at once, the first two stay open
+    await expect(new Inbox(c.replies).until(() => false)).rejects.toThrow(
+      /resource_exhausted: 2 streams are open/,
+    );
+    // ~4 KB frames: the sixth passes 20 KB waiting, and reading stops
+    for (let i = 1; i <= 8; i++) a.send(frame(i, 1000));
+    await until(() => reads.length > 0);
+    expect(reads).toEqual(["pause"]);
+    // the node takes them: reading goes on, and every frame arrives in order
+    release();
+    await until(() => taken.length === 8);
+    expect(reads).toEqual(["pause", "resume"]);
+    expect(taken).toEqual([1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n]);
+    b.close();
+    a.close();
   });
 
   it("a lost connection fails every stream on both sides with unavailable", async () => {

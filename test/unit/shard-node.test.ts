@@ -37,7 +37,13 @@ interface Route {
 /** Nodes at http://n0, http://n1, … holding consecutive ranges of a 4-layer model. */
 async function route(
   ranges: Array<[number, number]>,
-  o: { limits?: Partial<BatcherLimits>; leaseMs?: number; parkMs?: number; engine?: FakeEngineOptions } = {},
+  o: {
+    limits?: Partial<BatcherLimits>;
+    leaseMs?: number;
+    parkMs?: number;
+    unusedMs?: number;
+    engine?: FakeEngineOptions;
+  } = {},
 ): Promise<Route> {
   const seams = new MemorySeams();
   const { publicKey } = await routeKey();
@@ -52,6 +58,7 @@ async function route(
       leaseMs: o.leaseMs ?? 60_000,
       // most tests here: a broken route frees at once (parking for repairs: its own tests)
       parkMs: o.parkMs ?? 0,
+      unusedMs: o.unusedMs,
     });
     seams.listen(`http://n${i}`, n.serve);
     created.push(n);
@@ -565,8 +572,24 @@ describe("shard node: release, cancel and the end of streams", () => {
     await d.link.done;
     expect(d.inbox.error).toMatchObject({ code: "resource_exhausted" });
     expect(r.nodes[0].sessionIds()).toEqual([]);
+    // the same OPEN again is a replay; the session at a later epoch (a repair's) is served
     const again = new Driver(r);
-    expect(await again.code(await open(r, 0))).toBe("ok");
+    expect(await again.code(await open(r, 0))).toBe("wrong_epoch");
+    expect(await again.code(await open(r, 0, "s", 2n))).toBe("ok");
+  });
+
+  it("refuses an OPEN replayed after its session ended, with its ticket still valid", async () => {
+    const r = await route([[0, 4]]);
+    const d = new Driver(r);
+    const first = await open(r, 0);
+    expect(await d.code(first)).toBe("ok");
+    expect(await d.code(releaseFrame(at(r, 0), 2n))).toBe("ok");
+    const replay = new Driver(r);
+    expect((await replay.ask(first)).status).toMatchObject({
+      code: "wrong_epoch",
+      message: "session s ended here at epoch 1",
+    });
+    expect(r.nodes[0].sessionIds()).toEqual([]);
   });
 
   it("expires a session idle past its lease and tells its stream (expired)", async () => {
@@ -582,6 +605,23 @@ describe("shard node: release, cancel and the end of streams", () => {
     expect(r.nodes[0].sessionIds()).toEqual([]);
     expect(r.engines[0].cellsUsed).toBe(0);
     expect(r.seams.to("http://n1")[0].aborted).toBe("lease expired");
+  });
+
+  it("lets a session go that was opened and never given a step, long before its lease", async () => {
+    vi.useFakeTimers();
+    const r = await route([[0, 2], [2, 4]], { leaseMs: 600_000, unusedMs: 2_000 });
+    const idle = new Driver(r);
+    await idle.ask(await open(r, 0, "idle"));
+    const used = new Driver(r);
+    await used.ask(await open(r, 0, "used"));
+    await used.ask(tokenStep(at(r, 0, "used"), { stepId: 2n, start: 0, tokens: [1, 2] }));
+    await vi.advanceTimersByTimeAsync(1_500);
+    expect(r.nodes[0].sessionIds().sort()).toEqual(["idle", "used"]);
+    await vi.advanceTimersByTimeAsync(1_500);
+    expect((await idle.failure()).status).toMatchObject({ code: "expired" });
+    expect(r.nodes[0].sessionIds()).toEqual(["used"]);
+    // the next shard's copy goes too (the stream to it ends), the used session stays
+    expect(r.nodes[1].sessionIds()).toEqual(["used"]);
   });
 
   it("on close, tells every session's stream it is going away and frees them", async () => {

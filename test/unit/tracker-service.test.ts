@@ -11,11 +11,20 @@ import { synthModel } from "../../src/model/synth.ts";
 import { MemoryStorage } from "../../src/tracker/storage.ts";
 import { TrackerCore } from "../../src/tracker/tracker-core.ts";
 import { trackerRoutes } from "../../server/tracker/service.ts";
+import { certifier } from "../../server/tracker/certify.ts";
+import {
+  describeCert,
+  type NetworkCa,
+  newNetworkCa,
+  newTlsKey,
+  openNetworkCa,
+} from "../../server/tls/certs.ts";
+import { X509Certificate } from "@peculiar/x509";
 
 const ARTIFACT = "ab".repeat(32);
 const TOKEN = "node-secret";
 
-async function client() {
+async function client(ca?: NetworkCa, nodeCallsPerMin?: number) {
   const file = synthModel({ arch: "qwen3", nLayer: 4 });
   const core = await TrackerCore.open({
     storage: new MemoryStorage(),
@@ -28,7 +37,10 @@ async function client() {
     leaseMs: 2_000,
     probe: () => Promise.resolve({ ok: true, maxAbsDiff: 0, allowed: 1, detail: "" }),
   });
-  return createClient(TrackerService, createRouterTransport(trackerRoutes(core, TOKEN)));
+  return createClient(
+    TrackerService,
+    createRouterTransport(trackerRoutes(core, TOKEN, certifier(ca), nodeCallsPerMin)),
+  );
 }
 
 const message = (p: Promise<unknown>) => p.then(() => "accepted", (e: Error) => e.message);
@@ -54,6 +66,45 @@ describe("tracker service", () => {
       /unauthenticated/,
     );
     expect((await c.leave({ token: TOKEN, node: "a" })).known).toBe(true);
+  });
+
+  it("certifies a node's TLS key with the network's CA, for the node token only", async () => {
+    const pair = await newNetworkCa();
+    const c = await client(await openNetworkCa(pair));
+    const { publicKeyDer } = await newTlsKey();
+    const ask = { node: "n1", publicKey: publicKeyDer, hosts: ["10.0.0.7", "n1.example"] };
+    expect(await message(c.certify({ ...ask, token: "wrong" }))).toBe("[unauthenticated] node token refused");
+    const r = await c.certify({ ...ask, token: TOKEN });
+    expect(r.caPem).toBe(pair.cert);
+    const cert = new X509Certificate(r.certPem);
+    expect(await cert.verify({ publicKey: new X509Certificate(pair.cert).publicKey, signatureOnly: true }))
+      .toBe(
+        true,
+      );
+    expect(describeCert(r.certPem)).toMatchObject({ subject: "CN=n1", hosts: ["10.0.0.7", "n1.example"] });
+    // what a peer sends is checked: a key that is no key, a host that is no host, too many hosts
+    expect(await message(c.certify({ ...ask, token: TOKEN, publicKey: new Uint8Array(64) }))).toMatch(
+      /^\[invalid_argument\] cannot certify/,
+    );
+    expect(await message(c.certify({ ...ask, token: TOKEN, hosts: ["a/b"] }))).toMatch(/is not a host name/);
+    expect(await message(c.certify({ ...ask, token: TOKEN, hosts: Array(17).fill("h") }))).toMatch(
+      /1 to 16 hosts/,
+    );
+    // a tracker without a CA says so
+    const plain = await client();
+    expect(await message(plain.certify({ ...ask, token: TOKEN }))).toMatch(
+      /^\[failed_precondition\] .*holds no CA/,
+    );
+  });
+
+  it("limits the calls of each node name, not of the others", async () => {
+    const c = await client(undefined, 3);
+    const beat = (node: string) => message(c.heartbeat({ token: TOKEN, node }));
+    for (let i = 0; i < 3; i++) expect(await beat("a")).toBe("accepted");
+    expect(await beat("a")).toBe("[resource_exhausted] node a: requests a minute, at most 3; retry in 20 s");
+    expect(await beat("b")).toBe("accepted");
+    // the gateway's calls carry no node name and are not counted
+    for (let i = 0; i < 5; i++) expect((await c.nodes({})).nodes).toEqual([]);
   });
 
   it("maps the core's errors to Connect codes with the core's words", async () => {

@@ -361,7 +361,8 @@ export type NodeTelemetry = Message<"strata.seam.v1.NodeTelemetry"> & {
   sampleMs: number;
 
   /**
-   * the transport this node sent the step on: "tcp" (the fast seam), "grpc" or "relay"
+   * the transport this node sent the step on: "tcp" (the fast seam), "tls" (the same over TLS),
+   * "grpc", "grpcs" (over TLS) or "relay"
    *
    * @generated from field: string transport = 10;
    */

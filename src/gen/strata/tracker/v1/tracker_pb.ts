@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/tracker/v1/tracker.proto.
  */
 export const file_strata_tracker_v1_tracker: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvdHJhY2tlci92MS90cmFja2VyLnByb3RvEhFzdHJhdGEudHJhY2tlci52MSLtAQoLU2hhcmRBZHZlcnQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIOCgZlbmdpbmUYAyABKAkSEAoIa3ZfY2VsbHMYBCABKA0SFAoMbWF4X3Nlc3Npb25zGAUgASgNEhsKE2RlY29kZV90b2tlbnNfcGVyX3MYBiABKAISGAoQbWVtb3J5X2NhcF9ieXRlcxgHIAEoBBIUCgxhcnRpZmFjdF91cmwYCCABKAkSFQoNc2Vzc2lvbl9jZWxscxgJIAEoDSJrCg9SZWdpc3RlclJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIMCgR1cmxzGAMgAygJEi0KBXNoYXJkGAQgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQiPgoQUmVnaXN0ZXJSZXNwb25zZRIQCghsZWFzZV9tcxgBIAEoBBIYChByb3V0ZV9wdWJsaWNfa2V5GAIgASgMIpoBChBIZWFydGJlYXRSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkSEAoIc2Vzc2lvbnMYAyABKA0SFQoNa3ZfY2VsbHNfdXNlZBgEIAEoDRIOCgZxdWV1ZWQYBSABKA0SEwoLc2Vzc2lvbl9pZHMYBiADKAkSGwoTZGVjb2RlX3Rva2Vuc19wZXJfcxgHIAEoAiJgChFIZWFydGJlYXRSZXNwb25zZRINCgVrbm93bhgBIAEoCBIRCglhZG1pc3Npb24YAiABKAkSKQoFcGxhY2UYAyABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlIt4BCgxQbGFjZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIXCg9hcnRpZmFjdF9zaGEyNTYYAyABKAwSGAoQbWVtb3J5X2NhcF9ieXRlcxgEIAEoBBIOCgZlbmdpbmUYBSABKAkSEAoIa3ZfY2VsbHMYBiABKA0SFAoMbWF4X3Nlc3Npb25zGAcgASgNEhQKDGJhdGNoX3Rva2VucxgIIAEoDRIXCg9iYXRjaF9pbnZhcmlhbnQYCSABKAgSFwoPZmxhc2hfYXR0ZW50aW9uGAogASgIIjoKDVBsYWNlUmVzcG9uc2USKQoFcmFuZ2UYASABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlIogBCgxSb3V0ZVJlcXVlc3QSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEhIKCnNlc3Npb25faWQYAiABKAkSDQoFY291bnQYAyABKA0SEwoLYXZvaWRfbm9kZXMYBCADKAkSEgoKa2VlcF9ub2RlcxgFIAMoCRITCgthZnRlcl9lcG9jaBgGIAEoBCKZAQoFUm91dGUSDQoFZXBvY2gYASABKAQSIQoEaG9wcxgCIAMoCzITLnN0cmF0YS5zZWFtLnYxLkhvcBIZChFtYXhfc2Vzc2lvbl9jZWxscxgDIAEoDRIMCgRuYW1lGAQgASgJEjUKEHNlYW1fY29tcHJlc3Npb24YBSABKA4yGy5zdHJhdGEuc2VhbS52MS5Db21wcmVzc2lvbiI5Cg1Sb3V0ZVJlc3BvbnNlEigKBnJvdXRlcxgBIAMoCzIYLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlIjYKC0RvbmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2Vzc2lvbl9pZHMYAiADKAkiIAoMRG9uZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgNIisKDExlYXZlUmVxdWVzdBINCgV0b2tlbhgBIAEoCRIMCgRub2RlGAIgASgJIh4KDUxlYXZlUmVzcG9uc2USDQoFa25vd24YASABKAgiHQoMTm9kZXNSZXF1ZXN0Eg0KBW5vZGVzGAEgAygJIrABCglOb2RlU3RhdGUSDAoEbm9kZRgBIAEoCRIMCgR1cmxzGAIgAygJEi0KBXNoYXJkGAMgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQSEQoJYWRtaXNzaW9uGAQgASgJEgwKBGxpdmUYBSABKAgSEAoIc2Vzc2lvbnMYBiABKA0SFwoPcm91dGVzX2Fzc2lnbmVkGAcgASgEEgwKBGxvYWQYCCABKA0iPAoNTm9kZXNSZXNwb25zZRIrCgVub2RlcxgBIAMoCzIcLnN0cmF0YS50cmFja2VyLnYxLk5vZGVTdGF0ZTK2BAoOVHJhY2tlclNlcnZpY2USUwoIUmVnaXN0ZXISIi5zdHJhdGEudHJhY2tlci52MS5SZWdpc3RlclJlcXVlc3QaIy5zdHJhdGEudHJhY2tlci52MS5SZWdpc3RlclJlc3BvbnNlElYKCUhlYXJ0YmVhdBIjLnN0cmF0YS50cmFja2VyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaJC5zdHJhdGEudHJhY2tlci52MS5IZWFydGJlYXRSZXNwb25zZRJKCgVMZWF2ZRIfLnN0cmF0YS50cmFja2VyLnYxLkxlYXZlUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLkxlYXZlUmVzcG9uc2USSgoFUm91dGUSHy5zdHJhdGEudHJhY2tlci52MS5Sb3V0ZVJlcXVlc3QaIC5zdHJhdGEudHJhY2tlci52MS5Sb3V0ZVJlc3BvbnNlEkcKBERvbmUSHi5zdHJhdGEudHJhY2tlci52MS5Eb25lUmVxdWVzdBofLnN0cmF0YS50cmFja2VyLnYxLkRvbmVSZXNwb25zZRJKCgVOb2RlcxIfLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVzcG9uc2USSgoFUGxhY2USHy5zdHJhdGEudHJhY2tlci52MS5QbGFjZVJlcXVlc3QaIC5zdHJhdGEudHJhY2tlci52MS5QbGFjZVJlc3BvbnNlYgZwcm90bzM", [file_strata_seam_v1_seam]);
+  fileDesc("Ch9zdHJhdGEvdHJhY2tlci92MS90cmFja2VyLnByb3RvEhFzdHJhdGEudHJhY2tlci52MSLtAQoLU2hhcmRBZHZlcnQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIOCgZlbmdpbmUYAyABKAkSEAoIa3ZfY2VsbHMYBCABKA0SFAoMbWF4X3Nlc3Npb25zGAUgASgNEhsKE2RlY29kZV90b2tlbnNfcGVyX3MYBiABKAISGAoQbWVtb3J5X2NhcF9ieXRlcxgHIAEoBBIUCgxhcnRpZmFjdF91cmwYCCABKAkSFQoNc2Vzc2lvbl9jZWxscxgJIAEoDSJrCg9SZWdpc3RlclJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIMCgR1cmxzGAMgAygJEi0KBXNoYXJkGAQgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQiPgoQUmVnaXN0ZXJSZXNwb25zZRIQCghsZWFzZV9tcxgBIAEoBBIYChByb3V0ZV9wdWJsaWNfa2V5GAIgASgMIlAKDkNlcnRpZnlSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkSEgoKcHVibGljX2tleRgDIAEoDBINCgVob3N0cxgEIAMoCSIzCg9DZXJ0aWZ5UmVzcG9uc2USEAoIY2VydF9wZW0YASABKAkSDgoGY2FfcGVtGAIgASgJIpoBChBIZWFydGJlYXRSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgwKBG5vZGUYAiABKAkSEAoIc2Vzc2lvbnMYAyABKA0SFQoNa3ZfY2VsbHNfdXNlZBgEIAEoDRIOCgZxdWV1ZWQYBSABKA0SEwoLc2Vzc2lvbl9pZHMYBiADKAkSGwoTZGVjb2RlX3Rva2Vuc19wZXJfcxgHIAEoAiJgChFIZWFydGJlYXRSZXNwb25zZRINCgVrbm93bhgBIAEoCBIRCglhZG1pc3Npb24YAiABKAkSKQoFcGxhY2UYAyABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlIt4BCgxQbGFjZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbm9kZRgCIAEoCRIXCg9hcnRpZmFjdF9zaGEyNTYYAyABKAwSGAoQbWVtb3J5X2NhcF9ieXRlcxgEIAEoBBIOCgZlbmdpbmUYBSABKAkSEAoIa3ZfY2VsbHMYBiABKA0SFAoMbWF4X3Nlc3Npb25zGAcgASgNEhQKDGJhdGNoX3Rva2VucxgIIAEoDRIXCg9iYXRjaF9pbnZhcmlhbnQYCSABKAgSFwoPZmxhc2hfYXR0ZW50aW9uGAogASgIIjoKDVBsYWNlUmVzcG9uc2USKQoFcmFuZ2UYASABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlIogBCgxSb3V0ZVJlcXVlc3QSFwoPYXJ0aWZhY3Rfc2hhMjU2GAEgASgMEhIKCnNlc3Npb25faWQYAiABKAkSDQoFY291bnQYAyABKA0SEwoLYXZvaWRfbm9kZXMYBCADKAkSEgoKa2VlcF9ub2RlcxgFIAMoCRITCgthZnRlcl9lcG9jaBgGIAEoBCKZAQoFUm91dGUSDQoFZXBvY2gYASABKAQSIQoEaG9wcxgCIAMoCzITLnN0cmF0YS5zZWFtLnYxLkhvcBIZChFtYXhfc2Vzc2lvbl9jZWxscxgDIAEoDRIMCgRuYW1lGAQgASgJEjUKEHNlYW1fY29tcHJlc3Npb24YBSABKA4yGy5zdHJhdGEuc2VhbS52MS5Db21wcmVzc2lvbiI5Cg1Sb3V0ZVJlc3BvbnNlEigKBnJvdXRlcxgBIAMoCzIYLnN0cmF0YS50cmFja2VyLnYxLlJvdXRlIjYKC0RvbmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2Vzc2lvbl9pZHMYAiADKAkiIAoMRG9uZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgNIisKDExlYXZlUmVxdWVzdBINCgV0b2tlbhgBIAEoCRIMCgRub2RlGAIgASgJIh4KDUxlYXZlUmVzcG9uc2USDQoFa25vd24YASABKAgiHQoMTm9kZXNSZXF1ZXN0Eg0KBW5vZGVzGAEgAygJIrABCglOb2RlU3RhdGUSDAoEbm9kZRgBIAEoCRIMCgR1cmxzGAIgAygJEi0KBXNoYXJkGAMgASgLMh4uc3RyYXRhLnRyYWNrZXIudjEuU2hhcmRBZHZlcnQSEQoJYWRtaXNzaW9uGAQgASgJEgwKBGxpdmUYBSABKAgSEAoIc2Vzc2lvbnMYBiABKA0SFwoPcm91dGVzX2Fzc2lnbmVkGAcgASgEEgwKBGxvYWQYCCABKA0iPAoNTm9kZXNSZXNwb25zZRIrCgVub2RlcxgBIAMoCzIcLnN0cmF0YS50cmFja2VyLnYxLk5vZGVTdGF0ZTKIBQoOVHJhY2tlclNlcnZpY2USUwoIUmVnaXN0ZXISIi5zdHJhdGEudHJhY2tlci52MS5SZWdpc3RlclJlcXVlc3QaIy5zdHJhdGEudHJhY2tlci52MS5SZWdpc3RlclJlc3BvbnNlElYKCUhlYXJ0YmVhdBIjLnN0cmF0YS50cmFja2VyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaJC5zdHJhdGEudHJhY2tlci52MS5IZWFydGJlYXRSZXNwb25zZRJKCgVMZWF2ZRIfLnN0cmF0YS50cmFja2VyLnYxLkxlYXZlUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLkxlYXZlUmVzcG9uc2USSgoFUm91dGUSHy5zdHJhdGEudHJhY2tlci52MS5Sb3V0ZVJlcXVlc3QaIC5zdHJhdGEudHJhY2tlci52MS5Sb3V0ZVJlc3BvbnNlEkcKBERvbmUSHi5zdHJhdGEudHJhY2tlci52MS5Eb25lUmVxdWVzdBofLnN0cmF0YS50cmFja2VyLnYxLkRvbmVSZXNwb25zZRJKCgVOb2RlcxIfLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVxdWVzdBogLnN0cmF0YS50cmFja2VyLnYxLk5vZGVzUmVzcG9uc2USSgoFUGxhY2USHy5zdHJhdGEudHJhY2tlci52MS5QbGFjZVJlcXVlc3QaIC5zdHJhdGEudHJhY2tlci52MS5QbGFjZVJlc3BvbnNlElAKB0NlcnRpZnkSIS5zdHJhdGEudHJhY2tlci52MS5DZXJ0aWZ5UmVxdWVzdBoiLnN0cmF0YS50cmFja2VyLnYxLkNlcnRpZnlSZXNwb25zZWIGcHJvdG8z", [file_strata_seam_v1_seam]);
 
 /**
  * @generated from message strata.tracker.v1.ShardAdvert
@@ -147,6 +147,70 @@ export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*
   messageDesc(file_strata_tracker_v1_tracker, 2);
 
 /**
+ * @generated from message strata.tracker.v1.CertifyRequest
+ */
+export type CertifyRequest = Message<"strata.tracker.v1.CertifyRequest"> & {
+  /**
+   * the tracker's node token
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string node = 2;
+   */
+  node: string;
+
+  /**
+   * the key the node serves TLS with: its public half, DER (SubjectPublicKeyInfo)
+   *
+   * @generated from field: bytes public_key = 3;
+   */
+  publicKey: Uint8Array;
+
+  /**
+   * the host names and IP addresses its URLs name
+   *
+   * @generated from field: repeated string hosts = 4;
+   */
+  hosts: string[];
+};
+
+/**
+ * Describes the message strata.tracker.v1.CertifyRequest.
+ * Use `create(CertifyRequestSchema)` to create a new message.
+ */
+export const CertifyRequestSchema: GenMessage<CertifyRequest> = /*@__PURE__*/
+  messageDesc(file_strata_tracker_v1_tracker, 3);
+
+/**
+ * @generated from message strata.tracker.v1.CertifyResponse
+ */
+export type CertifyResponse = Message<"strata.tracker.v1.CertifyResponse"> & {
+  /**
+   * the node's certificate, signed by the network's CA (PEM)
+   *
+   * @generated from field: string cert_pem = 1;
+   */
+  certPem: string;
+
+  /**
+   * the network's CA certificate (PEM): peers pin it
+   *
+   * @generated from field: string ca_pem = 2;
+   */
+  caPem: string;
+};
+
+/**
+ * Describes the message strata.tracker.v1.CertifyResponse.
+ * Use `create(CertifyResponseSchema)` to create a new message.
+ */
+export const CertifyResponseSchema: GenMessage<CertifyResponse> = /*@__PURE__*/
+  messageDesc(file_strata_tracker_v1_tracker, 4);
+
+/**
  * @generated from message strata.tracker.v1.HeartbeatRequest
  */
 export type HeartbeatRequest = Message<"strata.tracker.v1.HeartbeatRequest"> & {
@@ -198,7 +262,7 @@ export type HeartbeatRequest = Message<"strata.tracker.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 3);
+  messageDesc(file_strata_tracker_v1_tracker, 5);
 
 /**
  * @generated from message strata.tracker.v1.HeartbeatResponse
@@ -230,7 +294,7 @@ export type HeartbeatResponse = Message<"strata.tracker.v1.HeartbeatResponse"> &
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 4);
+  messageDesc(file_strata_tracker_v1_tracker, 6);
 
 /**
  * A node that asks the tracker which layers to hold (`strata node --layers auto`): what its
@@ -299,7 +363,7 @@ export type PlaceRequest = Message<"strata.tracker.v1.PlaceRequest"> & {
  * Use `create(PlaceRequestSchema)` to create a new message.
  */
 export const PlaceRequestSchema: GenMessage<PlaceRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 5);
+  messageDesc(file_strata_tracker_v1_tracker, 7);
 
 /**
  * @generated from message strata.tracker.v1.PlaceResponse
@@ -316,7 +380,7 @@ export type PlaceResponse = Message<"strata.tracker.v1.PlaceResponse"> & {
  * Use `create(PlaceResponseSchema)` to create a new message.
  */
 export const PlaceResponseSchema: GenMessage<PlaceResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 6);
+  messageDesc(file_strata_tracker_v1_tracker, 8);
 
 /**
  * @generated from message strata.tracker.v1.RouteRequest
@@ -370,7 +434,7 @@ export type RouteRequest = Message<"strata.tracker.v1.RouteRequest"> & {
  * Use `create(RouteRequestSchema)` to create a new message.
  */
 export const RouteRequestSchema: GenMessage<RouteRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 7);
+  messageDesc(file_strata_tracker_v1_tracker, 9);
 
 /**
  * @generated from message strata.tracker.v1.Route
@@ -414,7 +478,7 @@ export type Route = Message<"strata.tracker.v1.Route"> & {
  * Use `create(RouteSchema)` to create a new message.
  */
 export const RouteSchema: GenMessage<Route> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 8);
+  messageDesc(file_strata_tracker_v1_tracker, 10);
 
 /**
  * @generated from message strata.tracker.v1.RouteResponse
@@ -431,7 +495,7 @@ export type RouteResponse = Message<"strata.tracker.v1.RouteResponse"> & {
  * Use `create(RouteResponseSchema)` to create a new message.
  */
 export const RouteResponseSchema: GenMessage<RouteResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 9);
+  messageDesc(file_strata_tracker_v1_tracker, 11);
 
 /**
  * a gateway's sessions have ended (released, cancelled or never opened): their routes no
@@ -459,7 +523,7 @@ export type DoneRequest = Message<"strata.tracker.v1.DoneRequest"> & {
  * Use `create(DoneRequestSchema)` to create a new message.
  */
 export const DoneRequestSchema: GenMessage<DoneRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 10);
+  messageDesc(file_strata_tracker_v1_tracker, 12);
 
 /**
  * @generated from message strata.tracker.v1.DoneResponse
@@ -478,7 +542,7 @@ export type DoneResponse = Message<"strata.tracker.v1.DoneResponse"> & {
  * Use `create(DoneResponseSchema)` to create a new message.
  */
 export const DoneResponseSchema: GenMessage<DoneResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 11);
+  messageDesc(file_strata_tracker_v1_tracker, 13);
 
 /**
  * @generated from message strata.tracker.v1.LeaveRequest
@@ -500,7 +564,7 @@ export type LeaveRequest = Message<"strata.tracker.v1.LeaveRequest"> & {
  * Use `create(LeaveRequestSchema)` to create a new message.
  */
 export const LeaveRequestSchema: GenMessage<LeaveRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 12);
+  messageDesc(file_strata_tracker_v1_tracker, 14);
 
 /**
  * @generated from message strata.tracker.v1.LeaveResponse
@@ -519,7 +583,7 @@ export type LeaveResponse = Message<"strata.tracker.v1.LeaveResponse"> & {
  * Use `create(LeaveResponseSchema)` to create a new message.
  */
 export const LeaveResponseSchema: GenMessage<LeaveResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 13);
+  messageDesc(file_strata_tracker_v1_tracker, 15);
 
 /**
  * @generated from message strata.tracker.v1.NodesRequest
@@ -538,7 +602,7 @@ export type NodesRequest = Message<"strata.tracker.v1.NodesRequest"> & {
  * Use `create(NodesRequestSchema)` to create a new message.
  */
 export const NodesRequestSchema: GenMessage<NodesRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 14);
+  messageDesc(file_strata_tracker_v1_tracker, 16);
 
 /**
  * @generated from message strata.tracker.v1.NodeState
@@ -597,7 +661,7 @@ export type NodeState = Message<"strata.tracker.v1.NodeState"> & {
  * Use `create(NodeStateSchema)` to create a new message.
  */
 export const NodeStateSchema: GenMessage<NodeState> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 15);
+  messageDesc(file_strata_tracker_v1_tracker, 17);
 
 /**
  * @generated from message strata.tracker.v1.NodesResponse
@@ -614,7 +678,7 @@ export type NodesResponse = Message<"strata.tracker.v1.NodesResponse"> & {
  * Use `create(NodesResponseSchema)` to create a new message.
  */
 export const NodesResponseSchema: GenMessage<NodesResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tracker_v1_tracker, 16);
+  messageDesc(file_strata_tracker_v1_tracker, 18);
 
 /**
  * @generated from service strata.tracker.v1.TrackerService
@@ -684,6 +748,17 @@ export const TrackerService: GenService<{
     methodKind: "unary";
     input: typeof PlaceRequestSchema;
     output: typeof PlaceResponseSchema;
+  },
+  /**
+   * a certificate for a node's TLS key, from a tracker that holds the network's CA
+   * (FailedPrecondition from one that does not)
+   *
+   * @generated from rpc strata.tracker.v1.TrackerService.Certify
+   */
+  certify: {
+    methodKind: "unary";
+    input: typeof CertifyRequestSchema;
+    output: typeof CertifyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_strata_tracker_v1_tracker, 0);
