@@ -86,8 +86,10 @@ export class ShardNode {
   readonly #owners = new Map<string, OwnerLink>();
   readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0, served: 0 };
   #historyBytes = 0;
-  /** sessions that ended here, with the epoch they ended at: an OPEN at that epoch or below is
-   *  a replay (a captured frame, a ticket used twice), refused while its ticket could still be valid */
+  /** sessions released here or let go as idle, with their epoch: an OPEN at that epoch or below
+   *  is a replay (a captured frame, a ticket used twice). Sessions that failed or were cancelled
+   *  are not kept: a driver may open them again at the same epoch (a resume that could not go
+   *  on re-prefills the same route). */
   readonly #ended = new Map<string, bigint>();
   readonly #leaseTimer: ReturnType<typeof setInterval>;
 
@@ -510,7 +512,7 @@ export class ShardNode {
     if (s.ending) return;
     s.ending = true;
     this.#forgetSent(s);
-    this.#retire(s);
+    this.#retire(s, f.phase === Phase.RELEASE);
     await this.#batcher.release(s.id, f.phase === Phase.CANCEL ? "cancelled" : "released").catch(() => {});
     if (!s.downstream) {
       s.closed = true;
@@ -683,21 +685,24 @@ export class ShardNode {
     s.rebuilds.clear();
   }
 
-  /** The session leaves the node's table; its epoch is kept against replays (the oldest go first). */
-  #retire(s: NodeSession): void {
+  /** The session leaves the node's table; with `remember`, its epoch is kept against replays
+   *  (the oldest go first). */
+  #retire(s: NodeSession, remember: boolean): void {
     if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id);
+    if (!remember) return;
     const before = this.#ended.get(s.id);
     this.#ended.delete(s.id);
     this.#ended.set(s.id, before !== undefined && before > s.epoch ? before : s.epoch);
     if (this.#ended.size > ENDED_KEPT) this.#ended.delete(this.#ended.keys().next().value!);
   }
 
-  /** Ends a session this node cannot keep: frees its KV and tears down its downstream. */
-  async #drop(s: NodeSession, why: string): Promise<void> {
+  /** Ends a session this node cannot keep: frees its KV and tears down its downstream
+   *  (`remember`: kept against replays, see #ended). */
+  async #drop(s: NodeSession, why: string, remember = false): Promise<void> {
     if (s.closed) return;
     s.closed = true;
     this.#forgetSent(s);
-    this.#retire(s);
+    this.#retire(s, remember);
     if (!s.ending) await this.#batcher.release(s.id, why).catch(() => {});
     s.downstream?.abort(why);
   }
@@ -711,7 +716,7 @@ export class ShardNode {
         s.reply(
           sessionFailure(s.identity, "expired", `session ${s.id} opened and unused for ${unusedMs} ms`),
         );
-        await this.#drop(s, "opened and never used");
+        await this.#drop(s, "opened and never used", true);
       }
     }
     const ids = await this.#batcher.expireIdle(this.options.leaseMs);
@@ -723,7 +728,7 @@ export class ShardNode {
       s.reply(
         sessionFailure(s.identity, "expired", `session ${id} idle past its ${this.options.leaseMs} ms lease`),
       );
-      this.#retire(s);
+      this.#retire(s, true);
       s.closed = true;
       s.downstream?.abort("lease expired");
     }
