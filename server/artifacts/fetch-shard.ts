@@ -1,7 +1,7 @@
 // A Deno node's shard from an artifact URL: the manifest from the origin, the pieces of its
 // layers from the origin and every peer the tracker knows to hold them, kept in the piece
 // store (a restart resumes), assembled into a sparse file the native engine loads.
-import { type ArtifactManifest, checkManifest } from "../../src/artifact/pieces.ts";
+import { type ArtifactManifest, manifestFromResponse } from "../../src/artifact/pieces.ts";
 import { type DownloadReport, downloadShard, type PieceSource } from "../../src/artifact/download.ts";
 import { isRelayHopUrl } from "../../src/route/hop-url.ts";
 import { RelayPeer } from "../../src/relay/peer.ts";
@@ -27,7 +27,7 @@ export async function fetchManifest(url: string, fetcher = trustedFetch()): Prom
   if (!m) throw new Error(`"${url}" is not an artifact URL (…/artifacts/<sha256>)`);
   const r = await fetcher(`${m[1]}${m[2]}/manifest`);
   if (!r.ok) throw new Error(`manifest ${url}: HTTP ${r.status}`);
-  return checkManifest(await r.json(), m[2]);
+  return await manifestFromResponse(r, m[2]);
 }
 
 /** Peers the tracker knows to serve this artifact's bytes, each with the layers it holds. */

@@ -5,6 +5,7 @@ import { sha256Hex } from "../gguf/manifest.ts";
 import { type ArtifactManifest, checkHeaderAgainst, type Piece, shardPieces } from "./pieces.ts";
 import type { SparseModel } from "./sparse.ts";
 import type { PieceStore } from "./store.ts";
+import { readAtMost } from "../bytes/read-at-most.ts";
 
 /** A place serving the artifact's bytes with HTTP Range; a peer holds only its layers. */
 export interface PieceSource {
@@ -103,7 +104,9 @@ export async function downloadShard(o: DownloadOptions): Promise<DownloadReport>
             await r.body?.cancel();
             return `HTTP ${r.status}`;
           }
-          const bytes = new Uint8Array(await r.arrayBuffer());
+          // a source that sends more than the piece is cut off there, not read to its end
+          const bytes = await readAtMost(r.body, p.size);
+          if (!bytes) return `more than ${p.size} bytes`;
           if (bytes.length !== p.size) return `${bytes.length} bytes, not ${p.size}`;
           if ((await sha256Hex(bytes)) !== p.sha256) return "sha256 mismatch";
           bySource[s.url] = (bySource[s.url] ?? 0) + 1;

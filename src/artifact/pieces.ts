@@ -3,6 +3,7 @@
 // source, and trusts a piece only when its bytes hash to what the manifest says.
 import { buildManifest, type Manifest, shardBytes } from "../gguf/manifest.ts";
 import { parseGgufHeader } from "../gguf/reader.ts";
+import { readAtMost } from "../bytes/read-at-most.ts";
 
 /** Large tensors are split so a failed or tampered fetch costs at most this much again. */
 export const PIECE_BYTES = 4 * 1024 * 1024;
@@ -40,6 +41,22 @@ export function shardPieces(m: ArtifactManifest, start: number, end: number): Pi
 
 export class ManifestError extends Error {
   override readonly name = "ManifestError";
+}
+
+/** A manifest response's body may hold this much (a 1 TB artifact in 4 MiB pieces takes ~30 MB). */
+export const MAX_MANIFEST_BYTES = 128 << 20;
+
+/** The manifest an origin answered, read with a bound and checked (checkManifest). */
+export async function manifestFromResponse(r: Response, artifact: string): Promise<ArtifactManifest> {
+  const bytes = await readAtMost(r.body, MAX_MANIFEST_BYTES);
+  if (!bytes) throw new ManifestError(`a manifest of more than ${MAX_MANIFEST_BYTES} bytes`);
+  let json: unknown;
+  try {
+    json = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    throw new ManifestError("the manifest is not JSON");
+  }
+  return checkManifest(json, artifact);
 }
 
 /**

@@ -7,7 +7,7 @@ import { type DownloadReport, downloadShard } from "../../src/artifact/download.
 import { rangePieces } from "../../src/artifact/serve-pieces.ts";
 import { relayPieceFetch } from "../../src/relay/piece-fetch.ts";
 import { relayHopUrl } from "../../src/route/hop-url.ts";
-import { checkManifest } from "../../src/artifact/pieces.ts";
+import { manifestFromResponse } from "../../src/artifact/pieces.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import type { RangeMemory } from "../../src/engine/memory-fit.ts";
 import { WASM32_MEMORY_CAP, WASM_MAX_THREADS } from "../../src/engine/wasm/wasm-engine.ts";
@@ -116,7 +116,7 @@ async function contribute(): Promise<void> {
   const peer = new RelayPeer(await connectBrowserRelay(id.relayUrl, id.token), id.name);
 
   phase("downloading");
-  const manifest = checkManifest(await (await fetch(a.manifestUrl)).json(), a.artifact);
+  const manifest = await manifestFromResponse(await fetch(a.manifestUrl), a.artifact);
   const store = await OpfsPieceStore.open();
   const { model, ...report } = await downloadShard({
     manifest,
