@@ -214,7 +214,7 @@ async function seamAbuse() {
   const out: Record<string, unknown> = {};
 
   // 40 connections from 127.0.0.2 that say nothing: past 32 closed at once, the rest at the
-  // preface deadline (10 s)
+  // preface deadline (10 s; counted once the other stages are done)
   const t0 = performance.now();
   const closedAt: number[] = [];
   const socks = Array.from({ length: 40 }, () => {
@@ -223,13 +223,14 @@ async function seamAbuse() {
     s.on("error", () => {});
     return s;
   });
-  await sleep(1000);
-  const within1s = closedAt.length;
+  // (counted well before the deadline, so that a loaded machine's slow accepts do not count)
+  await sleep(5000);
+  const early = closedAt.length;
 
   // 1,100 streams on one connection: past 1,024 refused
   const mux = await MuxClient.connect(connDuplex(await Deno.connect({ hostname: "127.0.0.1", port })));
   const links = Array.from({ length: 1100 }, () => mux.dial());
-  const outcomes = await Promise.all(links.map((l) => outcome(l, 3000)));
+  const outcomes = await Promise.all(links.map((l) => outcome(l, 8000)));
   out.streams = {
     dialed: links.length,
     refused: outcomes.filter((o) => /resource_exhausted/.test(o)).length,
@@ -278,21 +279,21 @@ async function seamAbuse() {
   forged.open!.routeTicket[forged.open!.routeTicket.length - 1] ^= 0xff;
   const forgedLink = dialer.dial(n0.url);
   forgedLink.send(forged);
-  out.forged_ticket = await outcome(forgedLink, 5000);
+  out.forged_ticket = await outcome(forgedLink, 15_000);
   forgedLink.close();
   out.idle_sessions = { opened: idle.length, on_node_while_abuse: (await grpc.info(n0.url)).sessions };
   // the unused sessions go after UNUSED_MS: then the replay meets a session that ended
   await sleep(UNUSED_MS + 3000);
   const replayLink = dialer.dial(n0.url);
   replayLink.send(captured[0]);
-  out.replayed_open = await outcome(replayLink, 5000);
+  out.replayed_open = await outcome(replayLink, 15_000);
   replayLink.close();
   for (const s of idle) void s.cancel().catch(() => {});
   dialer.close();
 
   out.connections = {
     opened: socks.length,
-    closed_within_1s: within1s,
+    closed_within_5s: early,
     closed_by_now: closedAt.length,
     seconds_since: (performance.now() - t0) / 1000,
   };
@@ -356,7 +357,7 @@ async function rawAbuse(port: number) {
 async function relayAbuse() {
   const peer = new RelayPeer(await connectRelay(relayUrl, await peerToken(relaySecret, MALLORY)), MALLORY);
   const links = Array.from({ length: 1100 }, () => peer.dial(nodes[0].name));
-  const outcomes = await Promise.all(links.map((l) => outcome(l, 3000)));
+  const outcomes = await Promise.all(links.map((l) => outcome(l, 8000)));
   const during = await relayHealth();
   peer.close();
   return {

@@ -33,7 +33,7 @@ describe("abuse beside honest chats (strata up, one route of two nodes)", () => 
       expect(h.slowloris.connections).toBe(200);
       // a node's port: 32 connections from one address, the rest closed at once; those that said
       // nothing dropped at the preface deadline
-      expect(h.seams.connections.closed_within_1s).toBe(8);
+      expect(h.seams.connections.closed_within_5s).toBe(8);
       expect(h.seams.connections.closed_by_now).toBe(40);
       // 1,024 streams on one connection, the rest refused
       expect(h.seams.streams).toMatchObject({ dialed: 1100, refused: 76, first_refused: 1024, open: 1024 });
