@@ -41,7 +41,7 @@ export function addCheckCommands(program: Command): void {
 
   program.command("fuzz")
     .description(
-      "fuzz every parser a peer's or client's bytes reach (seam frames, relay envelopes, tracker calls, the gateway's JSON, GGUF headers), each in a process of its own",
+      "fuzz every parser a peer's or client's bytes reach (seam frames, relay envelopes, tracker calls, the gateway's JSON, GGUF headers, whole GGUF files loaded by the engine under AddressSanitizer), each in a process of its own",
     )
     .option("--seconds <n>", "time per target", int("seconds"), 60)
     .option("--seed <n>", "the inputs' seed (the same seed gives the same inputs)", int("seed"), 1)
@@ -54,8 +54,8 @@ export function addCheckCommands(program: Command): void {
           ? JSON.stringify({ seconds: o.seconds, seed: o.seed, targets: rows }, null, 2)
           : printFuzz(rows),
       );
-      // a failure or a crash is a finding: the command says so in its status too
-      if (rows.some((r) => r.failures > 0 || r.crashes > 0)) Deno.exitCode = 1;
+      // a failure, a crash or a sanitizer report is a finding: the command says so in its status too
+      if (rows.some((r) => r.failures > 0 || r.crashes > 0 || r.sanitizer_reports > 0)) Deno.exitCode = 1;
     });
 
   program.command("parity")

@@ -3,6 +3,10 @@
 // purpose), a failure (anything else: a TypeError, RangeError or other error the runtime
 // raised, i.e. a path the checks missed), or a timeout (over a second). Failures are told
 // apart by their kind, message (numbers masked) and the first frame of ours in the stack.
+// A target whose code runs in a sanitizer build of the engine (gguf-load) has two more
+// outcomes, thrown by its run: a SanitizerReport (the engine process died with an
+// AddressSanitizer report; told apart by the error's kind, access and first frame) and an
+// EngineCrash (it died otherwise, e.g. SIGABRT from a failed GGML_ASSERT).
 import { mutate, prng } from "./mutate.ts";
 import type { FuzzTarget } from "./targets.ts";
 
@@ -16,6 +20,33 @@ export interface Failure {
   readonly input: string;
 }
 
+/** A sanitizer's report on one input: the engine process died with it. */
+export class SanitizerReport extends Error {
+  /** signature: the error's kind, the access, the first frame outside the sanitizer;
+   *  report: the report's first lines as printed */
+  constructor(readonly signature: string, readonly report: string) {
+    super(`AddressSanitizer: ${signature}`);
+  }
+}
+
+/** The engine process died on an input without a sanitizer report (a signal, an abort). */
+export class EngineCrash extends Error {
+  constructor(readonly exit: string, readonly stderr: string) {
+    super(`engine process died (${exit})`);
+  }
+}
+
+export interface SanitizerFinding extends Failure {
+  /** the report's first lines */
+  readonly report: string;
+}
+
+export interface EngineCrashFinding {
+  readonly exit: string;
+  readonly stderr: string;
+  readonly input: string;
+}
+
 export interface TargetReport {
   readonly target: string;
   readonly seed: number;
@@ -24,6 +55,12 @@ export interface TargetReport {
   readonly refused: number;
   readonly failures: number;
   readonly distinct_failures: Failure[];
+  /** inputs on which the sanitizer reported (0 for a target without one) */
+  readonly sanitizer_reports: number;
+  readonly distinct_sanitizer_reports: SanitizerFinding[];
+  /** inputs on which the engine process died otherwise (the first 10 kept) */
+  readonly engine_crashes: number;
+  readonly engine_crashed: EngineCrashFinding[];
   readonly timeouts: number;
   readonly slowest_ms: number;
   readonly regressions_replayed: number;
@@ -36,7 +73,7 @@ export function isRefusal(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
   const kind = e.constructor.name;
   return kind === "Error" || kind === "SeamError" || kind === "GgufError" || kind === "GgufNeedMoreBytes" ||
-    kind === "TrackerError" || kind === "ApiError";
+    kind === "TrackerError" || kind === "ApiError" || kind === "ManifestError" || kind === "DownloadError";
 }
 
 function signature(e: unknown): string {
@@ -66,7 +103,10 @@ export async function fuzzTarget(
   let run = await target.start();
   const next = prng(o.seed);
   const failures = new Map<string, { count: number; input: string }>();
+  const reports = new Map<string, { count: number; input: string; report: string }>();
+  const engineCrashed: EngineCrashFinding[] = [];
   let inputs = 0, accepted = 0, refused = 0, failed = 0, timeouts = 0, slowest = 0;
+  let sanitized = 0, engineCrashes = 0, childPeak = 0;
   const t0 = performance.now();
   const until = o.seconds !== undefined ? t0 + o.seconds * 1000 : Infinity;
   const limit = o.inputs ?? Infinity;
@@ -91,7 +131,17 @@ export async function fuzzTarget(
       await run(input);
       accepted++;
     } catch (e) {
-      if (isRefusal(e)) refused++;
+      if (e instanceof SanitizerReport) {
+        sanitized++;
+        const r = reports.get(e.signature);
+        if (r) r.count++;
+        else reports.set(e.signature, { count: 1, input: toBase64(input), report: e.report });
+      } else if (e instanceof EngineCrash) {
+        engineCrashes++;
+        if (engineCrashed.length < 10) {
+          engineCrashed.push({ exit: e.exit, stderr: e.stderr, input: toBase64(input) });
+        }
+      } else if (isRefusal(e)) refused++;
       else {
         failed++;
         const s = signature(e);
@@ -105,8 +155,14 @@ export async function fuzzTarget(
     if (ms > TIMEOUT_MS) timeouts++;
     inputs++;
     // state kept between inputs (a tracker's registrations) starts afresh now and then
-    if (inputs % 5000 === 0) run = await target.start();
+    if (inputs % 5000 === 0) {
+      childPeak = Math.max(childPeak, run.peakRssMb?.() ?? 0);
+      await run.close?.();
+      run = await target.start();
+    }
   }
+  childPeak = Math.max(childPeak, run.peakRssMb?.() ?? 0);
+  await run.close?.();
   return {
     target: target.name,
     seed: o.seed,
@@ -115,10 +171,15 @@ export async function fuzzTarget(
     refused,
     failures: failed,
     distinct_failures: [...failures].map(([signature, f]) => ({ signature, ...f })),
+    sanitizer_reports: sanitized,
+    distinct_sanitizer_reports: [...reports].map(([signature, r]) => ({ signature, ...r })),
+    engine_crashes: engineCrashes,
+    engine_crashed: engineCrashed,
     timeouts,
     slowest_ms: Math.round(slowest * 10) / 10,
     regressions_replayed: Math.min(regressions.length, inputs),
-    peak_rss_mb: Math.round(peakRssMb()),
+    // this process's, or the engine process's where the target runs one (the larger)
+    peak_rss_mb: Math.round(Math.max(peakRssMb(), childPeak)),
     seconds: Math.round((performance.now() - t0) / 100) / 10,
   };
 }

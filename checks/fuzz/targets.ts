@@ -1,6 +1,8 @@
 // What the fuzzer feeds: each parser a stranger's bytes reach, with valid seeds to change
 // and the path those bytes take after parsing (a frame's tensors unpacked with the checks a
-// shard applies, a header's manifest and KV shape worked out, a tracker call answered).
+// shard applies, a header's manifest and KV shape worked out, a tracker call answered, a
+// manifest or a piece answer taken into a download: artifact-origin.ts), and whole GGUF files
+// loaded by the engine's C API under AddressSanitizer (gguf-load.ts).
 import { create, type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { decodeEnvelope, encodeEnvelope } from "../../src/relay/envelope.ts";
@@ -31,11 +33,24 @@ import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import { synthModel } from "../../src/model/synth.ts";
 import { MemoryStorage } from "../../src/tracker/storage.ts";
 import { TrackerCore } from "../../src/tracker/tracker-core.ts";
+import { ggufLoad } from "./gguf-load.ts";
+import { artifactOrigin } from "./artifact-origin.ts";
+
+/** The code under test, one input at a time; a target that starts a process says how to end
+ *  it (close) and how much memory it took (peakRssMb). */
+export type FuzzRun = ((input: Uint8Array) => unknown) & {
+  close?(): Promise<void> | void;
+  peakRssMb?(): number;
+};
 
 export interface FuzzTarget {
   readonly name: string;
   /** the inputs are protobuf: varints are changed too */
   readonly proto: boolean;
+  /** the code runs in a sanitizer build of the engine (gguf-load: AddressSanitizer) */
+  readonly sanitizer?: "address";
+  /** work done once before any clock starts (the sanitizer build, on first use) */
+  prepare?(): Promise<void>;
   /** a change that knows the input's structure (half of the inputs), beside the byte-level ones */
   change?(seed: Uint8Array, next: () => number): Uint8Array;
   /**
@@ -45,7 +60,7 @@ export interface FuzzTarget {
   fixup?(input: Uint8Array): Uint8Array;
   seeds(): Promise<Uint8Array[]>;
   /** A fresh instance of the code under test (state kept between inputs, e.g. a tracker). */
-  start(): Promise<(input: Uint8Array) => unknown>;
+  start(): Promise<FuzzRun>;
 }
 
 const N_EMBD = 64;
@@ -476,4 +491,6 @@ export const TARGETS: readonly FuzzTarget[] = [
   trackerRpc,
   gatewayJson,
   ggufHeader,
+  artifactOrigin,
+  ggufLoad,
 ];

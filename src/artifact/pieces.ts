@@ -2,7 +2,7 @@
 // pieces of at most PIECE_BYTES. A shard downloads the pieces of its tensors, from any
 // source, and trusts a piece only when its bytes hash to what the manifest says.
 import { buildManifest, type Manifest, shardBytes } from "../gguf/manifest.ts";
-import { parseGgufHeader } from "../gguf/reader.ts";
+import { MAX_BLOCKS, MAX_TENSORS, parseGgufHeader } from "../gguf/reader.ts";
 import { readAtMost } from "../bytes/read-at-most.ts";
 
 /** Large tensors are split so a failed or tampered fetch costs at most this much again. */
@@ -73,6 +73,7 @@ export function checkManifest(json: unknown, artifact: string): ArtifactManifest
       `the manifest is for artifact ${String(m.artifact).slice(0, 12)}…, not ${artifact.slice(0, 12)}…`,
     );
   }
+  checkShape(m);
   const spans = pieceSpans(m);
   if (spans.length !== m.pieces.length) {
     throw new ManifestError(`${m.pieces.length} pieces where the tensors make ${spans.length}`);
@@ -83,6 +84,39 @@ export function checkManifest(json: unknown, artifact: string): ArtifactManifest
     }
   });
   return m;
+}
+
+/** The largest artifact a manifest may describe (64 TiB). */
+const MAX_FILE_BYTES = 2 ** 46;
+
+/**
+ * A manifest's numbers, checked before anything is planned from them: an origin's manifest is
+ * a stranger's JSON, and a tensor claiming 2^53 bytes would be cut into pieces without end.
+ * The pieces it must list are counted before any is made.
+ */
+function checkShape(m: ArtifactManifest): void {
+  const int = (v: unknown, lo: number, hi: number) =>
+    Number.isSafeInteger(v) && v as number >= lo && v as number <= hi;
+  if (!int(m.fileSize, 1, MAX_FILE_BYTES)) throw new ManifestError(`a file size of ${m.fileSize}`);
+  if (!int(m.dataOffset, 0, m.fileSize)) throw new ManifestError(`tensor data at ${m.dataOffset}`);
+  if (!int(m.nLayer, 1, MAX_BLOCKS)) throw new ManifestError(`${m.nLayer} layers`);
+  if (m.tensors.length > MAX_TENSORS) throw new ManifestError(`${m.tensors.length} tensors`);
+  if (
+    !Array.isArray(m.layers) || m.layers.length !== m.nLayer || !m.layers.every((b) => int(b, 0, m.fileSize))
+  ) {
+    throw new ManifestError("the layers' byte counts do not match its layers");
+  }
+  let pieces = 1;
+  m.tensors.forEach((t, i) => {
+    const ok = !!t && typeof t === "object" && typeof t.name === "string" &&
+      int(t.offset, m.dataOffset, m.fileSize) && int(t.size, 0, m.fileSize - t.offset) &&
+      (t.layer === null || int(t.layer, 0, m.nLayer - 1));
+    if (!ok) throw new ManifestError(`tensor ${i} does not lie inside the file's ${m.nLayer} layers`);
+    pieces += Math.ceil(t.size / PIECE_BYTES);
+  });
+  if (pieces !== m.pieces.length) {
+    throw new ManifestError(`${m.pieces.length} pieces where the tensors make ${pieces}`);
+  }
 }
 
 /**

@@ -49,7 +49,7 @@ export interface ParseOptions {
 const MAX_STRING_BYTES = 64 * 1024 * 1024;
 const MAX_ARRAY_ITEMS = 1 << 26;
 const MAX_KV = 1 << 20;
-const MAX_TENSORS = 1 << 20;
+export const MAX_TENSORS = 1 << 20;
 const MAX_ARRAY_DEPTH = 8;
 // Smallest possible encodings, used to check a count against the bytes that must follow it.
 const MIN_KV_BYTES = 8 + 1 + 4 + 1; // key length, 1-byte key, type, 1-byte value

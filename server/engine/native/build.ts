@@ -133,12 +133,14 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
 
 /**
  * Puts a built library into the cache only after it survived the smoke check (a real
- * decode in a child process); a library that crashes there leaves nothing behind.
+ * decode in a child process, with `env` added to its environment); a library that crashes
+ * there leaves nothing behind.
  */
 export async function installChecked(
   built: string,
   lib: string,
   record: Record<string, unknown>,
+  env?: Record<string, string>,
 ): Promise<void> {
   const outDir = lib.slice(0, lib.lastIndexOf("/"));
   const staging = `${outDir}.staging-${Deno.pid}`;
@@ -146,7 +148,7 @@ export async function installChecked(
   try {
     const staged = join(staging, "libstrata.so");
     Deno.copyFileSync(built, staged);
-    const smoke = await smokeCheck({ kind: "native", library: staged }, CPU_FEATURES);
+    const smoke = await smokeCheck({ kind: "native", library: staged, env }, CPU_FEATURES);
     Deno.writeTextFileSync(join(staging, "build.json"), JSON.stringify({ ...record, smoke }, null, 2));
     if (existsSync(outDir)) Deno.removeSync(outDir, { recursive: true });
     Deno.renameSync(staging, outDir);

@@ -10,7 +10,8 @@ const CHILD = new URL("./smoke-child.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../../deno.json", import.meta.url).pathname;
 
 export type SmokeTarget =
-  | { readonly kind: "native"; readonly library: string }
+  // env: more of the child's environment (the sanitizer build's runtime and options)
+  | { readonly kind: "native"; readonly library: string; readonly env?: Record<string, string> }
   | { readonly kind: "wasm"; readonly dir: string; readonly flavor: string };
 
 export interface SmokeResult {
@@ -25,7 +26,7 @@ export class SmokeCheckFailed extends Error {}
 /** Runs the check; throws SmokeCheckFailed naming the signal or the error. */
 export async function smokeCheck(target: SmokeTarget, builtFor: readonly string[]): Promise<SmokeResult> {
   const env: Record<string, string> = target.kind === "native"
-    ? { STRATA_NATIVE_LIB: target.library, SMOKE_ENGINE: "native" }
+    ? { ...target.env, STRATA_NATIVE_LIB: target.library, SMOKE_ENGINE: "native" }
     : { STRATA_WASM_DIR: target.dir, SMOKE_ENGINE: "wasm", SMOKE_FLAVOR: target.flavor };
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--quiet", DENO_V8_FLAGS, "--config", CONFIG, CHILD],
