@@ -35,13 +35,14 @@ const body = (i: number, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-/** One request, streamed or not, as the client sees its end. */
+/** One request, streamed or not, as the client sees its end (`onData`: each event as it comes). */
 async function ask(
   gateway: string,
   i: number,
   stream: boolean,
   extra: Record<string, unknown> = {},
   key?: string,
+  onData?: () => void,
 ) {
   const t0 = performance.now();
   const r = await fetch(`${gateway}/v1/chat/completions`, {
@@ -55,6 +56,7 @@ async function ask(
     let done = false;
     let error: string | undefined;
     for await (const data of sseData(r.body!)) {
+      onData?.();
       if (data === "[DONE]") done = true;
       else error ??= JSON.parse(data).error?.code;
     }
@@ -209,12 +211,15 @@ try {
   ]);
   const gw3 = String(limited.ready.url);
   await until(idle);
-  // a's first streams; its second at the same moment is over its 1 at once; b's is served
-  const first = ask(gw3, 0, true, { max_tokens: 24 }, "key-a");
-  await sleep(300);
+  // a's first streams (a long answer: "Hi!" does not stop early); its second, sent once the
+  // first's tokens flow, is over its 1 at once; b's is served
+  let streaming!: () => void;
+  const flowing = new Promise<void>((r) => (streaming = r));
+  const first = ask(gw3, 2, true, { max_tokens: 64 }, "key-a", () => streaming());
+  await flowing;
   const [secondAtOnce, other] = await Promise.all([
     ask(gw3, 1, false, {}, "key-a"),
-    ask(gw3, 2, false, {}, "key-b"),
+    ask(gw3, 0, false, {}, "key-b"),
   ]);
   const firstDone = await first;
   // then one at a time: a's second and third of the minute pass, its fourth does not
