@@ -4,15 +4,8 @@
 // tensors). An input's first byte chooses: even, a manifest body; odd, a piece answer whose
 // second byte picks the piece.
 import { downloadShard } from "../../src/artifact/download.ts";
-import {
-  type ArtifactManifest,
-  manifestFromResponse,
-  pieceSpans,
-  shardPieces,
-} from "../../src/artifact/pieces.ts";
+import { manifestFromResponse, manifestOfBytes, shardPieces } from "../../src/artifact/pieces.ts";
 import { MemoryPieceStore } from "../../src/artifact/store.ts";
-import { buildManifest, sha256Hex } from "../../src/gguf/manifest.ts";
-import { parseGgufHeader } from "../../src/gguf/reader.ts";
 import { synthModel } from "../../src/model/synth.ts";
 import type { FuzzTarget } from "./targets.ts";
 
@@ -20,18 +13,7 @@ const file = synthModel({ arch: "qwen3", nLayer: 4 });
 /** the layers the downloading shard holds */
 const RANGE = { start: 0, end: 2 };
 
-async function manifestOf(): Promise<ArtifactManifest> {
-  const sha = await sha256Hex(file);
-  const m = buildManifest(parseGgufHeader(file, { fileSize: file.length }), file.length, sha);
-  const pieces = await Promise.all(
-    pieceSpans(m).map(async ([offset, size]) => ({
-      offset,
-      size,
-      sha256: await sha256Hex(file.subarray(offset, offset + size)),
-    })),
-  );
-  return { ...m, pieces };
-}
+const manifestOf = () => manifestOfBytes(file);
 
 const joined = (head: number[], rest: Uint8Array) => {
   const out = new Uint8Array(head.length + rest.length);

@@ -1,7 +1,7 @@
 // A Model Artifact cut into content-hashed pieces: the header, then every tensor in
 // pieces of at most PIECE_BYTES. A shard downloads the pieces of its tensors, from any
 // source, and trusts a piece only when its bytes hash to what the manifest says.
-import { buildManifest, type Manifest, shardBytes } from "../gguf/manifest.ts";
+import { buildManifest, type Manifest, sha256Hex, shardBytes } from "../gguf/manifest.ts";
 import { MAX_BLOCKS, MAX_TENSORS, parseGgufHeader } from "../gguf/reader.ts";
 import { readAtMost } from "../bytes/read-at-most.ts";
 
@@ -30,6 +30,23 @@ export function pieceSpans(m: Manifest): Array<readonly [number, number]> {
     }
   }
   return spans;
+}
+
+/** The manifest, piece hashes included, of a whole artifact held in memory (synthetic models). */
+export async function manifestOfBytes(file: Uint8Array): Promise<ArtifactManifest> {
+  const m = buildManifest(
+    parseGgufHeader(file, { fileSize: file.length }),
+    file.length,
+    await sha256Hex(file),
+  );
+  const pieces = await Promise.all(
+    pieceSpans(m).map(async ([offset, size]) => ({
+      offset,
+      size,
+      sha256: await sha256Hex(file.subarray(offset, offset + size)),
+    })),
+  );
+  return { ...m, pieces };
 }
 
 /** The pieces a Shard [start, end) needs: the header and its tensors' pieces, in file order. */

@@ -3,30 +3,14 @@
 // manifest past its bound, or not JSON, is refused.
 import { describe, expect, it } from "vitest";
 import { downloadShard } from "../../src/artifact/download.ts";
-import {
-  type ArtifactManifest,
-  manifestFromResponse,
-  MAX_MANIFEST_BYTES,
-  pieceSpans,
-} from "../../src/artifact/pieces.ts";
+import { manifestFromResponse, manifestOfBytes, MAX_MANIFEST_BYTES } from "../../src/artifact/pieces.ts";
 import { MemoryPieceStore } from "../../src/artifact/store.ts";
-import { buildManifest, sha256Hex } from "../../src/gguf/manifest.ts";
-import { parseGgufHeader } from "../../src/gguf/reader.ts";
 import { synthModel } from "../../src/model/synth.ts";
 import { readAtMost } from "../../src/bytes/read-at-most.ts";
 
 async function artifact() {
   const file = synthModel({ arch: "qwen3", nLayer: 4 });
-  const sha = await sha256Hex(file);
-  const m = buildManifest(parseGgufHeader(file, { fileSize: file.length }), file.length, sha);
-  const pieces = await Promise.all(
-    pieceSpans(m).map(async ([offset, size]) => ({
-      offset,
-      size,
-      sha256: await sha256Hex(file.subarray(offset, offset + size)),
-    })),
-  );
-  return { file, manifest: { ...m, pieces } as ArtifactManifest };
+  return { file, manifest: await manifestOfBytes(file) };
 }
 
 /** A body that streams `total` bytes in 64 KB chunks, counting what was pulled. */
