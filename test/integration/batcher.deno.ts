@@ -28,7 +28,12 @@ const prompts = Array.from(
   (_, i) => Int32Array.from({ length: 4 + 3 * i }, (_, j) => (j * 31 + i * 7) % 380 + 1),
 );
 
-async function generate(id: string, prompt: Int32Array, stopAfter = STEPS): Promise<Gen[]> {
+async function generate(
+  id: string,
+  prompt: Int32Array,
+  stopAfter = STEPS,
+  onStep = (_done: number) => {},
+): Promise<Gen[]> {
   const out: Gen[] = [];
   let input = prompt;
   for (let k = 0; k < stopAfter; k++) {
@@ -36,6 +41,7 @@ async function generate(id: string, prompt: Int32Array, stopAfter = STEPS): Prom
     const token = top2(r.data).best;
     out.push({ token, logits: r.data });
     input = Int32Array.of(token);
+    onStep(k + 1);
   }
   return out;
 }
@@ -48,11 +54,17 @@ for (let i = 0; i < 8; i++) {
   await batcher.release(`alone-${i}`);
 }
 
-// together: staggered starts; sessions 6 and 7 are cancelled after 4 steps
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// together: session i joins once session 0 has taken i steps, so each joins a running batch
+// (staggered by steps, not by a clock: a tiny model's 12 steps can end within a few ms);
+// sessions 6 and 7 are cancelled after 4 steps
+const joinAt: { step: number; go: () => void }[] = [];
+const afterLeadStep = (step: number) => new Promise<void>((go) => joinAt.push({ step, go }));
+const leadStepped = (done: number) => {
+  for (const j of joinAt.filter((j) => j.step <= done)) j.go();
+};
 const cancelled: Record<string, string> = {};
 const together = await Promise.all(prompts.map(async (p, i) => {
-  await sleep(i * 2);
+  if (i > 0) await afterLeadStep(i);
   const id = `s-${i}`;
   batcher.open(id, 64);
   if (i >= 6) {
@@ -63,7 +75,7 @@ const together = await Promise.all(prompts.map(async (p, i) => {
     cancelled[id] = await pending;
     return first;
   }
-  return await generate(id, p);
+  return await generate(id, p, STEPS, i === 0 ? leadStepped : undefined);
 }));
 // the cancelled sessions hold nothing; the six others hold exactly their tokens
 const kvAfterCancel = (await engine.memory()).kvCellsUsed;

@@ -12,7 +12,8 @@ describe("continuous batching on one shard (native engine)", () => {
       expect(a.maxDiffSigma).toBe(0);
     }
     expect(out.agreements.map((a: { steps: number }) => a.steps)).toEqual([12, 12, 12, 12, 12, 12, 4, 4]);
-    expect(out.statsTogether.maxBatchSessions).toBeGreaterThanOrEqual(4);
+    // session i joins after the first session's step i: at its steps 8 to 11 sessions 1 to 5 still run
+    expect(out.statsTogether.maxBatchSessions).toBeGreaterThanOrEqual(6);
     expect(out.cancelled).toEqual({
       "s-6": "cancelled: session s-6 cancelled",
       "s-7": "cancelled: session s-7 cancelled",
