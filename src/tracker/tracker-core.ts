@@ -108,6 +108,8 @@ export class TrackerCore {
   // a claim per node for each route handed out, plus what heartbeats report: exact load
   readonly #loads: SessionLoad;
   readonly #probes = new Set<Promise<void>>();
+  /** probes running here, by node */
+  readonly #probing = new Map<string, number>();
   // epochs only grow, across restarts and replicas too
   readonly #epochs: EpochSource;
   readonly #placer: Placer;
@@ -168,6 +170,9 @@ export class TrackerCore {
     // a node registering again lost whatever it held
     this.#loads.forget(rec.node);
     this.#o.onEvent?.({ kind: "registered", rec });
+    // the lease is shared at once, not from the first heartbeat a third of a lease later: until
+    // then the other replicas would know the node but not see it live
+    this.#o.storage.saveBeat?.({ node: rec.node, at: this.#now(), sessions: 0, sessionIds: [] });
     this.#admit(rec);
     return create(RegisterResponseSchema, {
       leaseMs: BigInt(this.#o.leaseMs),
@@ -183,6 +188,9 @@ export class TrackerCore {
     if (!beaten) return create(HeartbeatResponseSchema, { known: false, admission: "" });
     const rec = this.#registry.remeasured(req.node, req.decodeTokensPerS) ?? beaten;
     if (rec !== beaten) this.#version++;
+    // still pending, and no probe of it runs here: the replica that took its registration
+    // stopped before its verdict was saved. Nobody else would ever probe it again.
+    if (rec.admission === "pending" && !this.#probing.has(rec.node)) this.#admit(rec);
     this.#loads.report(req.node, { sessions: req.sessions, sessionIds: req.sessionIds }, now);
     this.#o.storage.saveBeat?.({
       node: req.node,
@@ -546,6 +554,7 @@ export class TrackerCore {
 
   /** Probes the node in the background; the verdict counts only if the record still stands. */
   #admit(rec: NodeRecord): void {
+    this.#probing.set(rec.node, (this.#probing.get(rec.node) ?? 0) + 1);
     const p = (async () => {
       let admission: Admission;
       try {
@@ -561,6 +570,11 @@ export class TrackerCore {
       }
     })();
     this.#probes.add(p);
-    void p.finally(() => this.#probes.delete(p));
+    void p.finally(() => {
+      this.#probes.delete(p);
+      const left = this.#probing.get(rec.node)! - 1;
+      if (left > 0) this.#probing.set(rec.node, left);
+      else this.#probing.delete(rec.node);
+    });
   }
 }

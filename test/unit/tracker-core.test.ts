@@ -696,6 +696,46 @@ describe("tracker replicas", () => {
   });
 });
 
+/** Memory storage that also keeps the heartbeats a replica shares, as PostgreSQL does. */
+class SharedStorage extends MemoryStorage {
+  readonly beats: Beat[] = [];
+  saveBeat(b: Beat): void {
+    this.beats.push(b);
+  }
+}
+
+describe("tracker core: replicas that stop", () => {
+  it("shares a registration's lease at once: another replica sees the node live before its first beat", async () => {
+    const storage = new SharedStorage();
+    const { core: a } = await tracker({ storage });
+    const { core: b } = await tracker();
+    await admitted(a, [["n", 0, 6]]);
+    b.absorb({ records: storage.nodes(), gone: [], beats: storage.beats });
+    expect(b.nodes(["n"]).nodes[0].live).toBe(true);
+    expect((await b.route(ask("s1"))).routes[0].name).toBe("n");
+  });
+
+  it("probes a node again, once, when it comes still pending from a replica that stopped before its verdict", async () => {
+    const storage = new SharedStorage();
+    // replica a takes the registration and stops while probing: its verdict is never saved
+    const { core: a } = await tracker({ storage, probe: () => new Promise(() => {}) });
+    a.register(registration("n", 0, 6));
+    const { core: b, probed } = await tracker();
+    b.absorb({ records: storage.nodes(), gone: [], beats: storage.beats });
+    expect(b.nodes(["n"]).nodes[0].admission).toBe("pending");
+    // the node moves to b; its beats start one probe there
+    expect(b.heartbeat(beat("n")).known).toBe(true);
+    b.heartbeat(beat("n"));
+    await b.admissionsSettled();
+    expect(probed.map((t) => t.node)).toEqual(["n"]);
+    expect(b.nodes(["n"]).nodes[0].admission).toBe("admitted");
+    // an admitted node's beats probe nothing
+    b.heartbeat(beat("n"));
+    await b.admissionsSettled();
+    expect(probed).toHaveLength(1);
+  });
+});
+
 describe("tracker core: the route pool (large networks)", () => {
   it("spreads new sessions over every disjoint route, drops routes through gone nodes, says busy when all are full", async () => {
     const { core, clock } = await tracker({ poolMinNodes: 0 });
