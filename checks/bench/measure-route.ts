@@ -7,7 +7,7 @@ import type { StepReply } from "../../src/route/route-session.ts";
 import { decodeFrame, encodeFrame } from "../../src/seam/frame.ts";
 import { unpackTensor } from "../../src/seam/tensor.ts";
 import type { NativeBackend } from "../../server/engine/native/build.ts";
-import { startLocalRoute } from "../hosts/local-route.ts";
+import { type LocalRoute, startLocalRoute } from "../hosts/local-route.ts";
 import { type EngineFigures, figures, rssOf } from "./figures.ts";
 import { decodeRun, prompt, quantile } from "./route-throughput.ts";
 import { hiddenStepFrame } from "./step-frame.ts";
@@ -23,6 +23,8 @@ export interface RouteMeasureOptions {
   readonly decodeTokens: number;
   /** sessions at once for the aggregate sweep (empty: no sweep) */
   readonly concurrency: readonly number[];
+  /** sessions at once measured again on nodes without cohorts (in lockstep), side by side */
+  readonly lockstep?: readonly number[];
 }
 
 export interface NodeShare {
@@ -56,15 +58,7 @@ export interface StepProfile {
 }
 
 export async function measureRoute(o: RouteMeasureOptions) {
-  const local = await startLocalRoute({
-    modelPath: o.modelPath,
-    split: o.split,
-    nLayer: o.nLayer,
-    backend: o.backend,
-    threads: o.threads,
-    transport: "direct",
-    maxSessions: Math.max(16, ...o.concurrency),
-  });
+  const local = await startRoute(o, true);
   try {
     // warm-up as long as the measurement: the seam path's JavaScript reaches V8's optimizing tier
     await decodeRun(local, 1, o.decodeTokens, "warmup");
@@ -124,18 +118,57 @@ export async function measureRoute(o: RouteMeasureOptions) {
       ...stamped(replies),
     };
 
-    const concurrency = [];
-    for (const n of o.concurrency) {
-      const run = await decodeRun(local, n, o.decodeTokens, `c${n}`);
-      concurrency.push({
-        sessions: n,
-        aggregate_tps: run.tokPerS,
-        max_batch_sessions: Math.max(
-          ...run.replies.map((x) => Math.max(...x.telemetry.map((t) => t.batchSessions))),
-        ),
-      });
-    }
-    return { ...f, open_ms: openMs, nodes, seam_bytes_per_token: seamBytes, profile, concurrency };
+    const concurrency = await sweep(local, o.concurrency, o.decodeTokens);
+    return {
+      ...f,
+      open_ms: openMs,
+      nodes,
+      seam_bytes_per_token: seamBytes,
+      profile,
+      concurrency,
+      concurrency_lockstep: await lockstepSweep(o),
+    };
+  } finally {
+    await local.close();
+  }
+}
+
+function startRoute(o: RouteMeasureOptions, cohorts: boolean) {
+  return startLocalRoute({
+    modelPath: o.modelPath,
+    split: o.split,
+    nLayer: o.nLayer,
+    backend: o.backend,
+    threads: o.threads,
+    transport: "direct",
+    maxSessions: Math.max(16, ...o.concurrency, ...o.lockstep ?? []),
+    cohorts,
+  });
+}
+
+/** Aggregate decode of n sessions at once, for each n; how many sessions a node batched at most. */
+async function sweep(local: LocalRoute, counts: readonly number[], tokens: number) {
+  const out = [];
+  for (const n of counts) {
+    const run = await decodeRun(local, n, tokens, `c${n}`);
+    out.push({
+      sessions: n,
+      aggregate_tps: run.tokPerS,
+      max_batch_sessions: Math.max(
+        ...run.replies.map((x) => Math.max(...x.telemetry.map((t) => t.batchSessions))),
+      ),
+    });
+  }
+  return out;
+}
+
+/** The same sweep on nodes that batch every ready step at once (no cohorts): what turns gain. */
+async function lockstepSweep(o: RouteMeasureOptions) {
+  if (!o.lockstep?.length) return [];
+  const local = await startRoute(o, false);
+  try {
+    await decodeRun(local, 1, o.decodeTokens, "warmup");
+    return await sweep(local, o.lockstep, o.decodeTokens);
   } finally {
     await local.close();
   }

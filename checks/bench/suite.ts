@@ -61,7 +61,7 @@ export async function benchSuite(o: SuiteOptions) {
   say("whole-model llama.cpp, 8 sessions batched, the route's threads together");
   const whole8Same = await wholeDecode({ ...wholeOpts, threads: 2 * o.threads }, 8);
   say(`route of 2 (${o.split2}) and concurrency ${o.concurrency.join(", ")}`);
-  const route2 = await measureRoute({ ...route, split: split2, concurrency: o.concurrency });
+  const route2 = await measureRoute({ ...route, split: split2, concurrency: o.concurrency, lockstep: [8] });
   say(`route of 3 (${split3.map(formatRange).join(",")})`);
   const route3 = await measureRoute({ ...route, split: split3, concurrency: [] });
   say("llama.cpp RPC, the same 2-way split");
@@ -136,6 +136,7 @@ export async function benchSuite(o: SuiteOptions) {
     rpc2: { ...pick(rpc2), split: o.split2, model_mib_per_server: rpc2.model_mib_per_server },
     wasm: { ...pick(wasm), engine: wasm.engine },
     concurrency: route2.concurrency,
+    concurrency_lockstep: route2.concurrency_lockstep,
     whole_batched: {
       sessions_1_tps: whole1,
       sessions_8_tps: whole8,
@@ -161,6 +162,8 @@ export async function benchSuite(o: SuiteOptions) {
       wasm_vs_whole_decode: wasm.decode_tps / whole.decode_tps,
       agg8_vs_1: (agg(8) ?? NaN) / (agg(1) ?? NaN),
       agg8_route2_vs_whole8_same_threads: (agg(8) ?? NaN) / whole8Same,
+      agg8_cohorts_vs_lockstep: (agg(8) ?? NaN) /
+        (route2.concurrency_lockstep.find((c) => c.sessions === 8)?.aggregate_tps ?? NaN),
       gateway_ttft_vs_budget: gw.strata_up.ttft_ms_p50 / gatewayBudget,
     },
     seconds: (performance.now() - started) / 1000,

@@ -22,6 +22,8 @@ export interface LocalRouteOptions {
   readonly kvCells?: number;
   readonly maxSessions?: number;
   readonly leaseMs?: number;
+  /** false: the nodes batch every ready step at once (`--no-cohorts`), for comparison */
+  readonly cohorts?: boolean;
   /** extra environment for the node processes */
   readonly env?: Record<string, string>;
   /** per node: "native" (default) or "wasm" */
@@ -85,6 +87,7 @@ export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute>
         "--lease-ms",
         String(o.leaseMs ?? 300_000),
       ];
+      if (o.cohorts === false) args.push("--no-cohorts");
       if (!relayOnly) args.push("--listen", "127.0.0.1:0");
       if (relayUrl) args.push("--relay", relayUrl, "--relay-token", await peerToken(secret, `node${i}`));
       const p = await ServiceProcess.start(`node ${formatRange(range)}`, args, o.env);

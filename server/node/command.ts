@@ -90,6 +90,14 @@ export function nodeCommand(): Command {
       "one KV pool shared by all sessions and the CPU's fastest kernels: faster prefill, but a greedy answer may change with who else is asking",
     )
     .option("--max-sessions <n>", "concurrent Route Sessions", int("max-sessions"), 16)
+    .option(
+      "--cohorts",
+      "let a route's decoding sessions take turns in one cohort per shard, so its shards overlap (default on CPU engines)",
+    )
+    .option(
+      "--no-cohorts",
+      "batch every ready step at once: a route's shards then compute in lockstep (default on GPU engines)",
+    )
     .option("--batch-tokens <n>", "most tokens in one engine call", int("batch-tokens"), 512)
     .option("--lease-ms <n>", "release a session idle this long", int("lease-ms"), 300_000)
     .option(
@@ -178,6 +186,7 @@ export function nodeCommand(): Command {
           batchInvariant: o.batchInvariant !== false,
           batchTokens: o.batchTokens,
           leaseMs: o.leaseMs,
+          cohorts: o.cohorts,
           unusedSessionMs: o.unusedSessionMs,
           routeKey: key ? await importPublicRouteKey(key) : undefined,
           tracker: o.tracker ? { url: o.tracker, token: trackerToken! } : undefined,

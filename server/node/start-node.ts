@@ -41,6 +41,8 @@ export interface NodeConfig {
   readonly maxSessions: number;
   readonly batchTokens: number;
   readonly leaseMs: number;
+  /** a route's decoding sessions take turns in cohorts (default: on CPU engines; see NodeSetup) */
+  readonly cohorts?: boolean;
   /** a session opened that has taken no step this long is released (default 120 s) */
   readonly unusedSessionMs?: number;
   /** verifies route tickets; with a tracker, the tracker's key is used */
@@ -136,6 +138,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     batchTokens: c.batchTokens,
     leaseMs: c.leaseMs,
     unusedSessionMs: c.unusedSessionMs,
+    cohorts: c.cohorts,
     routeKey: c.routeKey,
     artifactUrl,
   }, {

@@ -42,6 +42,13 @@ export interface NodeSetup {
   readonly unusedSessionMs?: number;
   /** steps queued per session before its sender is pushed back */
   readonly maxQueuedPerSession?: number;
+  /**
+   * A route's decoding sessions take turns in cohorts (BatcherLimits.cohorts). Default: on CPU
+   * engines, whose batch costs grow with its size, so turns let shards overlap at little cost;
+   * off on GPUs, where a decode batch costs about the same whatever its size and two half
+   * batches would cost a shard twice one whole.
+   */
+  readonly cohorts?: boolean;
   /** verifies route tickets when there is no tracker to hand its key over */
   readonly routeKey?: CryptoKey;
   /** where this node serves its range's bytes of the artifact ("" = it does not) */
@@ -112,6 +119,7 @@ export async function startShardNode(
       maxQueuedPerSession: s.maxQueuedPerSession ?? 64,
       kvCells: memory.kvCells,
       kvCellsPerSession: memory.kvCellsPerSequence,
+      cohorts: s.cohorts ?? engine.backend.endsWith("cpu"),
     },
     leaseMs: s.leaseMs,
     unusedMs: s.unusedSessionMs,

@@ -288,7 +288,9 @@ export class ShardNode {
       f.recipeFingerprint,
       transport,
     );
-    if (!(existing && open.resume && await this.#adopt(existing, s, f.cacheExpect))) {
+    if (existing && open.resume && await this.#adopt(existing, s, f.cacheExpect)) {
+      this.#batcher.reroute(f.sessionId, open.routeShards);
+    } else {
       if (existing) {
         // a newer epoch supersedes the old route of the same session
         existing.reply(
@@ -296,7 +298,7 @@ export class ShardNode {
         );
         await this.#drop(existing, "superseded");
       }
-      this.#batcher.open(f.sessionId, open.kvCells);
+      this.#batcher.open(f.sessionId, open.kvCells, { shards: open.routeShards });
     }
     this.#sessions.set(s.id, s);
     this.#counters.served++;

@@ -526,6 +526,7 @@ function openBlock(hops: readonly RouteHop[], o: SessionOptions, resume = false)
       create(HopSchema, { url: h.url, range: h.range, routeTicket: h.ticket })
     ),
     kvCells: o.kvCells,
+    routeShards: hops.length,
     seamCompression: o.compression ?? Compression.NONE,
     parkOnLoss: o.parkOnLoss ?? false,
     resume,

@@ -1,10 +1,12 @@
 // Continuous batching on one shard: every iteration takes the next ready step of each
 // active session (prefill chunks and decode tokens alike), packs them into one engine
 // call within a token bound, and hands each step its own output rows. Sessions never
-// wait for each other's completion, only for the batch they share.
+// wait for each other's completion, only for the batch they share. The decoding sessions of a
+// route of k shards take turns in k cohorts (cohorts.ts), so its shards overlap.
 import { EngineError } from "../engine/errors.ts";
 import type { DecodeOutputs, RangeEngine, SeqId } from "../engine/range-engine.ts";
 import { SeamError } from "../seam/errors.ts";
+import { CohortCaps, type RouteShards, routeShards } from "./cohorts.ts";
 
 /** One unit of a session's work: a prefill chunk or one decode token. */
 export interface Step {
@@ -39,6 +41,11 @@ export interface BatcherLimits {
    * of kvCells / maxSessions cells; a shared pool lets one session grow to kvCells (default).
    */
   readonly kvCellsPerSession?: number;
+  /**
+   * Let a route's decoding sessions take turns in as many cohorts as it has shards (default
+   * true). Off: every ready step goes into the next batch, and a route's shards run in lockstep.
+   */
+  readonly cohorts?: boolean;
 }
 
 interface Pending {
@@ -63,6 +70,8 @@ interface SessionSlot {
   /** cells its accepted steps hold or will hold once they run */
   cells: number;
   readonly opened: number;
+  /** shards in the session's route: its cohorts */
+  shards: RouteShards;
   readonly queue: Pending[];
   lastUsed: number;
   /** steps of it in the engine now: a session computing is not idle */
@@ -85,6 +94,8 @@ export interface BatcherStats {
   readonly lastBatchTokens: number;
   readonly lastBatchSessions: number;
   readonly maxBatchSessions: number;
+  /** batches that left a ready step for the next one, for its cohort's turn */
+  readonly cohortTurns: number;
   readonly prefillTokens: number;
   readonly decodeTokens: number;
   /** one session's decode rate here, from the recent batches that carried one token (0: too few yet) */
@@ -106,6 +117,7 @@ export class Batcher {
     lastBatchTokens: 0,
     lastBatchSessions: 0,
     maxBatchSessions: 0,
+    cohortTurns: 0,
     prefillTokens: 0,
     decodeTokens: 0,
   };
@@ -120,10 +132,11 @@ export class Batcher {
   }
 
   /**
-   * Admits a session that may grow to maxCells (its cap: prompt + new tokens). Nothing is
-   * reserved: cells are claimed step by step as the session needs them.
+   * Admits a session that may grow to maxCells (its cap: prompt + new tokens), on a route of
+   * `shards` shards. Nothing is reserved: cells are claimed step by step as the session needs them.
    */
-  open(sessionId: string, maxCells: number, now = Date.now()): void {
+  open(sessionId: string, maxCells: number, o: { shards?: number; now?: number } = {}): void {
+    const now = o.now ?? Date.now();
     if (this.#sessions.has(sessionId)) {
       throw new SeamError("malformed", `session ${sessionId} is already open`);
     }
@@ -145,6 +158,7 @@ export class Batcher {
       maxCells,
       cells: 0,
       opened: ++this.#opened,
+      shards: routeShards(o.shards),
       queue: [],
       lastUsed: now,
       inEngine: 0,
@@ -260,6 +274,13 @@ export class Batcher {
     s.lastUsed = now;
   }
 
+  /** The session now runs on a route of `shards` shards (a repaired route may have more or fewer). */
+  reroute(sessionId: string, shards: number): void {
+    const s = this.#sessions.get(sessionId);
+    if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
+    s.shards = routeShards(shards);
+  }
+
   /** Positions the session holds in the engine. */
   position(sessionId: string): number {
     const s = this.#sessions.get(sessionId);
@@ -314,18 +335,26 @@ export class Batcher {
     }
   }
 
-  /** The head step of each session with work, oldest sessions first, within the token bound. */
+  /**
+   * The head step of each session with work, the longest waiting first, within the token bound
+   * and each route's cohort: steps that came in one batch from the shard before stay together.
+   */
   #pick(): Picked[] {
     const out: Picked[] = [];
+    const ready = [...this.#sessions.values()].filter((s) => s.queue.length > 0)
+      .sort((a, b) => a.queue[0].at - b.queue[0].at);
+    const caps = this.limits.cohorts === false ? undefined : new CohortCaps(this.#sessions.values());
     let tokens = 0;
-    for (const slot of this.#sessions.values()) {
+    for (const slot of ready) {
       const p = slot.queue[0];
-      if (!p || tokens + p.n > this.limits.maxBatchTokens) continue;
+      if (tokens + p.n > this.limits.maxBatchTokens) continue;
+      if (caps && !caps.take(slot.shards)) continue;
       slot.queue.shift();
       slot.inEngine++;
       out.push({ slot, p, settled: false });
       tokens += p.n;
     }
+    if (out.length < ready.length && caps?.held) this.#stats.cohortTurns++;
     return out;
   }
 

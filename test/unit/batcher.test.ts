@@ -127,7 +127,7 @@ describe("batcher: batching", () => {
     e.resume();
     await Promise.all([first, ...later]);
     expect(e.calls.map((c) => c.seq.length)).toEqual([1, 3]);
-    expect(e.calls[1].tokens).toEqual([4, 2, 3]); // sessions in the order they opened
+    expect(e.calls[1].tokens).toEqual([2, 3, 4]); // the longest waiting first
   });
 
   it("keeps a batch within the token bound: a step that does not fit waits, smaller ones go", async () => {
@@ -184,6 +184,83 @@ describe("batcher: batching", () => {
     } finally {
       unhandled.restore();
     }
+  });
+});
+
+describe("batcher: a route's sessions take turns in cohorts", () => {
+  /** Opens `ids` on a route of `shards` shards, then submits one step each in the same tick. */
+  const stepAll = (b: Batcher, ids: string[], shards: number) => {
+    for (const id of ids) b.open(id, 32, { shards });
+    return Promise.all(ids.map((id, i) => b.submit(id, tokens(i + 1))));
+  };
+
+  it("splits the decoding sessions of a route of k shards into k batches, the longest waiting first", async () => {
+    const e = firstShard();
+    const b = new Batcher(e, limits());
+    await stepAll(b, ["a", "b", "c", "d", "e", "f", "g", "h"], 2);
+    expect(e.calls.map((c) => c.tokens)).toEqual([[1, 2, 3, 4], [5, 6, 7, 8]]);
+    expect(b.stats().cohortTurns).toBe(1);
+    // a route of 3: three cohorts of at most ceil(7 / 3)
+    const e3 = firstShard();
+    await stepAll(new Batcher(e3, limits()), ["a", "b", "c", "d", "e", "f", "g"], 3);
+    expect(e3.calls.map((c) => c.seq.length)).toEqual([3, 3, 1]);
+  });
+
+  it("keeps what arrived together together: the steps that waited longest go first", async () => {
+    const e = firstShard();
+    const b = new Batcher(e, limits());
+    for (const id of ["a", "b", "c", "d"]) b.open(id, 32, { shards: 2 });
+    b.open("z", 32);
+    e.pause();
+    const busy = b.submit("z", tokens(9));
+    await e.called(1);
+    // while the engine is busy, one cohort's steps come in (c, a), then the other's (d, b)
+    const steps = ["c", "a", "d", "b"].map((id) => b.submit(id, tokens(id.charCodeAt(0) - 86)));
+    e.resume();
+    await Promise.all([busy, ...steps]);
+    expect(e.calls.slice(1).map((c) => c.tokens)).toEqual([[13, 11], [14, 12]]);
+  });
+
+  it("never holds back steps of a session alone on its node, nor of an owner that did not say", async () => {
+    const e = firstShard();
+    const b = new Batcher(e, limits());
+    await stepAll(b, ["a", "b", "c", "d"], 1);
+    const e0 = firstShard();
+    const b0 = new Batcher(e0, limits());
+    for (const id of ["a", "b", "c"]) b0.open(id, 32); // an older owner: no route_shards
+    await Promise.all(["a", "b", "c"].map((id) => b0.submit(id, tokens(1))));
+    expect([e.calls.length, e0.calls.length]).toEqual([1, 1]);
+    expect(b.stats().cohortTurns).toBe(0);
+  });
+
+  it("sizes cohorts by the sessions decoding, not those idle; routes of other lengths go beside", async () => {
+    const e = firstShard();
+    const b = new Batcher(e, limits());
+    // two sessions of the route that took no step for a minute: counted, the cohorts would be 3
+    for (const id of ["i1", "i2"]) b.open(id, 32, { shards: 2, now: Date.now() - 60_000 });
+    for (const id of ["x", "y"]) b.open(id, 32, { shards: 1 });
+    await Promise.all([
+      ...["a", "b", "c", "d"].map((id, i) => (b.open(id, 32, { shards: 2 }), b.submit(id, tokens(i + 1)))),
+      b.submit("x", tokens(9)),
+      b.submit("y", tokens(9)),
+    ]);
+    expect(e.calls.map((c) => c.tokens)).toEqual([[1, 2, 9, 9], [3, 4]]);
+  });
+
+  it("batches every ready step at once when cohorts are off", async () => {
+    const e = firstShard();
+    await stepAll(new Batcher(e, limits({ cohorts: false })), ["a", "b", "c", "d"], 2);
+    expect(e.calls.map((c) => c.seq.length)).toEqual([4]);
+  });
+
+  it("believes no route past 1024 shards, and follows a repaired route's length", async () => {
+    const e = firstShard();
+    const b = new Batcher(e, limits());
+    await stepAll(b, ["a", "b", "c", "d"], 1e9);
+    expect(e.calls.map((c) => c.seq.length)).toEqual([4]);
+    for (const id of ["a", "b", "c", "d"]) b.reroute(id, 4);
+    await Promise.all(["a", "b", "c", "d"].map((id) => b.submit(id, tokens(5))));
+    expect(e.calls.slice(1).map((c) => c.seq.length)).toEqual([1, 1, 1, 1]);
   });
 });
 
@@ -388,9 +465,9 @@ describe("batcher: release and expiry", () => {
   it("expires sessions idle past the lease, never one with queued steps", async () => {
     const e = firstShard();
     const b = new Batcher(e, limits());
-    b.open("idle", 32, 0);
-    b.open("busy", 32, 0);
-    b.open("fresh", 32, 0);
+    b.open("idle", 32, { now: 0 });
+    b.open("busy", 32, { now: 0 });
+    b.open("fresh", 32, { now: 0 });
     await b.submit("idle", tokens(1), 100);
     await b.submit("fresh", tokens(1), 4_500);
     e.pause();
@@ -406,7 +483,7 @@ describe("batcher: release and expiry", () => {
   it("does not expire a session whose step is still in the engine", async () => {
     const e = firstShard();
     const b = new Batcher(e, limits());
-    b.open("a", 32, 0);
+    b.open("a", 32, { now: 0 });
     e.pause();
     const step = b.submit("a", tokens(1, 2, 3), 0);
     await e.called(1);
