@@ -23,7 +23,10 @@ export interface RouteMeasureOptions {
   readonly decodeTokens: number;
   /** sessions at once for the aggregate sweep (empty: no sweep) */
   readonly concurrency: readonly number[];
-  /** sessions at once measured again on nodes without cohorts (in lockstep), side by side */
+  /**
+   * sessions at once measured on these nodes and on nodes without cohorts (in lockstep), runs
+   * of the two taken in turns so that the machine's drift falls on both alike
+   */
   readonly lockstep?: readonly number[];
 }
 
@@ -126,7 +129,7 @@ export async function measureRoute(o: RouteMeasureOptions) {
       seam_bytes_per_token: seamBytes,
       profile,
       concurrency,
-      concurrency_lockstep: await lockstepSweep(o),
+      concurrency_lockstep: await lockstepPairs(o, local),
     };
   } finally {
     await local.close();
@@ -162,15 +165,39 @@ async function sweep(local: LocalRoute, counts: readonly number[], tokens: numbe
   return out;
 }
 
-/** The same sweep on nodes that batch every ready step at once (no cohorts): what turns gain. */
-async function lockstepSweep(o: RouteMeasureOptions) {
+/** Runs of each side of a pair, taken in turns. */
+const PAIRED_RUNS = 3;
+
+/**
+ * What turns gain: n sessions on the cohort route and on nodes that batch every ready step at
+ * once (no cohorts), a run of each in turn, medians of each side.
+ */
+async function lockstepPairs(o: RouteMeasureOptions, cohorts: LocalRoute) {
   if (!o.lockstep?.length) return [];
-  const local = await startRoute(o, false);
+  const lockstep = await startRoute(o, false);
   try {
-    await decodeRun(local, 1, o.decodeTokens, "warmup");
-    return await sweep(local, o.lockstep, o.decodeTokens);
+    await decodeRun(lockstep, 1, o.decodeTokens, "warmup");
+    const out = [];
+    for (const n of o.lockstep) {
+      const runs: { cohorts: number; lockstep: number }[] = [];
+      let maxBatch = 0;
+      for (let r = 0; r < PAIRED_RUNS; r++) {
+        const [a] = await sweep(cohorts, [n], o.decodeTokens);
+        const [b] = await sweep(lockstep, [n], o.decodeTokens);
+        runs.push({ cohorts: a.aggregate_tps, lockstep: b.aggregate_tps });
+        maxBatch = Math.max(maxBatch, b.max_batch_sessions);
+      }
+      out.push({
+        sessions: n,
+        aggregate_tps: quantile(runs.map((x) => x.lockstep), 0.5),
+        cohorts_tps: quantile(runs.map((x) => x.cohorts), 0.5),
+        max_batch_sessions: maxBatch,
+        runs,
+      });
+    }
+    return out;
   } finally {
-    await local.close();
+    await lockstep.close();
   }
 }
 

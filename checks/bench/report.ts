@@ -130,6 +130,14 @@ export function markdownReport(
       f(r.whole_batched.sessions_8_tps_route_threads)
     } tok/s for 8 sessions.`,
     "",
+    ...r.concurrency_lockstep.map((c) =>
+      `${c.sessions} sessions with cohorts against nodes without them (lockstep), ${c.runs.length} runs of each in turn: ${
+        c.runs.map((x) => `${f(x.cohorts)} / ${f(x.lockstep)}`).join(", ")
+      } tok/s; medians ${f(c.cohorts_tps)} / ${f(c.aggregate_tps)} (${
+        f(c.cohorts_tps / c.aggregate_tps, 3)
+      }×).`
+    ),
+    "",
     "![concurrency](concurrency.svg)",
     "",
     "## Where a decode step goes (p50)",
