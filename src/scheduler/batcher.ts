@@ -354,7 +354,7 @@ export class Batcher {
       out.push({ slot, p, settled: false });
       tokens += p.n;
     }
-    if (out.length < ready.length && caps?.held) this.#stats.cohortTurns++;
+    if (caps?.held) this.#stats.cohortTurns++;
     return out;
   }
 
