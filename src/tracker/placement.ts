@@ -65,17 +65,10 @@ export function plan(
     return out;
   }
   // the holes are too big for the newcomers: nodes that only double a range move in too
-  const spare: Participant[] = [];
-  for (const p of [...kept].reverse()) {
-    // spare: another node still in place holds all of its range (the later one moves)
-    const cover = kept.find((q) =>
-      q !== p && !spare.includes(q) && q.current!.start <= p.current!.start &&
-      q.current!.end >= p.current!.end
-    );
-    if (cover) spare.push(p);
-  }
+  const spare = spares(kept);
   if (spare.length > 0) {
-    const stay = kept.filter((p) => !spare.includes(p));
+    const spared = new Set(spare);
+    const stay = kept.filter((p) => !spared.has(p));
     const moved = place(model, [...spare, ...others], [...fixed, ...stay.map((p) => p.current!)]);
     if (moved) {
       const out = new Map<string, Span | undefined>(stay.map((p) => [p.node, p.current]));
@@ -93,6 +86,34 @@ export function plan(
     out.set(node, span);
   }
   return out;
+}
+
+/**
+ * The kept nodes that only double a range: another node still in place holds all of theirs (of
+ * two on one range, the later one is spare). Counted per distinct range, not node against
+ * node: a network of thousands holds a few dozen ranges.
+ */
+function spares(kept: readonly Participant[]): Participant[] {
+  const inPlace = new Map<number, { span: Span; n: number }>();
+  for (const p of kept) {
+    const k = spanKey(p.current!);
+    const r = inPlace.get(k);
+    if (r) r.n++;
+    else inPlace.set(k, { span: p.current!, n: 1 });
+  }
+  const spare: Participant[] = [];
+  for (const p of [...kept].reverse()) {
+    const own = spanKey(p.current!);
+    for (const [k, r] of inPlace) {
+      const others = k === own ? r.n - 1 : r.n;
+      if (others > 0 && r.span.start <= p.current!.start && r.span.end >= p.current!.end) {
+        spare.push(p);
+        inPlace.get(own)!.n--;
+        break;
+      }
+    }
+  }
+  return spare;
 }
 
 /**
@@ -214,13 +235,17 @@ class HeldRanges {
 /** Disjoint routes over [0, nLayer) from these participants, each with as few hops as fit. */
 function routes(model: PlacementModel, participants: readonly Participant[]): Map<string, Span> {
   const out = new Map<string, Span>();
-  let left = [...participants];
-  for (;;) {
-    const chain = bestChain(model, left, { start: 0, end: model.nLayer });
+  const whole = { start: 0, end: model.nLayer };
+  // a chain takes the first of those sorted, so what is left stays sorted: sorted once, not
+  // once a route (that made a plan over thousands of nodes quadratic)
+  const sorted = byRoom(model, participants, whole);
+  for (let at = 0; at < sorted.length;) {
+    const chain = chainFrom(model, sorted, at, whole);
     if (!chain) return out;
     for (const [node, span] of chain) out.set(node, span);
-    left = left.filter((p) => !out.has(p.node));
+    at += chain.size;
   }
+  return out;
 }
 
 /**
@@ -232,12 +257,27 @@ function bestChain(
   participants: readonly Participant[],
   span: Span,
 ): Map<string, Span> | undefined {
-  const reach = (p: Participant) =>
-    longestFrom(model, p.node, span.start + 1 < span.end ? span.start + 1 : span.start, span.end);
-  // the roomiest first: fewest hops; faster first among equals
-  const byRoom = [...participants].sort((a, b) => reach(b) - reach(a) || b.speed - a.speed);
-  for (let k = 1; k <= byRoom.length; k++) {
-    const chosen = byRoom.slice(0, k);
+  return chainFrom(model, byRoom(model, participants, span), 0, span);
+}
+
+/** The roomiest for `span` first (fewest hops), faster first among equals. */
+function byRoom(model: PlacementModel, participants: readonly Participant[], span: Span): Participant[] {
+  const from = span.start + 1 < span.end ? span.start + 1 : span.start;
+  const reach = new Map(participants.map((p) => [p, longestFrom(model, p.node, from, span.end)]));
+  return [...participants].sort((a, b) => reach.get(b)! - reach.get(a)! || b.speed - a.speed);
+}
+
+/** The shortest run of `sorted` from `at` that chains over `span` (as `bestChain`). */
+function chainFrom(
+  model: PlacementModel,
+  sorted: readonly Participant[],
+  at: number,
+  span: Span,
+): Map<string, Span> | undefined {
+  // a chain longer than the span cannot give each of its nodes a layer
+  const longest = Math.min(sorted.length - at, span.end - span.start);
+  for (let k = 1; k <= longest; k++) {
+    const chosen = sorted.slice(at, at + k);
     let best: { split: Map<string, Span>; cost: number } | undefined;
     for (const order of orders(chosen)) {
       const split = splitBySpeed(model, order, span);

@@ -39,7 +39,9 @@ const PLAN_SHARE = 0.25;
 
 /** A plan this much faster (slowest stage, measured speeds) than the one in force replaces it. */
 const REBALANCE_GAIN = 1.25;
-/** ... but not sooner than this after the last change: moving has a cost too. */
+/** ... but not sooner than this after the last change: moving has a cost too. A plan from
+ *  scratch is also worked out at most this often: under churn the network changes every
+ *  second, and at 100,000 participants one costs over half a second of the leader's time. */
 const REBALANCE_QUIET_MS = 30_000;
 
 /**
@@ -63,6 +65,8 @@ export class Placer {
   readonly #gone: PlanEntry[] = [];
   #key = "";
   #changedAt = 0;
+  /** when a plan from scratch was last weighed against the plan in force */
+  #weighedAt = -Infinity;
   readonly #planning: PlacementModel;
   readonly #fitting = new WeakMap<PlaceRequest, Map<number, boolean>>();
   // when the plan was last looked at, and whether an ask came or went since
@@ -252,7 +256,7 @@ export class Placer {
       .map((r) => ({ start: r.start, end: r.end }));
     // the plan is looked at again when who is where changes, when a speed is first measured
     // (or changes by more than rounding), and once the quiet time after a change has passed
-    const quiet = now - this.#changedAt > REBALANCE_QUIET_MS;
+    const quiet = now - this.#changedAt > REBALANCE_QUIET_MS && now - this.#weighedAt > REBALANCE_QUIET_MS;
     const key = JSON.stringify([
       participants.map((p) => [p.node, p.current, Number(p.speed.toPrecision(2))]),
       fixed,
@@ -266,6 +270,7 @@ export class Placer {
     if (
       participants.length > 1 && participants.every((p) => p.speed > 0) && quiet
     ) {
+      this.#weighedAt = now;
       const afresh = planAtCuts(m, participants.map((p) => ({ ...p, current: undefined })), fixed, cuts);
       if (cost(m, participants, next) > REBALANCE_GAIN * cost(m, participants, afresh)) next = afresh;
     }

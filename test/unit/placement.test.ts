@@ -111,4 +111,26 @@ describe("placement", () => {
     const pl = plan(model({ a: 400, tiny: 5 }), [p("a"), p("tiny")]);
     expect(spans(pl)).toEqual({ a: "0:24", tiny: "-" });
   });
+
+  it("plans 20,000 nodes from scratch in one pass: every node on a range it holds, the model covered", () => {
+    // half the nodes hold half the model, half about a third: routes of two and of three or four
+    const caps: Record<string, number> = {};
+    const nodes: Participant[] = [];
+    for (let i = 0; i < 20_000; i++) {
+      const node = `n${i}`;
+      caps[node] = i % 2 ? 170 : 110;
+      nodes.push(p(node, 50 + (i % 7) * 10));
+    }
+    const m = model(caps);
+    const pl = plan(m, nodes);
+    expect(pl.size).toBe(20_000);
+    const placed = [...pl.values()].filter((s): s is Span => !!s);
+    expect(placed.length).toBe(20_000);
+    for (const [n, s] of pl) expect(m.fits(n, s!)).toBe(true);
+    expect(gaps(24, placed)).toEqual([]);
+    // as many routes as the first layer has holders, and as many holders of the last
+    const first = placed.filter((s) => s.start === 0).length;
+    expect(placed.filter((s) => s.end === 24).length).toBe(first);
+    expect(first).toBeGreaterThan(5_000);
+  });
 });

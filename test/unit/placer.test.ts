@@ -1,0 +1,89 @@
+// The tracker's placer over time: when a plan from scratch is weighed against the plan in force.
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { hexToBytes } from "../../src/bytes/hex.ts";
+import { kvShape } from "../../src/gguf/kv-shape.ts";
+import { PlaceRequestSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
+import { buildManifest } from "../../src/gguf/manifest.ts";
+import { parseGgufHeader } from "../../src/gguf/reader.ts";
+import { synthModel } from "../../src/model/synth.ts";
+import { Placer } from "../../src/tracker/placer.ts";
+import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
+import type { NodeRecord } from "../../src/tracker/storage.ts";
+
+const ARTIFACT = "cd".repeat(32);
+const file = synthModel({ arch: "qwen3", nLayer: 6 });
+const header = parseGgufHeader(file);
+const shape = kvShape(header);
+const model = {
+  artifact: ARTIFACT,
+  nLayer: shape.nLayer,
+  manifest: buildManifest(header, file.length, ARTIFACT),
+  kv: shape.layers,
+};
+const BUDGET = { kvCells: 256, maxSessions: 1, batchTokens: 16, batchInvariant: true, flashAttention: true };
+const need = (start: number, end: number) =>
+  rangeMemoryOf(model, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;
+
+describe("placer", () => {
+  it("weighs a plan from scratch at most once a quiet time: under churn it is not redone every second", () => {
+    // room for 4 of the 6 layers, wherever they are: a chain of two may split 2 + 4 as well as 3 + 3
+    const cap = BigInt(Math.max(need(0, 4), need(1, 5), need(2, 6)) + 1);
+    expect(need(0, 5)).toBeGreaterThan(Number(cap));
+    const records = new Map<string, NodeRecord>();
+    const placer = new Placer(model, { records: () => records.values(), isLive: () => true }, 60_000);
+    let now = 1_000_000;
+    for (const node of ["a", "b"]) {
+      placer.heard(
+        create(PlaceRequestSchema, {
+          node,
+          artifactSha256: hexToBytes(ARTIFACT),
+          memoryCapBytes: cap,
+          engine: "native-cpu",
+          ...BUDGET,
+        }),
+        now,
+      );
+    }
+    const held = (tokensPerS: Record<string, number>) => {
+      for (const node of ["a", "b"]) {
+        const span = placer.placeOf(node, now)!;
+        records.set(node, {
+          node,
+          urls: [`http://${node}`],
+          artifact: ARTIFACT,
+          start: span.start,
+          end: span.end,
+          engine: "native-cpu",
+          kvCells: 256,
+          sessionCells: 256,
+          maxSessions: 1,
+          tokensPerS: tokensPerS[node],
+          artifactUrl: "",
+          memoryCapBytes: Number(cap),
+          admission: "admitted",
+        });
+      }
+    };
+    const layers = (node: string) => {
+      const s = placer.placeOf(node, now)!;
+      return s.end - s.start;
+    };
+    placer.placeOf("a", now);
+    const first = { a: layers("a"), b: layers("b") };
+    expect(first.a + first.b).toBe(6);
+    // both measured alike: past the quiet time the plan from scratch is weighed, and not taken
+    held({ a: 100, b: 100 });
+    now += 31_000;
+    expect({ a: layers("a"), b: layers("b") }).toEqual(first);
+    // five seconds later a turns out four times slower: the network changed, but the last
+    // weighing is too recent to weigh again
+    now += 5_000;
+    held({ a: 25, b: 100 });
+    now += 1_000; // the plan is looked at again at most once a second without a new ask
+    expect({ a: layers("a"), b: layers("b") }).toEqual(first);
+    // a quiet time after the last weighing it is weighed again, and the slow node gets less
+    now += 25_000;
+    expect(layers("a")).toBeLessThan(first.a);
+  });
+});
