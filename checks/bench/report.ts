@@ -185,6 +185,23 @@ export function markdownReport(
         "one crossing is half the difference of their p50 round trips.",
       "",
     );
+    // (absent from runs before 2026-12-02)
+    const a = t.after_idle as typeof t.after_idle | undefined;
+    if (a) {
+      lines.push(
+        `## A crossing's code back to back and after ${a.gap_ms} ms idle (ms p50 / p95)`,
+        "",
+        "| when | fast seam round trip | TCP round trip | encode a frame | decode and check a frame |",
+        "| --- | --- | --- | --- | --- |",
+        ...([["back to back", a.back_to_back], [`after ${a.gap_ms} ms idle`, a.after_gap]] as const).map((
+          [name, x],
+        ) => `| ${name} | ${rt(x.fast_seam)} | ${rt(x.tcp)} | ${rt(x.encode)} | ${rt(x.decode)} |`),
+        "",
+        "A shard of a route runs this code once a step, after idling while the other shard computes: a crossing " +
+          "in a route pays the second row, not the first.",
+        "",
+      );
+    }
   }
   lines.push(
     "## q8 row transport on seams (against f32)",

@@ -3,6 +3,8 @@
 // and the fast seam on the same port, each in plaintext and over TLS), a bare WebSocket and
 // bare TCP; the machine idle, then with one core kept busy (as an engine keeps it during a
 // route). Figures only; what TLS adds to one crossing is half the difference of round trips.
+// Then the same after the sender idled as a shard idles in a route while the other computes:
+// the code on a crossing's path runs cold there, and costs several times what a loop shows.
 import { WebSocket } from "ws";
 import { encodeFrame } from "../../src/seam/frame.ts";
 import type { SeamFrame } from "../../src/gen/strata/seam/v1/seam_pb.ts";
@@ -12,6 +14,9 @@ import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { quantile } from "./route-throughput.ts";
 import { hiddenStepFrame } from "./step-frame.ts";
 import { trustNetworkCa } from "../../server/tls/trust.ts";
+import { decodeFrame } from "../../src/seam/frame.ts";
+import { unpackTensor } from "../../src/seam/tensor.ts";
+import { ElementType } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 
 const ROUNDS = 400;
 
@@ -63,6 +68,65 @@ async function seamPairs(plainUrl: string, tlsUrl: string, f: SeamFrame) {
   fast.close();
   seams.close();
   return { grpc, grpcTls, fast: fastPlain, fastTls };
+}
+
+/** how long a shard of a route of 2 idles between steps here (about half an engine step) */
+const IDLE_GAP_MS = 7;
+const IDLE_ROUNDS = 200;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** each call timed once after the process slept `gap` ms (0: back to back) */
+async function afterGap(gap: number, once: () => Promise<void> | void) {
+  for (let i = 0; i < 20; i++) await once(); // warm-up
+  const ms: number[] = [];
+  for (let i = 0; i < IDLE_ROUNDS; i++) {
+    if (gap) await sleep(gap);
+    const t = performance.now();
+    await once();
+    ms.push(performance.now() - t);
+  }
+  return { p50_ms: quantile(ms, 0.5), p95_ms: quantile(ms, 0.95) };
+}
+
+/**
+ * The fast seam, plain TCP and the codec (encode; decode with the tensor's check) back to back
+ * and each after an idle gap: what running a crossing's code cold costs.
+ */
+async function measureAfterIdle(ports: { grpc: string; tcp: number }, nEmbd: number) {
+  const f = hiddenStepFrame(nEmbd);
+  const bytes = encodeFrame(f);
+  const want = { name: "hidden_states", elementType: ElementType.F32 as const, cols: nEmbd, rows: 1 };
+  const seams = new GrpcSeams();
+  const fast = new FastSeams((u) => seams.dial(u));
+  const link = fast.dial(ports.grpc);
+  const replies = link.replies[Symbol.asyncIterator]();
+  const fastRound = async () => {
+    link.send(f);
+    await replies.next();
+  };
+  const c = await Deno.connect({ hostname: "127.0.0.1", port: ports.tcp });
+  c.setNoDelay(true);
+  const buf = new Uint8Array(bytes.length);
+  const tcpRound = async () => {
+    await c.write(bytes);
+    for (let got = 0; got < bytes.length;) got += (await c.read(buf.subarray(got))) ?? bytes.length;
+  };
+  const encode = () => void encodeFrame(f);
+  const decode = () => void unpackTensor(decodeFrame(bytes).tensors[0], want);
+  const both = async (gap: number) => ({
+    fast_seam: await afterGap(gap, fastRound),
+    tcp: await afterGap(gap, tcpRound),
+    encode: await afterGap(gap, encode),
+    decode: await afterGap(gap, decode),
+  });
+  try {
+    return { gap_ms: IDLE_GAP_MS, back_to_back: await both(0), after_gap: await both(IDLE_GAP_MS) };
+  } finally {
+    link.close();
+    fast.close();
+    seams.close();
+    c.close();
+  }
 }
 
 /** half a round trip's difference: one crossing's share, ms */
@@ -126,11 +190,12 @@ export async function benchTransport(nEmbd = 576) {
   trustNetworkCa(ports.ca);
   try {
     const idle = await measure(ports, nEmbd);
+    const afterIdle = await measureAfterIdle(ports, nEmbd);
     // one core busy, as an engine keeps it while a route runs
     const busy = new Deno.Command("sh", { args: ["-c", "while :; do :; done"], stdout: "null" }).spawn();
     try {
       const loaded = await measure(ports, nEmbd);
-      return { round_trips: ROUNDS, idle, one_core_busy: loaded };
+      return { round_trips: ROUNDS, idle, one_core_busy: loaded, after_idle: afterIdle };
     } finally {
       busy.kill("SIGKILL");
       await busy.status;
