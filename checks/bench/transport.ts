@@ -6,24 +6,24 @@
 // Then the same after the sender idled as a shard idles in a route while the other computes:
 // the code on a crossing's path runs cold there, and costs several times what a loop shows.
 import { WebSocket } from "ws";
-import { encodeFrame } from "../../src/seam/frame.ts";
-import type { SeamFrame } from "../../src/gen/strata/seam/v1/seam_pb.ts";
+import { decodeFrame, encodeFrame } from "../../src/seam/frame.ts";
+import { ElementType, type SeamFrame } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import type { SeamLink } from "../../src/seam/link.ts";
 import { FastSeams } from "../../server/seam/fast.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { quantile } from "./route-throughput.ts";
 import { hiddenStepFrame } from "./step-frame.ts";
 import { trustNetworkCa } from "../../server/tls/trust.ts";
-import { decodeFrame } from "../../src/seam/frame.ts";
 import { unpackTensor } from "../../src/seam/tensor.ts";
-import { ElementType } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 
 const ROUNDS = 400;
 
-async function timed(rounds: number, once: () => Promise<void>) {
+/** each call timed, after the process slept `gapMs` first when given (0: back to back) */
+async function timed(rounds: number, once: () => Promise<void> | void, gapMs = 0) {
   for (let i = 0; i < 50; i++) await once(); // warm-up
   const ms: number[] = [];
   for (let i = 0; i < rounds; i++) {
+    if (gapMs) await new Promise((r) => setTimeout(r, gapMs));
     const t = performance.now();
     await once();
     ms.push(performance.now() - t);
@@ -73,19 +73,17 @@ async function seamPairs(plainUrl: string, tlsUrl: string, f: SeamFrame) {
 /** how long a shard of a route of 2 idles between steps here (about half an engine step) */
 const IDLE_GAP_MS = 7;
 const IDLE_ROUNDS = 200;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** each call timed once after the process slept `gap` ms (0: back to back) */
-async function afterGap(gap: number, once: () => Promise<void> | void) {
-  for (let i = 0; i < 20; i++) await once(); // warm-up
-  const ms: number[] = [];
-  for (let i = 0; i < IDLE_ROUNDS; i++) {
-    if (gap) await sleep(gap);
-    const t = performance.now();
-    await once();
-    ms.push(performance.now() - t);
-  }
-  return { p50_ms: quantile(ms, 0.5), p95_ms: quantile(ms, 0.95) };
+/** One round trip of `bytes` on plain TCP to the echo (length known). */
+async function tcpRoundTrip(port: number, bytes: Uint8Array) {
+  const c = await Deno.connect({ hostname: "127.0.0.1", port });
+  c.setNoDelay(true);
+  const buf = new Uint8Array(bytes.length);
+  const once = async () => {
+    await c.write(bytes);
+    for (let got = 0; got < bytes.length;) got += (await c.read(buf.subarray(got))) ?? bytes.length;
+  };
+  return { once, close: () => c.close() };
 }
 
 /**
@@ -104,20 +102,14 @@ async function measureAfterIdle(ports: { grpc: string; tcp: number }, nEmbd: num
     link.send(f);
     await replies.next();
   };
-  const c = await Deno.connect({ hostname: "127.0.0.1", port: ports.tcp });
-  c.setNoDelay(true);
-  const buf = new Uint8Array(bytes.length);
-  const tcpRound = async () => {
-    await c.write(bytes);
-    for (let got = 0; got < bytes.length;) got += (await c.read(buf.subarray(got))) ?? bytes.length;
-  };
+  const tcp = await tcpRoundTrip(ports.tcp, bytes);
   const encode = () => void encodeFrame(f);
   const decode = () => void unpackTensor(decodeFrame(bytes).tensors[0], want);
   const both = async (gap: number) => ({
-    fast_seam: await afterGap(gap, fastRound),
-    tcp: await afterGap(gap, tcpRound),
-    encode: await afterGap(gap, encode),
-    decode: await afterGap(gap, decode),
+    fast_seam: await timed(IDLE_ROUNDS, fastRound, gap),
+    tcp: await timed(IDLE_ROUNDS, tcp.once, gap),
+    encode: await timed(IDLE_ROUNDS, encode, gap),
+    decode: await timed(IDLE_ROUNDS, decode, gap),
   });
   try {
     return { gap_ms: IDLE_GAP_MS, back_to_back: await both(0), after_gap: await both(IDLE_GAP_MS) };
@@ -125,7 +117,7 @@ async function measureAfterIdle(ports: { grpc: string; tcp: number }, nEmbd: num
     link.close();
     fast.close();
     seams.close();
-    c.close();
+    tcp.close();
   }
 }
 
@@ -145,15 +137,9 @@ async function measure(ports: { grpc: string; tls: string; ws: string; tcp: numb
       ws.send(bytes);
     }));
   ws.close();
-  // plain TCP, length known
-  const c = await Deno.connect({ hostname: "127.0.0.1", port: ports.tcp });
-  c.setNoDelay(true);
-  const buf = new Uint8Array(bytes.length);
-  const tcp = await timed(ROUNDS, async () => {
-    await c.write(bytes);
-    for (let got = 0; got < bytes.length;) got += (await c.read(buf.subarray(got))) ?? bytes.length;
-  });
-  c.close();
+  const tcpLink = await tcpRoundTrip(ports.tcp, bytes);
+  const tcp = await timed(ROUNDS, tcpLink.once);
+  tcpLink.close();
   return {
     frame_bytes: bytes.length,
     grpc_http2: seams.grpc,
