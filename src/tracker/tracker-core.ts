@@ -144,6 +144,7 @@ export class TrackerCore {
     );
     this.#placer = new Placer(o.model, {
       records: () => this.#registry.records(),
+      record: (node) => this.#registry.get(node),
       isLive: (node, now) => this.#registry.isLive(node, now),
     }, o.leaseMs);
   }

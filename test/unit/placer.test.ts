@@ -31,7 +31,11 @@ describe("placer", () => {
     const cap = BigInt(Math.max(need(0, 4), need(1, 5), need(2, 6)) + 1);
     expect(need(0, 5)).toBeGreaterThan(Number(cap));
     const records = new Map<string, NodeRecord>();
-    const placer = new Placer(model, { records: () => records.values(), isLive: () => true }, 60_000);
+    const placer = new Placer(model, {
+      records: () => records.values(),
+      record: (n) => records.get(n),
+      isLive: () => true,
+    }, 60_000);
     let now = 1_000_000;
     for (const node of ["a", "b"]) {
       placer.heard(
@@ -85,5 +89,53 @@ describe("placer", () => {
     // a quiet time after the last weighing it is weighed again, and the slow node gets less
     now += 25_000;
     expect(layers("a")).toBeLessThan(first.a);
+  });
+
+  it("publishes only lines that changed: a new ask's, a moved node's, a forgotten ask's", () => {
+    const cap = BigInt(need(0, 6) + 1);
+    const records = new Map<string, NodeRecord>();
+    const placer = new Placer(model, {
+      records: () => records.values(),
+      record: (n) => records.get(n),
+      isLive: () => true,
+    }, 60_000);
+    const now = 1_000_000;
+    const ask = (node: string, at: number) =>
+      placer.heard(
+        create(PlaceRequestSchema, {
+          node,
+          artifactSha256: hexToBytes(ARTIFACT),
+          memoryCapBytes: cap,
+          engine: "native-cpu",
+          ...BUDGET,
+        }),
+        at,
+      );
+    for (const node of ["a", "b", "c"]) ask(node, now);
+    placer.replan(now);
+    const first = placer.published(now);
+    expect(first.map((e) => e.node).sort()).toEqual(["a", "b", "c"]);
+    expect(first.every((e) => e.range && e.askedAt === now)).toBe(true);
+    // nothing changed: nothing to say
+    expect(placer.published(now + 2_000)).toEqual([]);
+    // a fourth node asks: its line only, once the plan has placed it
+    ask("d", now + 3_000);
+    expect(placer.published(now + 3_000).map((e) => e.node)).toEqual(["d"]);
+    expect(placer.published(now + 3_000)).toEqual([]);
+    // b asks again (it restarted): its line again, with the new ask's time
+    ask("b", now + 4_000);
+    placer.replan(now + 4_000);
+    expect(placer.published(now + 4_000)).toEqual([{
+      node: "b",
+      range: placer.placeOf("b", now + 4_000),
+      askedAt: now + 4_000,
+    }]);
+    placer.forget("c");
+    expect(placer.published(now + 5_000)).toEqual([{ node: "c", range: undefined, askedAt: now }]);
+    // a line from another replica (one that led until just now) that differs from this plan:
+    // this leader says its own again
+    const a = placer.placeOf("a", now + 6_000);
+    placer.adopt([{ node: "a", range: { start: 0, end: 1 }, askedAt: now }]);
+    expect(placer.published(now + 6_000)).toEqual([{ node: "a", range: a, askedAt: now }]);
   });
 });
