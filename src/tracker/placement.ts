@@ -150,7 +150,8 @@ function place(
   return out;
 }
 
-const spanKey = (s: Span) => s.start * 65_536 + s.end;
+/** One number per span, for maps keyed by range. */
+export const spanKey = (s: Span) => s.start * 65_536 + s.end;
 
 /**
  * The ranges placed so far (those of placed participants first, then those held by others),

@@ -5,7 +5,14 @@ import { memoryMisfit, type RangeMemory } from "../engine/memory-fit.ts";
 import type { PlaceRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
 import { planAtCuts } from "./cut-placement.ts";
 import { decodeWork } from "./decode-work.ts";
-import { bottleneck, type Participant, type Placement, type PlacementModel, type Span } from "./placement.ts";
+import {
+  bottleneck,
+  type Participant,
+  type Placement,
+  type PlacementModel,
+  type Span,
+  spanKey,
+} from "./placement.ts";
 import { rangeMemoryOf } from "./range-memory.ts";
 import type { TrackedModel } from "./registration.ts";
 import type { NodeRecord } from "./storage.ts";
@@ -235,13 +242,13 @@ export class Placer {
     const ask = this.#asks.get(node);
     if (!ask) return false;
     // a plan asks the same few questions many times over; an ask's answers never change
-    const key = span.start * 65_536 + span.end;
+    const key = spanKey(span);
     let answer = ask.fits.get(key);
-    if (answer === undefined) ask.fits.set(key, answer = this.#fitsAsked(ask.req, span));
+    if (answer === undefined) ask.fits.set(key, answer = this.#fitsAsked(ask.req, span, key));
     return answer;
   }
 
-  #fitsAsked(ask: PlaceRequest, span: Span): boolean {
+  #fitsAsked(ask: PlaceRequest, span: Span, key: number): boolean {
     // what a range needs depends on the engine's budget, not on the cap: nodes of a network
     // share a few budgets, and an estimate costs tens of microseconds (100,000 nodes asking
     // ~50 questions each took minutes)
@@ -249,7 +256,6 @@ export class Placer {
       `${ask.kvCells}/${ask.maxSessions}/${ask.batchTokens}/${ask.batchInvariant}/${ask.flashAttention}`;
     let needs = this.#needs.get(budget);
     if (!needs) this.#needs.set(budget, needs = new Map());
-    const key = span.start * 65_536 + span.end;
     let need = needs.get(key);
     if (!need) {
       need = rangeMemoryOf(this.model, span, ask.kvCells, {
