@@ -10,6 +10,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import { type ByteDuplex, MUX_LIMITS, opensWith } from "../../src/seam/mux.ts";
 import { connDuplex } from "../seam/conn-duplex.ts";
+import { GoawayStrip } from "./goaway-strip.ts";
 import { socketDuplex } from "../seam/socket-duplex.ts";
 import type { CertPair } from "../tls/certs.ts";
 
@@ -51,8 +52,11 @@ export function listenConnect(
   // a seam server: one peer's HTTP/2 connection carries at most as many streams as its
   // fast-seam connection (a tracker's clients share connections for thousands of calls)
   const settings = side ? { maxConcurrentStreams: MUX_LIMITS.channels } : {};
-  // behind Deno's front, TLS ends at the front: the HTTP/2 server on loopback stays h2c
-  const server = tls && !side
+  // Under Deno every connection comes through Deno's own listener (denoFront), which strips a
+  // client's GOAWAY frames: Deno's HTTP/2 server aborts the process on one (goaway-strip.ts).
+  // TLS ends at that front, so the HTTP/2 server on loopback stays h2c.
+  const deno = "Deno" in globalThis;
+  const server = tls && !deno
     ? http2.createSecureServer({ cert: tls.cert, key: tls.key, settings }, handler)
     : http2.createServer({ settings }, handler);
   // Closing drops connections instead of a graceful GOAWAY: Deno 2.9's HTTP/2 client
@@ -64,7 +68,7 @@ export function listenConnect(
     s.once("close", () => sockets.delete(s));
   };
   server.on("connection", track);
-  if (side && "Deno" in globalThis) return denoFront(server, sockets, side, host, port, tls);
+  if (deno) return denoFront(server, sockets, side, host, port, tls);
   if (side && tls) throw new Error("seams over TLS need Deno");
   // with a side protocol a plain TCP server listens and sorts connections by their first bytes
   const front = side
@@ -106,6 +110,18 @@ function sniff(s: Socket, side: SideProtocol, h2: http2.Http2Server): void {
   s.on("error", () => s.destroy());
 }
 
+/** Copies a client's bytes (after `head`, read already) to the HTTP/2 server, less GOAWAYs. */
+async function stripped(from: Deno.Conn, to: Deno.Conn, head: Uint8Array): Promise<void> {
+  const strip = new GoawayStrip();
+  const buf = new Uint8Array(64 * 1024);
+  for (let chunk: Uint8Array | undefined = head; chunk !== undefined;) {
+    const pass = strip.take(chunk);
+    for (let at = 0; at < pass.length;) at += await to.write(pass.subarray(at));
+    const n = await from.read(buf);
+    chunk = n === null ? undefined : buf.subarray(0, n);
+  }
+}
+
 const urlOf = (host: string, port: number, tls: boolean) =>
   `${tls ? "https" : "http"}://${host.includes(":") ? `[${host}]` : host}:${port}`;
 
@@ -135,14 +151,15 @@ function replayed(s: Socket, head: Buffer): Duplex {
 /**
  * Under Deno the port is Deno's own listener (its sockets are the fast seam's quickest path):
  * a connection that opens with the side protocol's preface is handed over; any other is
- * passed, byte for byte, to the HTTP/2 server listening on a loopback port of its own. With
- * `tls` the listener is Deno's TLS one, offering h2 and the fast seam by ALPN; what is sorted
- * and passed on is the decrypted stream.
+ * passed, less its GOAWAY frames, to the HTTP/2 server listening on a loopback port of its own.
+ * With `tls` the listener is Deno's TLS one, offering h2 and the fast seam by ALPN; what is
+ * sorted and passed on is the decrypted stream. Without a side protocol every connection is
+ * HTTP/2, and no per-address limit applies (a tracker's nodes may share an address).
  */
 async function denoFront(
   h2: http2.Http2Server,
   h2Sockets: Set<Socket>,
-  side: SideProtocol,
+  side: SideProtocol | undefined,
   host: string,
   port: number,
   tls: CertPair | undefined,
@@ -152,7 +169,13 @@ async function denoFront(
     h2.listen(0, "127.0.0.1", () => resolve((h2.address() as { port: number }).port));
   });
   const listener = tls
-    ? Deno.listenTls({ hostname: host, port, cert: tls.cert, key: tls.key, alpnProtocols: ["h2", FAST_ALPN] })
+    ? Deno.listenTls({
+      hostname: host,
+      port,
+      cert: tls.cert,
+      key: tls.key,
+      alpnProtocols: side ? ["h2", FAST_ALPN] : ["h2"],
+    })
     : Deno.listen({ hostname: host, port });
   /** peers' connections, counted by address; and the ones to the HTTP/2 server inside */
   const conns = new Set<Deno.Conn>();
@@ -179,7 +202,7 @@ async function denoFront(
   const admit = (c: Deno.Conn): boolean => {
     const a = addressOf(c);
     const n = perAddress.get(a) ?? 0;
-    if (n >= FRONT_LIMITS.connectionsPerAddress) {
+    if (side && n >= FRONT_LIMITS.connectionsPerAddress) {
       closeQuietly(c);
       return false;
     }
@@ -187,7 +210,20 @@ async function denoFront(
     conns.add(c);
     return true;
   };
+  /** an HTTP/2 connection, and what was read of it, to the server inside */
+  const toHttp2 = async (c: Deno.Conn, head: Uint8Array) => {
+    const to = await Deno.connect({ hostname: "127.0.0.1", port: inner });
+    toInner.add(to);
+    // small frames both ways (a call's request, its answer): without this, Nagle's algorithm
+    // and delayed acks hold each for up to 40 ms at one of the two hops
+    to.setNoDelay(true);
+    if ("setNoDelay" in c) (c as Deno.TcpConn).setNoDelay(true);
+    const done = () => (drop(c), drop(to));
+    stripped(c, to, head).then(done, done);
+    to.readable.pipeTo(c.writable).then(done, done);
+  };
   const sortOut = async (c: Deno.Conn) => {
+    if (!side) return await toHttp2(c, new Uint8Array(0)).catch(() => drop(c));
     let head = new Uint8Array(0);
     // a peer that connects and says nothing (or stalls its TLS handshake) is let go
     const stalled = setTimeout(() => drop(c), FRONT_LIMITS.prefaceMs);
@@ -209,12 +245,7 @@ async function denoFront(
         }
       }
       clearTimeout(stalled);
-      const to = await Deno.connect({ hostname: "127.0.0.1", port: inner });
-      toInner.add(to);
-      await to.write(head);
-      const done = () => (drop(c), drop(to));
-      c.readable.pipeTo(to.writable).then(done, done);
-      to.readable.pipeTo(c.writable).then(done, done);
+      await toHttp2(c, head);
     } catch {
       clearTimeout(stalled);
       drop(c);

@@ -4,6 +4,7 @@
 // forged ticket, sessions it never uses, and the relay with channels. The honest chats'
 // text, TTFT and decode speed in both runs, each process's peak RSS, what the hostile side met,
 // and that what it opened was freed. Prints one JSON object; abuse.test.ts asserts on it.
+import * as http2 from "node:http2";
 import * as net from "node:net";
 import { create, fromBinary } from "@bufbuild/protobuf";
 import { defaultModelPath } from "../../server/model/fetch.ts";
@@ -180,6 +181,34 @@ async function slowloris() {
     }
   }
   return { connections: conns.length, drips };
+}
+
+/**
+ * 300 calls on one HTTP/2 connection, then a polite close (GOAWAY), as any HTTP/2 client does
+ * when it is done; then whether a new connection is still answered. Deno's HTTP/2 server used
+ * to abort the whole process on that GOAWAY.
+ */
+async function politeClose(url: string) {
+  const call = (s: http2.ClientHttp2Session) =>
+    new Promise<number>((resolve) => {
+      const r = s.request({ ":path": "/", ":method": "GET" });
+      let status = 0;
+      r.on("response", (h) => status = Number(h[":status"]));
+      r.on("data", () => {});
+      r.on("close", () => resolve(status));
+      r.on("error", () => {});
+      r.end();
+    });
+  const s = http2.connect(url);
+  s.on("error", () => {});
+  const statuses = await Promise.all(Array.from({ length: 300 }, () => call(s)));
+  await new Promise<void>((r) => s.close(() => r()));
+  await sleep(1000);
+  const again = http2.connect(url);
+  again.on("error", () => {});
+  const after = await Promise.race([call(again), sleep(5000).then(() => 0)]);
+  again.destroy();
+  return { calls: statuses.filter((x) => x > 0).length, answered_after: after > 0 };
 }
 
 /** The first reply or error on a link within `ms`: "open" when nothing came. */
@@ -380,13 +409,18 @@ try {
   const abused = await peaks(async () => {
     const floods = Promise.all([gatewayFlood(), slowloris()]);
     const peers = Promise.all([seamAbuse(), relayAbuse()]);
+    const polite = Promise.all([politeClose(trackerUrl), politeClose(nodes[0].url)]);
     await sleep(1500);
     const h = await honest();
     // the peer's abuse runs past the honest chats (its replay waits for unused sessions to go)
     const [seams, relay] = await peers;
+    const [tracker, node] = await polite;
     stop.now = true;
     const [flood, slow] = await floods;
-    return { honest: h, hostile: { gateway_flood: flood, slowloris: slow, seams, relay } };
+    return {
+      honest: h,
+      hostile: { gateway_flood: flood, slowloris: slow, seams, relay, polite_close: { tracker, node } },
+    };
   });
   report.abused = { ...abused.result.honest, rss_mb: abused.rss_mb };
   report.hostile = abused.result.hostile;

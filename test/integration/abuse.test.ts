@@ -43,6 +43,10 @@ describe("abuse beside honest chats (strata up, one route of two nodes)", () => 
       expect(h.seams.raw.oversized).toMatch(/^stream_failed: .*exceeds 67108864/);
       expect(h.seams.forged_ticket).toMatch(/^reply unauthenticated: route ticket refused/);
       expect(h.seams.replayed_open).toMatch(/^reply wrong_epoch: session .* ended here at epoch/);
+      // 300 calls, then a polite close (GOAWAY), on the tracker's port and a node's: both answer after
+      for (const side of ["tracker", "node"]) {
+        expect(h.polite_close[side], side).toEqual({ calls: 300, answered_after: true });
+      }
       // the relay: 1,024 channels for one peer, the rest refused
       expect(h.relay).toMatchObject({ dialed: 1100, refused: 76 });
       // bounded: each node's peak RSS under abuse within the stated bound of its calm peak
