@@ -38,10 +38,9 @@ export function bestRoute(cands: readonly Candidate[], nLayer: number): Candidat
 
 /** Usable candidates of one range, cheapest first (in their given order between equals). */
 interface RangeGroup {
+  readonly start: number;
   readonly end: number;
   readonly members: { c: Candidate; cost: number }[];
-  /** the first member no route has taken yet */
-  next: number;
 }
 
 /** Up to `count` complete routes with no node in common, best first. */
@@ -50,45 +49,66 @@ export function disjointRoutes(cands: readonly Candidate[], nLayer: number, coun
   // the only one of them the best route can use: each route is worked out over the ranges
   // held, not over every node (thousands of nodes hold a few dozen ranges).
   const byRange = new Map<number, RangeGroup>();
-  const from: RangeGroup[][] = Array.from({ length: nLayer }, () => []);
   for (const c of cands) {
     const { start, end } = c.range;
     // a kept node's load already counts this session
     if (start < 0 || start >= nLayer || end > nLayer || end <= start || (c.load >= 1 && !c.kept)) continue;
     const key = start * 65_536 + end;
     let g = byRange.get(key);
-    if (!g) {
-      byRange.set(key, g = { end, members: [], next: 0 });
-      from[start].push(g);
-    }
+    if (!g) byRange.set(key, g = { start, end, members: [] });
     g.members.push({ c, cost: cost(c) });
   }
   // stable: equals keep their order
-  for (const g of byRange.values()) g.members.sort((a, b) => a.cost - b.cost);
+  const groups = [...byRange.values()];
+  for (const g of groups) g.members.sort((a, b) => a.cost - b.cost);
+  // Flat arrays, not a list of hops per layer: a pool of 2,000 routes over 10,000 nodes
+  // relaxes 400,000 (layer, range) pairs, which took 50-100 ms with objects and blocked the
+  // tracker's event loop (docs/benchmarks.md). Groups by start layer, in the order first seen.
+  const byStart = groups.map((_, i) => i).sort((a, b) => groups[a].start - groups[b].start || a - b);
+  const fromAt = new Int32Array(nLayer + 1);
+  for (const g of groups) fromAt[g.start + 1]++;
+  for (let l = 0; l < nLayer; l++) fromAt[l + 1] += fromAt[l];
+  const gEnd = Int32Array.from(groups, (g) => g.end);
+  const next = new Int32Array(groups.length);
+  /** the cost of each group's first member not taken yet (Infinity: none left) */
+  const headCost = Float64Array.from(groups, (g) => g.members[0].cost);
+  // the cheapest way to cover [0, l) found so far: its cost, its hops, and its last hop (the
+  // way to [0, that hop's start) is that layer's own best)
+  const bestCost = new Float64Array(nLayer + 1);
+  const bestHops = new Int32Array(nLayer + 1);
+  const lastHop = new Int32Array(nLayer + 1);
   const routes: Candidate[][] = [];
-  const best: Array<{ cost: number; hops: RangeGroup[] } | undefined> = new Array(nLayer + 1);
   while (routes.length < count) {
-    // best[l]: cheapest way to cover [0, l)
-    best.fill(undefined);
-    best[0] = { cost: 0, hops: [] };
+    bestCost.fill(Infinity);
+    bestCost[0] = 0;
+    bestHops[0] = 0;
     for (let l = 0; l < nLayer; l++) {
-      const here = best[l];
-      if (!here) continue;
-      for (const g of from[l]) {
-        const head = g.members[g.next];
-        if (!head) continue;
-        const total = here.cost + head.cost;
-        const there = best[g.end];
-        if (
-          !there || total < there.cost || (total === there.cost && here.hops.length + 1 < there.hops.length)
-        ) {
-          best[g.end] = { cost: total, hops: [...here.hops, g] };
+      const here = bestCost[l];
+      if (here === Infinity) continue;
+      const hops = bestHops[l] + 1;
+      for (let k = fromAt[l]; k < fromAt[l + 1]; k++) {
+        const gi = byStart[k];
+        const head = headCost[gi];
+        if (head === Infinity) continue;
+        const total = here + head;
+        const end = gEnd[gi];
+        const there = bestCost[end];
+        if (total < there || (total === there && hops < bestHops[end])) {
+          bestCost[end] = total;
+          bestHops[end] = hops;
+          lastHop[end] = gi;
         }
       }
     }
-    const hops = best[nLayer]?.hops;
-    if (!hops) break;
-    routes.push(hops.map((g) => g.members[g.next++].c));
+    if (bestCost[nLayer] === Infinity) break;
+    const route: Candidate[] = [];
+    for (let l = nLayer; l > 0; l = groups[lastHop[l]].start) {
+      const gi = lastHop[l];
+      const members = groups[gi].members;
+      route.push(members[next[gi]++].c);
+      headCost[gi] = next[gi] < members.length ? members[next[gi]].cost : Infinity;
+    }
+    routes.push(route.reverse());
   }
   return routes;
 }
