@@ -36,13 +36,16 @@ export const FRONT_LIMITS = { connectionsPerAddress: 32, prefaceMs: 10_000 } as 
 /** The ALPN name a fast-seam client asks for over TLS (HTTP/2 clients ask for "h2"). */
 export const FAST_ALPN = "strata-fast";
 
-/** `tls`: serve over TLS with this certificate (https:// URLs); plaintext h2c without it. */
+/** `tls`: serve over TLS with this certificate (https:// URLs); plaintext h2c without it.
+ *  `connectionsPerAddress`: past it, one address's new connections are closed at once (under
+ *  Deno; a tracker's nodes may share an address, a seam server's peers need few). */
 export function listenConnect(
   routes: (router: ConnectRouter) => void,
   host: string,
   port: number,
   side?: SideProtocol,
   tls?: CertPair,
+  connectionsPerAddress: number = FRONT_LIMITS.connectionsPerAddress,
 ): Promise<Http2Server> {
   const handler = connectNodeAdapter({
     readMaxBytes: MAX_FRAME_BYTES,
@@ -68,7 +71,7 @@ export function listenConnect(
     s.once("close", () => sockets.delete(s));
   };
   server.on("connection", track);
-  if (deno) return denoFront(server, sockets, side, host, port, tls);
+  if (deno) return denoFront(server, sockets, side, host, port, tls, connectionsPerAddress);
   if (side && tls) throw new Error("seams over TLS need Deno");
   // with a side protocol a plain TCP server listens and sorts connections by their first bytes
   const front = side
@@ -154,7 +157,7 @@ function replayed(s: Socket, head: Buffer): Duplex {
  * passed, less its GOAWAY frames, to the HTTP/2 server listening on a loopback port of its own.
  * With `tls` the listener is Deno's TLS one, offering h2 and the fast seam by ALPN; what is
  * sorted and passed on is the decrypted stream. Without a side protocol every connection is
- * HTTP/2, and no per-address limit applies (a tracker's nodes may share an address).
+ * HTTP/2.
  */
 async function denoFront(
   h2: http2.Http2Server,
@@ -163,6 +166,7 @@ async function denoFront(
   host: string,
   port: number,
   tls: CertPair | undefined,
+  connectionsPerAddress: number,
 ): Promise<Http2Server> {
   const inner = await new Promise<number>((resolve, reject) => {
     h2.once("error", reject);
@@ -202,7 +206,7 @@ async function denoFront(
   const admit = (c: Deno.Conn): boolean => {
     const a = addressOf(c);
     const n = perAddress.get(a) ?? 0;
-    if (side && n >= FRONT_LIMITS.connectionsPerAddress) {
+    if (n >= connectionsPerAddress) {
       closeQuietly(c);
       return false;
     }

@@ -1,14 +1,11 @@
 // The fast seam on sockets: a seam server takes it on its own port beside gRPC (told apart by
 // the first bytes), and a dialer tries it first, falling back to gRPC when the node at the
-// other end does not answer it. Deno's own sockets under Deno, node:net under Node.
-import * as net from "node:net";
-import { type ByteDuplex, FAST_PREFACE, MuxClient, serveMux } from "../../src/seam/mux.ts";
-import { connDuplex } from "./conn-duplex.ts";
-import { socketDuplex } from "./socket-duplex.ts";
+// other end does not answer it.
+import { FAST_PREFACE, MuxClient, serveMux } from "../../src/seam/mux.ts";
 import { deferredLink } from "../../src/seam/deferred-link.ts";
 import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
-import { FAST_ALPN, type SideProtocol } from "../http/http2.ts";
-import { trustedCa } from "../tls/trust.ts";
+import type { SideProtocol } from "../http/http2.ts";
+import { dialSide, SideDialError } from "../http/dial-side.ts";
 import { grpcKind } from "./grpc.ts";
 
 /** The seam server's side protocol: each fast connection's streams go to `serve`. */
@@ -53,46 +50,22 @@ export class FastSeams {
   }
 
   async #connect(baseUrl: string): Promise<MuxClient | undefined> {
-    const u = new URL(baseUrl);
-    const host = u.hostname.replace(/^\[|\]$/g, "");
-    let connected = false;
-    let duplex: ByteDuplex;
+    let dialed;
     try {
-      if (u.protocol === "https:") {
-        // over TLS the fast seam is asked for by ALPN: a node that serves gRPC alone ends the
-        // handshake at once, and the node's certificate is checked here as gRPC would
-        if (!("Deno" in globalThis)) return undefined;
-        const ca = trustedCa();
-        const conn = await Deno.connectTls({
-          hostname: host,
-          port: Number(u.port),
-          caCerts: ca ? [ca] : undefined,
-          alpnProtocols: [FAST_ALPN],
-        });
-        connected = true;
-        try {
-          const { alpnProtocol } = await conn.handshake();
-          if (alpnProtocol !== FAST_ALPN) throw new Error("the node did not take the fast seam");
-        } catch (e) {
-          conn.close();
-          throw e;
-        }
-        duplex = connDuplex(conn);
-      } else if ("Deno" in globalThis) {
-        duplex = connDuplex(await Deno.connect({ hostname: host, port: Number(u.port) }));
-        connected = true;
-      } else {
-        const socket = net.connect({ host, port: Number(u.port) });
-        socket.once("connect", () => (connected = true));
-        duplex = socketDuplex(socket);
-      }
-    } catch {
+      dialed = await dialSide(baseUrl);
+    } catch (e) {
       this.#conns.delete(baseUrl);
       // a TLS node that refused the fast seam (or this certificate) is left to gRPC, which
       // says why in its own words; so does an unreachable one, asked again next time
-      if (connected) this.#refusedAt.set(baseUrl, Date.now());
+      if (e instanceof SideDialError && e.reached) this.#refusedAt.set(baseUrl, Date.now());
       return undefined;
     }
+    if (!dialed) {
+      this.#conns.delete(baseUrl);
+      return undefined;
+    }
+    const { duplex, reached } = dialed;
+    const u = new URL(baseUrl);
     try {
       const c = await MuxClient.connect(duplex, {
         tap: this.tap,
@@ -109,7 +82,7 @@ export class FastSeams {
       this.#conns.delete(baseUrl);
       // a node that took the connection but not the fast seam speaks gRPC only (a node that
       // could not be reached at all is asked again next time)
-      if (connected) this.#refusedAt.set(baseUrl, Date.now());
+      if (reached()) this.#refusedAt.set(baseUrl, Date.now());
       return undefined;
     }
   }

@@ -8,6 +8,7 @@ import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { TrackerPort } from "../../src/node/membership.ts";
 import { SessionEnds } from "../../src/tracker/session-ends.ts";
 import { nodeTlsOptions } from "../tls/trust.ts";
+import { directTransport } from "./direct-transport.ts";
 
 /** The replicas a tracker URL names, in order. */
 export function trackerUrls(url: string): string[] {
@@ -21,17 +22,23 @@ export function trackerClient(url: string): { client: Client<typeof TrackerServi
     const sessionManager = new Http2SessionManager(baseUrl, undefined, nodeTlsOptions());
     // the Connect protocol (binary) over HTTP/2: half the CPU of gRPC per call on both sides
     // (measured, docs/network.md), and every tracker serves it
-    const transport = createConnectTransport({
+    const http2 = createConnectTransport({
       baseUrl,
       httpVersion: "2",
       sessionManager,
       useBinaryFormat: true,
     });
+    // calls go direct, without HTTP/2, to a tracker that takes them (direct-transport.ts)
+    const transport = directTransport(baseUrl, http2);
     return { baseUrl, sessionManager, transport };
   });
   return {
     client: createClient(TrackerService, failover(replicas)),
-    close: () => replicas.forEach((r) => r.sessionManager.abort()),
+    close: () =>
+      replicas.forEach((r) => {
+        r.transport.close();
+        r.sessionManager.abort();
+      }),
   };
 }
 

@@ -15,6 +15,9 @@ export function trackerRoutes(
   certify: Certify,
   nodeCallsPerMin = NODE_CALLS_PER_MIN,
 ) {
+  // one set for every router the routes are given to (HTTP/2 and direct calls): a node's call
+  // limit counts its calls both ways
+  const interceptors = [trackerErrors, nodeTokenAuth(nodeToken), nodeCallLimits(nodeCallsPerMin)];
   return (router: ConnectRouter) =>
     router.service(TrackerService, {
       register: (req) => core.register(req),
@@ -25,5 +28,5 @@ export function trackerRoutes(
       nodes: (req) => core.nodes(req.nodes),
       place: (req) => core.place(req),
       certify: (req) => certify(req),
-    }, { interceptors: [trackerErrors, nodeTokenAuth(nodeToken), nodeCallLimits(nodeCallsPerMin)] });
+    }, { interceptors });
 }

@@ -4,6 +4,7 @@
 import { sha256File } from "../model/hash.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { listenConnect } from "../http/http2.ts";
+import { directCallsSide } from "./direct-calls.ts";
 import { log } from "../log/log.ts";
 import { probeNode } from "./admission.ts";
 import { spotCheck, SpotSink } from "./spot-check.ts";
@@ -118,9 +119,10 @@ export async function startTracker(o: TrackerOptions) {
   const syncing = store instanceof PgTrackerStore
     ? await replicate(store, core, o.syncMs ?? Math.min(1000, o.leaseMs / 4))
     : undefined;
+  const tracker = trackerRoutes(core, o.nodeToken, certifier(ca), o.nodeCallsPerMin);
   const server = await listenConnect(
     (router) => {
-      trackerRoutes(core, o.nodeToken, certifier(ca), o.nodeCallsPerMin)(router);
+      tracker(router);
       seamRoutes(
         sink.serve,
         () => Promise.resolve(create(NodeInfoSchema, { node: "tracker" })),
@@ -131,8 +133,11 @@ export async function startTracker(o: TrackerOptions) {
     },
     o.host,
     o.port,
-    undefined,
+    // the tracker's own calls also come straight over TCP, without HTTP/2 (direct-calls.ts)
+    directCallsSide(tracker),
     tls,
+    // a tracker's nodes may share an address (a lab behind one NAT)
+    Infinity,
   );
   const spotEvery = o.spotCheckMs ?? 60_000;
   const spotting = spotEvery > 0 ? setInterval(() => void spot(), spotEvery) : undefined;

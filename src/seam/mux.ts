@@ -155,8 +155,9 @@ export class MessageReader {
   }
 }
 
-/** One message on the wire: its header and body as two parts (written together, never joined). */
-function send(duplex: ByteDuplex, channel: number, kind: number, body: Uint8Array): void {
+/** One message on the wire: its header and body as two parts (written together, never joined).
+ *  (Tracker calls on their own connection use the same messages: src/tracker/calls-wire.ts.) */
+export function sendMessage(duplex: ByteDuplex, channel: number, kind: number, body: Uint8Array): void {
   const head = new Uint8Array(HEADER);
   const v = new DataView(head.buffer);
   v.setUint32(0, body.length, true);
@@ -257,23 +258,23 @@ export class MuxClient {
     this.#channels.set(channel, replies);
     let sending = true;
     const duplex = this.duplex;
-    send(duplex, channel, OPEN, new Uint8Array(0));
+    sendMessage(duplex, channel, OPEN, new Uint8Array(0));
     return {
       transport: this.transport,
       send: (frame) => {
         if (!sending || this.#closed) return false;
-        send(duplex, channel, DATA, encode(frame, this.tap));
+        sendMessage(duplex, channel, DATA, encode(frame, this.tap));
         return true;
       },
       replies,
       close: () => {
         if (!sending) return;
         sending = false;
-        if (!this.#closed) send(duplex, channel, END, new Uint8Array(0));
+        if (!this.#closed) sendMessage(duplex, channel, END, new Uint8Array(0));
       },
       abort: (reason) => {
         const open = this.#channels.delete(channel);
-        if (open && !this.#closed) send(duplex, channel, ERROR, utf8(reason));
+        if (open && !this.#closed) sendMessage(duplex, channel, ERROR, utf8(reason));
         sending = false;
         replies.end();
       },
@@ -293,7 +294,7 @@ export class MuxClient {
         replies.push(decode(body));
       } catch (e) {
         this.#failChannel(channel, e);
-        send(this.duplex, channel, ERROR, utf8("undecodable reply"));
+        sendMessage(this.duplex, channel, ERROR, utf8("undecodable reply"));
       }
     } else if (kind === END) {
       this.#channels.delete(channel);
@@ -353,7 +354,7 @@ export function serveMux(
     highest = channel;
     if (open.size >= limits.channels) {
       const why = `${open.size} streams are open on this connection, the most a peer may have`;
-      send(duplex, channel, ERROR, new TextEncoder().encode(`resource_exhausted: ${why}`));
+      sendMessage(duplex, channel, ERROR, new TextEncoder().encode(`resource_exhausted: ${why}`));
       return;
     }
     // each frame leaves the count of waiting bytes as the node takes it
@@ -363,14 +364,14 @@ export function serveMux(
     sizes.set(channel, waiting);
     let served = true;
     const reply = (f: SeamFrame) => {
-      if (served && !closed) send(duplex, channel, DATA, encode(f, tap));
+      if (served && !closed) sendMessage(duplex, channel, DATA, encode(f, tap));
     };
     void serve(frames, reply, transport).catch(() => {}).finally(() => {
       served = false;
       open.delete(channel);
       sizes.delete(channel);
       took(waiting.splice(0).reduce((n, b) => n + b, 0));
-      if (!closed) send(duplex, channel, END, new Uint8Array(0));
+      if (!closed) sendMessage(duplex, channel, END, new Uint8Array(0));
     });
     return frames;
   };

@@ -12,18 +12,12 @@ import { deferredLink } from "../../src/seam/deferred-link.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import { MAX_FRAME_BYTES, SCHEMA_VERSION } from "../../src/seam/limits.ts";
 import type { SeamLink, SeamServe } from "../../src/seam/link.ts";
-import {
-  type ByteDuplex,
-  FAST_ACCEPT,
-  FAST_PREFACE,
-  MessageReader,
-  MuxClient,
-  serveMux,
-} from "../../src/seam/mux.ts";
+import { FAST_ACCEPT, FAST_PREFACE, MessageReader, MuxClient, serveMux } from "../../src/seam/mux.ts";
 import { packTensor } from "../../src/seam/tensor.ts";
 import { FastSeams } from "../../server/seam/fast.ts";
 import { GrpcSeams, serveSeams } from "../../server/seam/grpc.ts";
 import { Inbox } from "../fakes/inbox.ts";
+import { type MemoryEnd, pair } from "../fakes/memory-duplex.ts";
 
 const frame = (step: number, floats = 8): SeamFrame =>
   create(SeamFrameSchema, {
@@ -36,66 +30,6 @@ const frame = (step: number, floats = 8): SeamFrame =>
     positions: { start: step, count: 1 },
     tensors: [packTensor("hidden_states", new Float32Array(floats).map((_, i) => i * step), [1, floats])],
   });
-
-/** One end of an in-memory connection; what it writes reaches the other end in pieces. */
-class MemoryEnd implements ByteDuplex {
-  peer!: MemoryEnd;
-  pause?: () => void;
-  resume?: () => void;
-  readonly #data: ((b: Uint8Array) => void)[] = [];
-  readonly #close: ((why: string) => void)[] = [];
-  closed = false;
-  written = 0;
-
-  constructor(private readonly piece: () => number) {}
-
-  write(parts: readonly Uint8Array[]): void {
-    if (this.closed) return;
-    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) (all.set(p, at), (at += p.length));
-    this.written += all.length;
-    // cut into pieces of varying size, delivered later and in order
-    for (let i = 0; i < all.length;) {
-      const n = Math.max(1, Math.min(this.piece(), all.length - i));
-      const chunk = all.slice(i, i + n);
-      queueMicrotask(() => this.peer.deliver(chunk));
-      i += n;
-    }
-  }
-
-  deliver(chunk: Uint8Array): void {
-    // (a copy: a handler may add the next one, which must not see this chunk again)
-    if (!this.closed) { for (const h of [...this.#data]) h(chunk); }
-  }
-
-  onData(h: (b: Uint8Array) => void): void {
-    this.#data.push(h);
-  }
-
-  onClose(h: (why: string) => void): void {
-    this.#close.push(h);
-  }
-
-  close(): void {
-    this.end("closed");
-    queueMicrotask(() => this.peer.end("reset by peer"));
-  }
-
-  end(why: string): void {
-    if (this.closed) return;
-    this.closed = true;
-    for (const h of this.#close) h(why);
-  }
-}
-
-function pair(piece = () => 1 + Math.floor(Math.random() * 700)) {
-  const a = new MemoryEnd(piece);
-  const b = new MemoryEnd(piece);
-  a.peer = b;
-  b.peer = a;
-  return { client: a, server: b };
-}
 
 /** A listener end: takes the preface, then serves the streams (within `limits`, if given). */
 function listen(
