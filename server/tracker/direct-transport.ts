@@ -19,10 +19,13 @@ const CODES = {
 
 export function directTransport(baseUrl: string, fallback: Transport): Transport & { close(): void } {
   let conn: Promise<CallsClient | undefined> | undefined;
+  /** counts connections made: a connection that ends forgets itself, not a newer one */
+  let made = 0;
   let refusedAt = -Infinity;
   let closed = false;
 
   const connect = async (): Promise<CallsClient | undefined> => {
+    const mine = ++made;
     let dialed;
     try {
       dialed = await dialSide(baseUrl);
@@ -39,7 +42,7 @@ export function directTransport(baseUrl: string, fallback: Transport): Transport
     try {
       const c = await CallsClient.connect(dialed.duplex);
       dialed.duplex.onClose(() => {
-        if (conn && !closed) conn = undefined;
+        if (made === mine) conn = undefined;
       });
       return c;
     } catch (e) {
@@ -61,7 +64,12 @@ export function directTransport(baseUrl: string, fallback: Transport): Transport
 
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
-      const c = await client();
+      let c = await client();
+      if (c?.closed) {
+        // it ended since: a fresh one
+        conn = undefined;
+        c = await client();
+      }
       if (!c || c.closed) {
         return await fallback.unary(method, signal, timeoutMs, header, input, contextValues);
       }
