@@ -28,6 +28,53 @@ export function opensWith(head: Uint8Array, expected: Uint8Array): "yes" | "othe
   return head.length < expected.length ? "more" : "yes";
 }
 
+/**
+ * Sends `preface` and waits for the listener's `accept`. Rejects (and closes the connection)
+ * when it answers anything else, hangs up, or says nothing within `timeoutMs`. Once accepted,
+ * every byte after `accept` goes to `take`, and the connection's end to `lost`.
+ */
+export function speakFirst(
+  duplex: ByteDuplex,
+  preface: Uint8Array,
+  accept: Uint8Array,
+  o: {
+    timeoutMs: number;
+    refused(why: string): Error;
+    take(chunk: Uint8Array): void;
+    lost(why: string): void;
+  },
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let got = new Uint8Array(0);
+    let state: "waiting" | "accepted" | "refused" = "waiting";
+    const timer = setTimeout(() => refuse("no answer"), o.timeoutMs);
+    function refuse(why: string) {
+      if (state !== "waiting") return;
+      state = "refused";
+      clearTimeout(timer);
+      reject(o.refused(why));
+      duplex.close();
+    }
+    duplex.onClose((why) => (state === "accepted" ? o.lost(why) : refuse(why)));
+    duplex.onData((chunk) => {
+      if (state === "accepted") return o.take(chunk);
+      if (state === "refused") return;
+      const joined = new Uint8Array(got.length + chunk.length);
+      joined.set(got);
+      joined.set(chunk, got.length);
+      got = joined;
+      const answer = opensWith(got, accept);
+      if (answer === "other") return refuse("another protocol answered");
+      if (answer === "more") return;
+      state = "accepted";
+      clearTimeout(timer);
+      resolve();
+      if (got.length > accept.length) o.take(got.subarray(accept.length));
+    });
+    duplex.write([preface]);
+  });
+}
+
 /** The little the fast seam needs from a connection. */
 export interface ByteDuplex {
   /** Writes the parts back to back, in one go where the runtime can (no copy to join them). */
@@ -215,36 +262,12 @@ export class MuxClient {
     o: { tap?: FrameTap; timeoutMs?: number; transport?: "tcp" | "tls" } = {},
   ): Promise<MuxClient> {
     const c = new MuxClient(duplex, o.tap, o.transport);
-    return new Promise((resolve, reject) => {
-      let got = new Uint8Array(0);
-      let accepted = false;
-      let refused = false;
-      const timer = setTimeout(() => refuse("no answer"), o.timeoutMs ?? 5_000);
-      function refuse(why: string) {
-        if (refused) return;
-        refused = true;
-        clearTimeout(timer);
-        reject(new SeamError("unavailable", `the fast seam was not accepted: ${why}`));
-        duplex.close();
-      }
-      duplex.onClose((why) => (accepted ? c.#lost(why) : refuse(why)));
-      duplex.onData((chunk) => {
-        if (accepted) return c.#reader.push(chunk);
-        if (refused) return;
-        const joined = new Uint8Array(got.length + chunk.length);
-        joined.set(got);
-        joined.set(chunk, got.length);
-        got = joined;
-        const answer = opensWith(got, FAST_ACCEPT);
-        if (answer === "other") return refuse("another protocol answered");
-        if (answer === "more") return;
-        accepted = true;
-        clearTimeout(timer);
-        resolve(c);
-        if (got.length > FAST_ACCEPT.length) c.#reader.push(got.subarray(FAST_ACCEPT.length));
-      });
-      duplex.write([FAST_PREFACE]);
-    });
+    return speakFirst(duplex, FAST_PREFACE, FAST_ACCEPT, {
+      timeoutMs: o.timeoutMs ?? 5_000,
+      refused: (why) => new SeamError("unavailable", `the fast seam was not accepted: ${why}`),
+      take: (chunk) => c.#reader.push(chunk),
+      lost: (why) => c.#lost(why),
+    }).then(() => c);
   }
 
   get closed(): boolean {

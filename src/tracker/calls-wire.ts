@@ -13,7 +13,7 @@ import {
   TrackerCallSchema,
 } from "../gen/strata/tracker/v1/tracker_pb.ts";
 import { MAX_FRAME_BYTES } from "../seam/limits.ts";
-import { type ByteDuplex, MessageReader, opensWith, sendMessage } from "../seam/mux.ts";
+import { type ByteDuplex, MessageReader, sendMessage, speakFirst } from "../seam/mux.ts";
 
 const ascii = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
 /** What a caller sends first. As long as HTTP/2's connection preface (24 bytes), so a tracker
@@ -65,35 +65,12 @@ export class CallsClient {
    *  (a tracker without this path), hangs up, or says nothing within `timeoutMs`. */
   static connect(duplex: ByteDuplex, timeoutMs = 5_000): Promise<CallsClient> {
     const c = new CallsClient(duplex);
-    return new Promise((resolve, reject) => {
-      let got = new Uint8Array(0);
-      let state: "waiting" | "accepted" | "refused" = "waiting";
-      const timer = setTimeout(() => refuse("no answer"), timeoutMs);
-      function refuse(why: string) {
-        if (state !== "waiting") return;
-        state = "refused";
-        clearTimeout(timer);
-        reject(new CallsError("unavailable", `tracker calls were not accepted: ${why}`));
-        duplex.close();
-      }
-      duplex.onClose((why) => (state === "accepted" ? c.#lost(why) : refuse(why)));
-      duplex.onData((chunk) => {
-        if (state === "accepted") return c.#reader.push(chunk);
-        if (state === "refused") return;
-        const joined = new Uint8Array(got.length + chunk.length);
-        joined.set(got);
-        joined.set(chunk, got.length);
-        got = joined;
-        const answer = opensWith(got, CALLS_ACCEPT);
-        if (answer === "other") return refuse("another protocol answered");
-        if (answer === "more") return;
-        state = "accepted";
-        clearTimeout(timer);
-        resolve(c);
-        if (got.length > CALLS_ACCEPT.length) c.#reader.push(got.subarray(CALLS_ACCEPT.length));
-      });
-      duplex.write([CALLS_PREFACE]);
-    });
+    return speakFirst(duplex, CALLS_PREFACE, CALLS_ACCEPT, {
+      timeoutMs,
+      refused: (why) => new CallsError("unavailable", `tracker calls were not accepted: ${why}`),
+      take: (chunk) => c.#reader.push(chunk),
+      lost: (why) => c.#lost(why),
+    }).then(() => c);
   }
 
   get closed(): boolean {
