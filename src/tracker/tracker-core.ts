@@ -368,15 +368,20 @@ export class TrackerCore {
   /** The routes for a request: from the pool for a new session in a large network, else every
    *  disjoint route over the nodes worked out now (repairs, the repair reserve, small networks). */
   #choose(req: RouteRequest, now: number): Candidate[][] {
-    const repair = req.avoidNodes.length > 0 || req.keepNodes.length > 0;
+    const keeps = req.keepNodes.length > 0;
+    const repair = req.avoidNodes.length > 0 || keeps;
     const nLayer = this.#o.model.nLayer;
     const reserve = this.#o.repairReserve ?? 0;
-    if (!repair && reserve === 0 && this.#registry.size > (this.#o.poolMinNodes ?? POOL_MIN_NODES)) {
+    // A session asked for again around nodes its gateway found gone takes a pooled route too:
+    // the nodes it names are suspects now, and no pooled route through a suspect is looked at.
+    // (Working every route out for it cost a pass over every node's load: at 10,000 nodes,
+    // tens of milliseconds a request, most of a replica's time in routes.)
+    if (!keeps && reserve === 0 && this.#registry.size > (this.#o.poolMinNodes ?? POOL_MIN_NODES)) {
       const picked = this.#pool.pick(req.count, this.#version, now, (rt) => this.#routeLoad(rt, now));
       if (picked.routes.length > 0) return picked.routes;
       // routes, only full: the gateway waits (working every route out again to say so would
       // cost a pass over the network for each waiting request)
-      if (picked.busy) throw new TrackerError("resource_exhausted", "all routes are busy");
+      if (picked.busy && !repair) throw new TrackerError("resource_exhausted", "all routes are busy");
     }
     const cands = this.#candidates(req.avoidNodes, now)
       .map((c) => req.keepNodes.includes(c.node) ? { ...c, kept: true } : c);
