@@ -52,8 +52,9 @@ export function listenConnect(
     writeMaxBytes: MAX_FRAME_BYTES,
     routes,
   });
-  // a seam server: one peer's HTTP/2 connection carries at most as many streams as its
-  // fast-seam connection (a tracker's clients share connections for thousands of calls)
+  // with a side protocol (a node's fast seam, a tracker's direct calls), one peer's HTTP/2
+  // connection carries at most as many streams as a fast-seam connection (Strata's own clients
+  // of a tracker, thousands of calls at once, call it directly)
   const settings = side ? { maxConcurrentStreams: MUX_LIMITS.channels } : {};
   // Under Deno every connection comes through Deno's own listener (denoFront), which strips a
   // client's GOAWAY frames: Deno's HTTP/2 server aborts the process on one (goaway-strip.ts).

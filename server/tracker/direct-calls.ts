@@ -5,11 +5,8 @@ import { create } from "@bufbuild/protobuf";
 import { type ConnectRouter, createConnectRouter } from "@connectrpc/connect";
 import { TrackerAnswerSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
-import { type AnswerCall, CALLS_PREFACE, serveCalls } from "../../src/tracker/calls-wire.ts";
+import { type AnswerCall, CALLS_PREFACE, refusal, serveCalls } from "../../src/tracker/calls-wire.ts";
 import type { SideProtocol } from "../http/http2.ts";
-
-const refusal = (code: string, message: string) =>
-  create(TrackerAnswerSchema, { errorCode: code, errorMessage: message });
 
 async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
   yield bytes;

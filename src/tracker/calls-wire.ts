@@ -130,7 +130,8 @@ const deadline = (ms: number) => new CallsError("deadline_exceeded", `no answer 
 /** Answers one call; the signal aborts when the caller's connection ends. */
 export type AnswerCall = (call: TrackerCall, signal: AbortSignal) => Promise<TrackerAnswer>;
 
-const refusal = (code: string, message: string) =>
+/** An answer that is a Connect error (its code as Connect spells it: "unavailable", …). */
+export const refusal = (code: string, message: string): TrackerAnswer =>
   create(TrackerAnswerSchema, { errorCode: code, errorMessage: message });
 
 /**
