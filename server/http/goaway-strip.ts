@@ -5,6 +5,8 @@
 // session manager after 15 idle minutes, or on close). Without the frame the server sees the
 // client's socket end instead, which it handles (docs/seams.md, "Pitfall: Deno's HTTP/2 server").
 
+import { concatBytes } from "../../src/bytes/concat.ts";
+
 /** The client connection preface (RFC 9113 §3.4): 24 bytes before the first frame. */
 const PREFACE_BYTES = 24;
 const FRAME_HEADER_BYTES = 9;
@@ -76,16 +78,6 @@ export class GoawayStrip {
       }
     }
     endRun(at);
-    return out.length === 1 ? out[0] : concat(out);
+    return concatBytes(out);
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const joined = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    joined.set(p, at);
-    at += p.length;
-  }
-  return joined;
 }

@@ -4,6 +4,7 @@
 import { create } from "@bufbuild/protobuf";
 import { type ConnectRouter, createConnectRouter } from "@connectrpc/connect";
 import { TrackerAnswerSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
+import { concatBytes } from "../../src/bytes/concat.ts";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import { type AnswerCall, CALLS_PREFACE, refusal, serveCalls } from "../../src/tracker/calls-wire.ts";
 import type { SideProtocol } from "../http/http2.ts";
@@ -15,11 +16,7 @@ async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
 async function readAll(body: AsyncIterable<Uint8Array> | undefined): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
   for await (const p of body ?? []) parts.push(p);
-  if (parts.length === 1) return parts[0];
-  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) (all.set(p, at), (at += p.length));
-  return all;
+  return concatBytes(parts);
 }
 
 /** The tracker port's side protocol: direct calls to the services `routes` registers. */

@@ -6,6 +6,7 @@ import { cacheDir, checkoutTag, repoRoot } from "../../paths.ts";
 import { cmakeBuild } from "../../toolchain/cmake-build.ts";
 import { runCommand } from "../../process/run.ts";
 import { log } from "../../log/log.ts";
+import { concatBytes } from "../../../src/bytes/concat.ts";
 import { sha256Hex } from "../../../src/gguf/manifest.ts";
 import { nativeCpuFeatures } from "../smoke/cpu-features.ts";
 import { smokeCheck } from "../smoke/smoke-check.ts";
@@ -36,13 +37,7 @@ export async function forkBuildKey(settings: unknown): Promise<string> {
   }
   const parts: Uint8Array[] = files.map((f) => Deno.readFileSync(join(forkDir, f)));
   parts.push(new TextEncoder().encode(JSON.stringify(settings)));
-  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    all.set(p, o);
-    o += p.length;
-  }
-  return (await sha256Hex(all)).slice(0, 16);
+  return (await sha256Hex(concatBytes(parts))).slice(0, 16);
 }
 
 /** GGML_NATIVE compiles for this CPU: a library built for another one is never reused. */

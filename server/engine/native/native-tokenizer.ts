@@ -1,4 +1,5 @@
 // Tokenizer and chat template from a vocab-only load of the GGUF.
+import { concatBytes } from "../../../src/bytes/concat.ts";
 import { EngineError } from "../../../src/engine/errors.ts";
 import type { ChatMessage, SpecialTokens, Tokenizer } from "../../../src/engine/tokenizer.ts";
 import { ensureNativeLibrary } from "./build.ts";
@@ -52,13 +53,7 @@ export class NativeTokenizer implements Tokenizer {
   detokenize(tokens: ArrayLike<number>): string {
     // join bytes before decoding: one character may span several tokens
     const parts = Array.from(tokens, (t) => this.#pieceBytes(t));
-    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let o = 0;
-    for (const p of parts) {
-      all.set(p, o);
-      o += p.length;
-    }
-    return new TextDecoder().decode(all);
+    return new TextDecoder().decode(concatBytes(parts));
   }
 
   isEndOfGeneration(token: number): boolean {
