@@ -115,6 +115,8 @@ export async function startTracker(o: TrackerOptions) {
       ? new BlockEpochs((n, after) => store.reserveEpochs(n, after))
       : undefined,
     onEvent: logEvent,
+    // plans and the route pool give way to the calls every few ms (src/tracker/steps.ts)
+    giveWay: (resume) => setTimeout(resume, 0),
   });
   const syncing = store instanceof PgTrackerStore
     ? await replicate(store, core, o.syncMs ?? Math.min(1000, o.leaseMs / 4))

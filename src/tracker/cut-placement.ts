@@ -3,15 +3,16 @@
 // each were a layer, and its spans map back to layers: every range then starts and ends where
 // the model may be cut.
 import { cutRefusal, type CutRule } from "../gguf/cut-points.ts";
-import { type Participant, type Placement, type PlacementModel, plan, type Span } from "./placement.ts";
+import { type Participant, type Placement, type PlacementModel, planSteps, type Span } from "./placement.ts";
+import type { Steps } from "./steps.ts";
 
-export function planAtCuts(
+export function* planAtCuts(
   model: PlacementModel,
   participants: readonly Participant[],
   fixed: readonly Span[],
   cuts: CutRule | undefined,
-): Placement {
-  if (!cuts) return plan(model, participants, fixed);
+): Steps<Placement> {
+  if (!cuts) return yield* planSteps(model, participants, fixed);
   const bounds = [0];
   for (let l = 1; l < model.nLayer; l++) if (!cutRefusal(cuts, l)) bounds.push(l);
   bounds.push(model.nLayer);
@@ -26,7 +27,7 @@ export function planAtCuts(
     fits: (node, s) => model.fits(node, toLayers(s)),
     work: (s) => model.work(toLayers(s)),
   };
-  const planned = plan(
+  const planned = yield* planSteps(
     pieces,
     participants.map((p) => ({ ...p, current: p.current && toPieces(p.current) })),
     fixed.flatMap((s) => toPieces(s) ?? []),

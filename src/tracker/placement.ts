@@ -7,6 +7,7 @@
 // the slowest ranges. The plan moves as little as it can: assignments that still cover the
 // model stay where they are.
 import type { Span } from "./decode-work.ts";
+import { counter, runAll, type Steps } from "./steps.ts";
 
 export type { Span };
 
@@ -53,12 +54,21 @@ export function plan(
   measured: readonly Participant[],
   fixed: readonly Span[] = [],
 ): Placement {
+  return runAll(planSteps(model, measured, fixed));
+}
+
+/** `plan`, yielding now and then (steps.ts): over thousands of nodes it takes a while. */
+export function* planSteps(
+  model: PlacementModel,
+  measured: readonly Participant[],
+  fixed: readonly Span[] = [],
+): Steps<Placement> {
   const participants = withSpeeds(measured);
   const kept = participants.filter((p) => p.current && model.fits(p.node, p.current));
   const keeps = new Set(kept);
   const others = participants.filter((p) => !keeps.has(p));
   // first, around what is held now: only the others move in
-  const around = place(model, others, [...fixed, ...kept.map((p) => p.current!)]);
+  const around = yield* place(model, others, [...fixed, ...kept.map((p) => p.current!)]);
   if (around) {
     const out = new Map<string, Span | undefined>(kept.map((p) => [p.node, p.current]));
     for (const [node, span] of around) out.set(node, span);
@@ -69,7 +79,7 @@ export function plan(
   if (spare.length > 0) {
     const spared = new Set(spare);
     const stay = kept.filter((p) => !spared.has(p));
-    const moved = place(model, [...spare, ...others], [...fixed, ...stay.map((p) => p.current!)]);
+    const moved = yield* place(model, [...spare, ...others], [...fixed, ...stay.map((p) => p.current!)]);
     if (moved) {
       const out = new Map<string, Span | undefined>(stay.map((p) => [p.node, p.current]));
       for (const [node, span] of moved) out.set(node, span);
@@ -77,12 +87,14 @@ export function plan(
     }
   }
   // still not: everyone placed afresh, if that covers the model
-  const afresh = place(model, participants, fixed, true)!;
+  const afresh = (yield* place(model, participants, fixed, true))!;
   const spans = (pl: Placement) => [...pl.values()].filter((x): x is Span => !!x);
   if (gaps(model.nLayer, [...fixed, ...spans(afresh)]).length === 0) return afresh;
   // nothing covers it yet: what is held stays, the others take what they can of the holes
   const out = new Map<string, Span | undefined>(kept.map((p) => [p.node, p.current]));
-  for (const [node, span] of place(model, others, [...fixed, ...kept.map((p) => p.current!)], true)!) {
+  for (
+    const [node, span] of (yield* place(model, others, [...fixed, ...kept.map((p) => p.current!)], true))!
+  ) {
     out.set(node, span);
   }
   return out;
@@ -121,24 +133,27 @@ function spares(kept: readonly Participant[]): Participant[] {
  * those leave (undefined if a hole stays open, unless `anyway`), then whole routes, then
  * doubles of the slowest ranges.
  */
-function place(
+function* place(
   model: PlacementModel,
   participants: readonly Participant[],
   held: readonly Span[],
   anyway = false,
-): Map<string, Span | undefined> | undefined {
+): Steps<Map<string, Span | undefined> | undefined> {
   const out = new Map<string, Span | undefined>();
   if (held.length > 0) {
     for (const h of gaps(model.nLayer, held)) {
-      const chain = bestChain(model, participants.filter((p) => !out.has(p.node)), h);
+      const chain = yield* bestChain(model, participants.filter((p) => !out.has(p.node)), h);
       if (!chain && !anyway) return undefined;
       for (const [node, span] of chain ?? []) out.set(node, span);
     }
   }
-  for (const [node, span] of routes(model, participants.filter((p) => !out.has(p.node)))) out.set(node, span);
+  const routed = yield* routes(model, participants.filter((p) => !out.has(p.node)));
+  for (const [node, span] of routed) out.set(node, span);
   const ranges = new HeldRanges(model.nLayer, [...out.values()], held, participants);
+  const tick = counter(64);
   for (const p of participants) {
     if (out.has(p.node)) continue;
+    if (tick()) yield;
     // while layers are uncovered, a node too small for a route takes what it can of the first
     // gap: coverage grows as nodes join
     const gap = ranges.firstGap();
@@ -234,13 +249,15 @@ class HeldRanges {
 }
 
 /** Disjoint routes over [0, nLayer) from these participants, each with as few hops as fit. */
-function routes(model: PlacementModel, participants: readonly Participant[]): Map<string, Span> {
+function* routes(model: PlacementModel, participants: readonly Participant[]): Steps<Map<string, Span>> {
   const out = new Map<string, Span>();
   const whole = { start: 0, end: model.nLayer };
   // a chain takes the first of those sorted, so what is left stays sorted: sorted once, not
   // once a route (that made a plan over thousands of nodes quadratic)
-  const sorted = byRoom(model, participants, whole);
+  const sorted = yield* byRoom(model, participants, whole);
+  const tick = counter(16);
   for (let at = 0; at < sorted.length;) {
+    if (tick()) yield;
     const chain = chainFrom(model, sorted, at, whole);
     if (!chain) return out;
     for (const [node, span] of chain) out.set(node, span);
@@ -253,18 +270,27 @@ function routes(model: PlacementModel, participants: readonly Participant[]): Ma
  * The fewest participants that can cover `span` in a chain, in the order and split with the
  * least-loaded slowest stage; undefined when all of them together cannot.
  */
-function bestChain(
+function* bestChain(
   model: PlacementModel,
   participants: readonly Participant[],
   span: Span,
-): Map<string, Span> | undefined {
-  return chainFrom(model, byRoom(model, participants, span), 0, span);
+): Steps<Map<string, Span> | undefined> {
+  return chainFrom(model, yield* byRoom(model, participants, span), 0, span);
 }
 
 /** The roomiest for `span` first (fewest hops), faster first among equals. */
-function byRoom(model: PlacementModel, participants: readonly Participant[], span: Span): Participant[] {
+function* byRoom(
+  model: PlacementModel,
+  participants: readonly Participant[],
+  span: Span,
+): Steps<Participant[]> {
   const from = span.start + 1 < span.end ? span.start + 1 : span.start;
-  const reach = new Map(participants.map((p) => [p, longestFrom(model, p.node, from, span.end)]));
+  const reach = new Map<Participant, number>();
+  const tick = counter(256);
+  for (const p of participants) {
+    if (tick()) yield;
+    reach.set(p, longestFrom(model, p.node, from, span.end));
+  }
   return [...participants].sort((a, b) => reach.get(b)! - reach.get(a)! || b.speed - a.speed);
 }
 

@@ -15,6 +15,7 @@ import {
 } from "./placement.ts";
 import { rangeMemoryOf } from "./range-memory.ts";
 import type { TrackedModel } from "./registration.ts";
+import { runAll, type Slicer, type Steps } from "./steps.ts";
 import type { NodeRecord } from "./storage.ts";
 
 /** One node's line of the plan in force, as replicas share it: its range (undefined: nothing
@@ -95,11 +96,19 @@ export class Placer {
   /** how long the last plan took (ms) */
   #planMs = 0;
   #asksChanged = true;
+  /** a plan being worked out in slices: until it lands, answers come from the plan in force */
+  #working = false;
 
   constructor(
     private readonly model: TrackedModel,
     private readonly view: PlacedView,
     private readonly leaseMs: number,
+    private readonly running: {
+      /** plans run in slices through it (the tracker's event loop); without it, at once */
+      readonly slicer?: Slicer;
+      /** a plan worked out in slices has landed */
+      readonly onPlanned?: () => void;
+    } = {},
   ) {
     this.#planning = {
       nLayer: model.nLayer,
@@ -269,14 +278,19 @@ export class Placer {
     return !memoryMisfit(need, Number(ask.memoryCapBytes));
   }
 
+  /** Whether a plan is being worked out in slices now. */
+  get working(): boolean {
+    return this.#working;
+  }
+
   #refresh(now: number, force = false): void {
-    if (!this.#leading) return;
+    if (!this.#leading || this.#working) return;
     const since = now - this.#refreshedAt;
     if (!force && since < (this.#asksChanged ? this.batchMs : PLAN_REFRESH_MS)) return;
     const started = performance.now();
     this.#asksChanged = false;
     this.#refreshedAt = now;
-    this.#planned = this.#heard;
+    const heard = this.#heard;
     const participants: Participant[] = [];
     // what a plan is made from, flat: every participant's node, range and speed (rounded to
     // steps of 2 %), then the fixed ranges; compared with the last one's to skip an unchanged
@@ -309,28 +323,67 @@ export class Placer {
     // (or changes by more than rounding), and once the quiet time after a change has passed
     const quiet = now - this.#changedAt > REBALANCE_QUIET_MS && now - this.#weighedAt > REBALANCE_QUIET_MS;
     shape.push(quiet ? 1 : 0);
-    if (sameShape(shape, this.#shape)) return;
+    if (sameShape(shape, this.#shape)) {
+      this.#planned = heard;
+      return;
+    }
+    const steps = this.#planSteps(participants, fixed, quiet, now);
+    const shaping = performance.now() - started;
+    if (!this.running.slicer) {
+      this.#land(runAll(steps), shape, heard, now);
+      this.#planMs = performance.now() - started;
+      return;
+    }
+    this.#working = true;
+    this.running.slicer(steps, (next, busyMs) => {
+      this.#working = false;
+      // the lead went elsewhere meanwhile: the new leader's plan is the one in force
+      if (!this.#leading) return;
+      this.#land(next, shape, heard, now);
+      this.#planMs = shaping + busyMs;
+      this.running.onPlanned?.();
+    }, () => {
+      // a plan that fails is a bug; the next look tries again rather than stopping placement
+      this.#working = false;
+      this.#asksChanged = true;
+    });
+  }
+
+  /** The plan around who holds what now, or one from scratch when that is enough faster. */
+  *#planSteps(participants: Participant[], fixed: Span[], quiet: boolean, now: number): Steps<Placement> {
     const m = this.#planning;
     const cuts = this.model.manifest.cuts;
-    let next = planAtCuts(m, participants, fixed, cuts);
+    const next = yield* planAtCuts(m, participants, fixed, cuts);
     // measured speeds known everywhere: a plan from scratch may be worth the moves
     if (
       participants.length > 1 && participants.every((p) => p.speed > 0) && quiet
     ) {
       this.#weighedAt = now;
-      const afresh = planAtCuts(m, participants.map((p) => ({ ...p, current: undefined })), fixed, cuts);
-      if (cost(m, participants, next) > REBALANCE_GAIN * cost(m, participants, afresh)) next = afresh;
+      const afresh = yield* planAtCuts(
+        m,
+        participants.map((p) => ({ ...p, current: undefined })),
+        fixed,
+        cuts,
+      );
+      if (cost(m, participants, next) > REBALANCE_GAIN * cost(m, participants, afresh)) return afresh;
     }
-    let changed = next.size !== this.#plan.size;
-    for (const [node, span] of next) {
+    return next;
+  }
+
+  /** A plan made from `shape`, answering the asks heard up to `heard`, becomes the one in force. */
+  #land(next: Placement, shape: Array<string | number>, heard: number, now: number): void {
+    this.#planned = heard;
+    // a node forgotten while the plan was worked out in slices stays out of it
+    const plan = new Map([...next].filter(([node]) => this.#asks.has(node)));
+    let changed = plan.size !== this.#plan.size;
+    for (const [node, span] of plan) {
       if (sameSpan(span, this.#plan.get(node))) continue;
       changed = true;
       this.#unpublished.add(node);
     }
     if (changed) this.#changedAt = now;
-    this.#plan = new Map(next);
+    this.#plan = plan;
     this.#shape = shape;
-    this.#planMs = performance.now() - started;
   }
 }
 

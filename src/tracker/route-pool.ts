@@ -5,6 +5,7 @@
 // free, so requests spread over the whole network and cost the same at any size. Load is read
 // per request; only who is in which route can be a second old.
 import type { Candidate } from "./select.ts";
+import { runAll, type Slicer, type Steps } from "./steps.ts";
 
 /** The pool is worked out again at most this often (ms), and only after a change... */
 export const POOL_REBUILD_MS = 1000;
@@ -34,11 +35,15 @@ export class RoutePool {
    */
   #fullAt = -1;
   readonly #maybeFree = new Set<number>();
+  /** a pool is being worked out in slices: requests use the last one until it lands */
+  #building = false;
 
   constructor(
     /** every disjoint route, best first, by speed alone */
-    private readonly build: () => Candidate[][],
+    private readonly build: () => Steps<Candidate[][]>,
     private readonly random: () => number = Math.random,
+    /** rebuilds that are due run in slices through it (a forced one runs at once) */
+    private readonly slicer?: Slicer,
   ) {}
 
   /** A session on `node` ended or lapsed: its route may be free again. */
@@ -54,13 +59,29 @@ export class RoutePool {
     const changed = version !== this.#builtFor;
     const age = now - this.#builtAt;
     if ((changed && age >= (force ? POOL_FORCED_MS : POOL_REBUILD_MS)) || age >= POOL_MAX_AGE_MS) {
-      this.#routes = this.build();
-      this.#routeOf = new Map(this.#routes.flatMap((rt, i) => rt.map((c) => [c.node, i] as const)));
-      this.#builtAt = now;
-      this.#builtFor = version;
-      this.#fullAt = -1;
+      // the first pool, and one a request found nothing in, are needed now
+      if (!this.slicer || force || this.#builtAt === -Infinity) {
+        this.#use(runAll(this.build()), version, now);
+      } else if (!this.#building) {
+        this.#building = true;
+        this.slicer(this.build(), (routes) => {
+          this.#building = false;
+          // a forced rebuild since is newer
+          if (this.#builtAt <= now) this.#use(routes, version, now);
+        }, () => {
+          this.#building = false;
+        });
+      }
     }
     return this.#routes;
+  }
+
+  #use(routes: Candidate[][], version: number, now: number): void {
+    this.#routes = routes;
+    this.#routeOf = new Map(routes.flatMap((rt, i) => rt.map((c) => [c.node, i] as const)));
+    this.#builtAt = now;
+    this.#builtFor = version;
+    this.#fullAt = -1;
   }
 
   /**

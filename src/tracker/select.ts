@@ -1,6 +1,7 @@
 // Route selection: cover [0, n_layer) exactly once with contiguous shards, preferring the
 // fastest expected route with the fewest hops, skipping overloaded nodes; several routes
 // are disjoint in nodes, so independent requests run in parallel on them.
+import { counter, runAll, type Steps } from "./steps.ts";
 
 export interface Candidate {
   readonly node: string;
@@ -45,6 +46,15 @@ interface RangeGroup {
 
 /** Up to `count` complete routes with no node in common, best first. */
 export function disjointRoutes(cands: readonly Candidate[], nLayer: number, count: number): Candidate[][] {
+  return runAll(disjointRouteSteps(cands, nLayer, count));
+}
+
+/** `disjointRoutes`, yielding now and then (steps.ts): the route pool is all of them. */
+export function* disjointRouteSteps(
+  cands: readonly Candidate[],
+  nLayer: number,
+  count: number,
+): Steps<Candidate[][]> {
   // Nodes of one range differ on a route only by their cost, so the cheapest one not taken is
   // the only one of them the best route can use: each route is worked out over the ranges
   // held, not over every node (thousands of nodes hold a few dozen ranges).
@@ -78,7 +88,9 @@ export function disjointRoutes(cands: readonly Candidate[], nLayer: number, coun
   const bestHops = new Int32Array(nLayer + 1);
   const lastHop = new Int32Array(nLayer + 1);
   const routes: Candidate[][] = [];
+  const tick = counter(32);
   while (routes.length < count) {
+    if (tick()) yield;
     bestCost.fill(Infinity);
     bestCost[0] = 0;
     bestHops[0] = 0;

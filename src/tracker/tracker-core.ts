@@ -41,12 +41,13 @@ import { Registry } from "./registry.ts";
 import { routeCompression, type SeamCompressionPolicy } from "./route-compression.ts";
 import { chooseRoutes } from "./route-choice.ts";
 import { loadRouteKey, type TrackerRouteKey } from "./route-key.ts";
-import { type Candidate, disjointRoutes } from "./select.ts";
+import { type Candidate, disjointRouteSteps } from "./select.ts";
 import { RoutePool } from "./route-pool.ts";
 import { reserved } from "./repair-reserve.ts";
 import type { Beat, NodeRecord, TrackerStorage } from "./storage.ts";
 import { ClockEpochs, type EpochSource } from "./epochs.ts";
 import { MAX_DONE_SESSIONS } from "./session-ends.ts";
+import { counter, type GiveWay, runAll, slicer, type Steps } from "./steps.ts";
 
 /** Milliseconds since the epoch; injected so tests can move time. */
 export type Clock = () => number;
@@ -89,6 +90,11 @@ export interface TrackerCoreOptions {
   readonly epochs?: EpochSource;
   /** default Date.now */
   readonly clock?: Clock;
+  /**
+   * Lets the calls waiting run, then resumes (the server: a timer). With it, a placement plan
+   * and the route pool are worked out in slices between calls; without it, at once (tests).
+   */
+  readonly giveWay?: GiveWay;
   /** default POOL_MIN_NODES */
   readonly poolMinNodes?: number;
   /**
@@ -135,14 +141,25 @@ export class TrackerCore {
       doneQuietMs: o.leaseMs,
     }, (node) => this.#pool.released(node));
     this.#epochs = o.epochs ?? new ClockEpochs(this.#now());
-    this.#pool = new RoutePool(() =>
-      disjointRoutes(this.#candidates([], this.#now(), false), o.model.nLayer, Infinity)
+    const sliced = o.giveWay && slicer(o.giveWay);
+    this.#pool = new RoutePool(
+      function* (this: TrackerCore) {
+        const cands = yield* this.#candidateSteps([], this.#now(), false);
+        return yield* disjointRouteSteps(cands, o.model.nLayer, Infinity);
+      }.bind(this),
+      Math.random,
+      sliced,
     );
-    this.#placer = new Placer(o.model, {
-      records: () => this.#registry.records(),
-      record: (node) => this.#registry.get(node),
-      isLive: (node, now) => this.#registry.isLive(node, now),
-    }, o.leaseMs);
+    this.#placer = new Placer(
+      o.model,
+      {
+        records: () => this.#registry.records(),
+        record: (node) => this.#registry.get(node),
+        isLive: (node, now) => this.#registry.isLive(node, now),
+      },
+      o.leaseMs,
+      { slicer: sliced, onPlanned: () => this.#planned() },
+    );
   }
 
   /** A tracker over what the storage kept: its route key (made on first use) and registrations. */
@@ -249,6 +266,14 @@ export class TrackerCore {
       this.publishPlan();
       for (const w of [...this.#awaiting]) this.#awaitingDone(w);
     }, this.#placer.batchMs);
+  }
+
+  /** A plan worked out in slices landed: out with it, and the asks it answered are told. */
+  #planned(): void {
+    this.publishPlan();
+    for (const w of [...this.#awaiting]) this.#awaitingDone(w);
+    // asks heard while it was worked out wait for the next
+    if (this.#awaiting.size > 0) this.#replanSoon();
   }
 
   /** Resolves once the plan in force (this replica's, or the leader's as adopted) has answered
@@ -498,8 +523,14 @@ export class TrackerCore {
    *  it (`loaded` false) for the pool, which works routes out by speed alone: counting load was
    *  most of the cost of a pass over 10,000 nodes. */
   #candidates(avoid: readonly string[], now: number, loaded = true): Candidate[] {
+    return runAll(this.#candidateSteps(avoid, now, loaded));
+  }
+
+  *#candidateSteps(avoid: readonly string[], now: number, loaded: boolean): Steps<Candidate[]> {
     const cands: Candidate[] = [];
+    const tick = counter(1024);
     for (const r of this.#registry.records()) {
+      if (tick()) yield;
       if (
         r.admission !== "admitted" || !this.#registry.isLive(r.node, now) || avoid.includes(r.node) ||
         this.#suspected(r.node)

@@ -527,6 +527,18 @@ describe("tracker core: placement", () => {
     expect(span(core.placement().get("c"))).toBe(hole);
   });
 
+  it("with plans worked out in slices between calls, asks are answered as the plan lands, the same", async () => {
+    const answers = async (core: TrackerCore) => {
+      const a = span((await core.place(placeAsk("a"))).range);
+      // asks at once: one plan places them
+      const rest = await Promise.all(["b", "c", "d"].map((n) => core.place(placeAsk(n))));
+      return [a, ...rest.map((r) => span(r.range))];
+    };
+    const sliced = await answers((await tracker({ giveWay: (resume) => setTimeout(resume, 0) })).core);
+    expect(sliced[0]).toBe("0:3");
+    expect(sliced).toEqual(await answers((await tracker()).core));
+  });
+
   it("never places a range where the model cannot be cut (glm-dsa: only at full indexer layers)", async () => {
     // 8 layers, full indexers at 0, 3 and 6: the even halves 0:4 and 4:8 are not allowed
     const dsaFile = synthModel({ arch: "glm-dsa", nLayer: 8 });
