@@ -4,6 +4,12 @@
 // A replica keeps all of it in memory and answers from there (a route request never waits on
 // the database): its own writes go out in order behind the answer, heartbeats in one batched
 // statement per flush, and `pull` brings in what the other replicas wrote since the last pull.
+// Each row names the transaction that last wrote it (`written_by`); a pull reads, in one
+// snapshot, the rows written by transactions that were not over at the last pull's snapshot:
+// nothing is missed (a write that commits after a later one is still read), and little is
+// read twice. (Reading back a fixed 2 s of rows at every 1 s pull read each heartbeat three
+// times: at 10,000 nodes, 6,000 rows a second per replica, whose garbage made the replicas'
+// collector pauses the slowest answers of all, docs/benchmarks.md.)
 import postgres from "postgres";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { type PlaceRequest, PlaceRequestSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
@@ -25,33 +31,26 @@ export interface PlacementChanges {
   readonly plan: PlanEntry[];
 }
 
-/** Rows are read again this long after they were written: a write that committed after a
- *  later one (both in flight at a pull) is not missed. */
-const OVERLAP = "2 seconds";
+/** The tables whose changes replicas pull. */
+const PULLED = ["strata_nodes", "strata_leases", "strata_asks", "strata_plan"] as const;
 
 const SCHEMA = `
   create table if not exists strata_meta (key text primary key, value text not null);
-  create table if not exists strata_nodes (
-    node text primary key, record text not null, deleted boolean not null,
-    updated_at timestamptz not null default clock_timestamp()
-  );
-  create index if not exists strata_nodes_updated on strata_nodes (updated_at);
+  create table if not exists strata_nodes (node text primary key, record text not null, deleted boolean not null);
   create table if not exists strata_leases (
-    node text primary key, last_beat bigint not null, sessions integer not null,
-    session_ids text not null, updated_at timestamptz not null default clock_timestamp()
+    node text primary key, last_beat bigint not null, sessions integer not null, session_ids text not null
   );
-  create index if not exists strata_leases_updated on strata_leases (updated_at);
   create table if not exists strata_epochs (id integer primary key, next bigint not null);
-  create table if not exists strata_asks (
-    node text primary key, ask bytea not null, at bigint not null,
-    updated_at timestamptz not null default clock_timestamp()
-  );
-  create index if not exists strata_asks_updated on strata_asks (updated_at);
+  create table if not exists strata_asks (node text primary key, ask bytea not null, at bigint not null);
   create table if not exists strata_plan (
-    node text primary key, start_layer integer not null, end_layer integer not null,
-    asked_at bigint not null, updated_at timestamptz not null default clock_timestamp()
+    node text primary key, start_layer integer not null, end_layer integer not null, asked_at bigint not null
   );
-  create index if not exists strata_plan_updated on strata_plan (updated_at);
+  ${
+  PULLED.map((t) => `
+    alter table ${t} add column if not exists written_by xid8 not null default pg_current_xact_id();
+    create index if not exists ${t}_written on ${t} (written_by);`).join("")
+}
+  alter table strata_leases add column if not exists beat_from text not null default '';
 `;
 
 /** The advisory lock the replica that leads placement holds (on a connection of its own: the
@@ -66,12 +65,15 @@ export class PgTrackerStore implements TrackerStorage {
   readonly #nodes = new Map<string, NodeRecord>();
   #writes: Promise<void> = Promise.resolve();
   #beats = new Map<string, Beat>();
-  #pulledAt: Date | undefined;
-  #placePulledAt: Date | undefined;
+  /** the oldest transaction not over at the last pull's snapshot (undefined: read everything) */
+  #pulledFrom: string | undefined;
+  #placePulledFrom: string | undefined;
   /** the connection holding the placement lock, while this replica leads */
   #leadConn: postgres.ReservedSql | undefined;
   /** statements and rows written, for the bench */
   readonly written = { statements: 0, rows: 0 };
+  /** this replica, on the lease rows whose beat it wrote: it does not read its own back */
+  readonly #self = crypto.randomUUID();
 
   private constructor(sql: postgres.Sql) {
     this.#sql = sql;
@@ -92,7 +94,7 @@ export class PgTrackerStore implements TrackerStorage {
       for (const r of await sql`select key, value from strata_meta`) store.#meta.set(r.key, r.value);
       await store.pull();
       // the replica's first sync reads everything again, into the core
-      store.#pulledAt = undefined;
+      store.#pulledFrom = undefined;
     } catch (e) {
       await sql.end({ timeout: 1 });
       throw e;
@@ -131,7 +133,7 @@ export class PgTrackerStore implements TrackerStorage {
       (sql) =>
         sql`insert into strata_nodes (node, record, deleted) values (${rec.node}, ${record}, false)
           on conflict (node) do update set record = excluded.record, deleted = false,
-          updated_at = clock_timestamp()`,
+          written_by = pg_current_xact_id()`,
     );
   }
 
@@ -141,7 +143,7 @@ export class PgTrackerStore implements TrackerStorage {
     this.#write(
       1,
       (sql) =>
-        sql`update strata_nodes set deleted = true, updated_at = clock_timestamp() where node = ${node}`,
+        sql`update strata_nodes set deleted = true, written_by = pg_current_xact_id() where node = ${node}`,
     );
   }
 
@@ -158,16 +160,22 @@ export class PgTrackerStore implements TrackerStorage {
     if (this.#beats.size === 0) return this.#writes;
     const beats = [...this.#beats.values()];
     this.#beats = new Map();
-    this.#write(beats.length, (sql) =>
-      sql`insert into strata_leases (node, last_beat, sessions, session_ids)
-          select * from unnest(${sql.array(beats.map((b) => b.node))}::text[],
+    this.#write(
+      beats.length,
+      (sql) =>
+        sql`insert into strata_leases (node, last_beat, sessions, session_ids, beat_from)
+          select *, ${this.#self} from unnest(${sql.array(beats.map((b) => b.node))}::text[],
                                ${sql.array(beats.map((b) => String(b.at)))}::bigint[],
                                ${sql.array(beats.map((b) => b.sessions))}::integer[],
                                ${sql.array(beats.map((b) => JSON.stringify(b.sessionIds)))}::text[])
           on conflict (node) do update set
             last_beat = greatest(strata_leases.last_beat, excluded.last_beat),
             sessions = excluded.sessions, session_ids = excluded.session_ids,
-            updated_at = clock_timestamp()`);
+            -- a later beat from another replica stays that replica's: this one reads it
+            beat_from = case when excluded.last_beat >= strata_leases.last_beat
+                        then excluded.beat_from else strata_leases.beat_from end,
+            written_by = pg_current_xact_id()`,
+    );
     return this.#writes;
   }
 
@@ -176,7 +184,7 @@ export class PgTrackerStore implements TrackerStorage {
     this.#write(1, async (sql) => {
       await sql`insert into strata_asks (node, ask, at) values (${req.node}, ${ask}, ${at})
                 on conflict (node) do update set ask = excluded.ask, at = excluded.at,
-                updated_at = clock_timestamp() where strata_asks.at <= excluded.at`;
+                written_by = pg_current_xact_id() where strata_asks.at <= excluded.at`;
       await sql`select pg_notify(${PLACE_CHANNEL}, '')`;
     });
   }
@@ -194,7 +202,7 @@ export class PgTrackerStore implements TrackerStorage {
                                      ${sql.array(ends)}::integer[], ${sql.array(ats)}::bigint[])
                 on conflict (node) do update set start_layer = excluded.start_layer,
                   end_layer = excluded.end_layer, asked_at = excluded.asked_at,
-                  updated_at = clock_timestamp()`;
+                  written_by = pg_current_xact_id()`;
       if (refused.length > 0) {
         await sql`delete from strata_asks a
                   using unnest(${sql.array(refused.map((e) => e.node))}::text[],
@@ -233,14 +241,14 @@ export class PgTrackerStore implements TrackerStorage {
     return this.#writes;
   }
 
-  /** Registrations, departures and heartbeats written since the last pull (ours included:
-   *  absorbing them again changes nothing). */
+  /** Registrations, departures and heartbeats written since the last pull: the beats this
+   *  replica took are left out, its registrations not (absorbing them again changes nothing). */
   async pull(): Promise<Changes> {
-    const since = this.#pulledAt;
-    const [{ at }] = await this.#sql`select clock_timestamp() as at`;
-    const nodes = await this.#changed("strata_nodes", "node, record, deleted", since);
-    const leases = await this.#changed("strata_leases", "node, last_beat, sessions, session_ids", since);
-    this.#pulledAt = at;
+    const { from, rows: [nodes, leases] } = await this.#changed([
+      ["strata_nodes", "node, record, deleted"],
+      ["strata_leases", "node, last_beat, sessions, session_ids", true],
+    ], this.#pulledFrom);
+    this.#pulledFrom = from;
     const records: NodeRecord[] = [];
     const gone: string[] = [];
     for (const r of nodes) {
@@ -266,11 +274,11 @@ export class PgTrackerStore implements TrackerStorage {
   /** Asks and plan lines written since the last call: small tables, read again whenever a
    *  replica says it wrote one (`onPlaceChange`), not only at the sync interval. */
   async pullPlacement(): Promise<PlacementChanges> {
-    const since = this.#placePulledAt;
-    const [{ at }] = await this.#sql`select clock_timestamp() as at`;
-    const asks = await this.#changed("strata_asks", "node, ask, at", since);
-    const plan = await this.#changed("strata_plan", "node, start_layer, end_layer, asked_at", since);
-    this.#placePulledAt = at;
+    const { from, rows: [asks, plan] } = await this.#changed([
+      ["strata_asks", "node, ask, at"],
+      ["strata_plan", "node, start_layer, end_layer, asked_at"],
+    ], this.#placePulledFrom);
+    this.#placePulledFrom = from;
     return {
       asks: asks.map((r) => ({ req: fromBinary(PlaceRequestSchema, r.ask as Uint8Array), at: Number(r.at) })),
       plan: plan.map((r) => ({
@@ -296,13 +304,31 @@ export class PgTrackerStore implements TrackerStorage {
     await this.#sql.end({ timeout: 2 });
   }
 
-  /** The rows of `table` changed since `since` (and OVERLAP before it), or all of them. */
-  #changed(table: string, columns: string, since: Date | undefined) {
-    const sql = this.#sql;
-    return since
-      ? sql`select ${sql.unsafe(columns)} from ${sql(table)}
-            where updated_at > ${since}::timestamptz - ${OVERLAP}::interval`
-      : sql`select ${sql.unsafe(columns)} from ${sql(table)}`;
+  /**
+   * The rows of each table written by transactions from `from` on (all of them without it),
+   * read in one snapshot, and where the next look starts: the oldest transaction that snapshot
+   * saw under way. Every transaction before that one was over, and its rows were read now.
+   */
+  async #changed(
+    tables: ReadonlyArray<readonly [table: string, columns: string, ownBeats?: boolean]>,
+    from: string | undefined,
+  ) {
+    return await this.#sql.begin("isolation level repeatable read read only", async (tx) => {
+      const [{ xmin }] = await tx`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin`;
+      const rows = [];
+      for (const [table, columns, ownBeats] of tables) {
+        // after the first look: the rows written since, less the beats this replica took
+        const others = ownBeats ? tx`and beat_from <> ${this.#self}` : tx``;
+        rows.push(
+          from === undefined
+            ? await tx`select ${tx.unsafe(columns)} from ${tx(table)}`
+            : await tx`select ${tx.unsafe(columns)} from ${
+              tx(table)
+            } where written_by >= ${from}::xid8 ${others}`,
+        );
+      }
+      return { from: String(xmin), rows };
+    });
   }
 
   /** Writes go out one after another, in the order they were made. */
