@@ -1,51 +1,134 @@
-// The tracker's end of direct calls (src/tracker/calls-wire.ts): a call is handed to the same
-// Connect handlers, interceptors included, that serve it over HTTP/2, as a Connect unary
-// request made in memory, and the handler's answer or error goes back in one message.
-import { create } from "@bufbuild/protobuf";
-import { type ConnectRouter, createConnectRouter } from "@connectrpc/connect";
+// The tracker's end of direct calls (src/tracker/calls-wire.ts): a call goes to the same
+// service implementation and interceptors that serve it over HTTP/2, called as a function.
+// Going through Connect's HTTP handler in memory instead (headers, body streams, an envelope,
+// a JSON error body) cost more than the call's own work and most of its garbage.
+import { create, type DescMethod, type DescService, fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  createHandlerContext,
+  createServiceImplSpec,
+  type Interceptor,
+  type MethodImpl,
+  type ServiceImpl,
+  type UnaryRequest,
+  type UnaryResponse,
+} from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { TrackerAnswerSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { concatBytes } from "../../src/bytes/concat.ts";
-import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import { type AnswerCall, CALLS_PREFACE, refusal, serveCalls } from "../../src/tracker/calls-wire.ts";
 import type { SideProtocol } from "../http/http2.ts";
 
-async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
-  yield bytes;
+/** One unary method as registered: where it is, what runs it, what wraps it. */
+interface Unary {
+  readonly service: DescService;
+  readonly method: DescMethod & { methodKind: "unary" };
+  readonly impl: (request: unknown, ctx: ReturnType<typeof createHandlerContext>) => unknown;
+  readonly interceptors: readonly Interceptor[];
 }
 
-async function readAll(body: AsyncIterable<Uint8Array> | undefined): Promise<Uint8Array> {
-  const parts: Uint8Array[] = [];
-  for await (const p of body ?? []) parts.push(p);
-  return concatBytes(parts);
+/** A router that keeps what `routes` registers, by request path, instead of serving HTTP. */
+function registered(routes: (router: ConnectRouter) => void): Map<string, Unary> {
+  const found = new Map<string, Unary>();
+  const take = (
+    service: DescService,
+    method: DescMethod,
+    impl: unknown,
+    interceptors: readonly Interceptor[],
+  ) => {
+    if (method.methodKind !== "unary") return;
+    found.set(`/${service.typeName}/${method.name}`, {
+      service,
+      method: method as Unary["method"],
+      impl: impl as Unary["impl"],
+      interceptors,
+    });
+  };
+  const router: ConnectRouter = {
+    handlers: [],
+    service<T extends DescService>(
+      service: T,
+      implementation: Partial<ServiceImpl<T>>,
+      options?: { interceptors?: Interceptor[] },
+    ) {
+      // methods left out answer `unimplemented`, as Connect's router does
+      const spec = createServiceImplSpec(service, implementation);
+      for (const m of Object.values(spec.methods)) {
+        take(service, m.method, m.impl, options?.interceptors ?? []);
+      }
+      return router;
+    },
+    rpc<M extends DescMethod>(method: M, impl: MethodImpl<M>, options?: { interceptors?: Interceptor[] }) {
+      take(method.parent, method, impl, options?.interceptors ?? []);
+      return router;
+    },
+  };
+  routes(router);
+  return found;
 }
 
 /** The tracker port's side protocol: direct calls to the services `routes` registers. */
 export function directCallsSide(routes: (router: ConnectRouter) => void): SideProtocol {
-  const router = createConnectRouter({ readMaxBytes: MAX_FRAME_BYTES, writeMaxBytes: MAX_FRAME_BYTES });
-  routes(router);
-  const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
-  const answer: AnswerCall = async (call, signal) => {
-    const handle = handlers.get(call.method);
-    if (!handle) return refusal("unimplemented", `no method ${call.method}`);
-    const header = new Headers({ "content-type": "application/proto", "connect-protocol-version": "1" });
-    if (call.timeoutMs > 0) header.set("connect-timeout-ms", String(call.timeoutMs));
-    const res = await handle({
-      httpVersion: "2.0",
-      method: "POST",
-      url: `http://tracker${call.method}`,
-      header,
-      body: once(call.request),
-      signal,
-    });
-    const body = await readAll(res.body);
-    if (res.status === 200) return create(TrackerAnswerSchema, { response: body });
-    // a Connect error's body: {"code": "...", "message": "..."}
+  const answer = directAnswers(routes);
+  return { preface: CALLS_PREFACE, take: (duplex, head) => serveCalls(duplex, head, answer) };
+}
+
+/** Answers each call with the service `routes` registers for its method. */
+export function directAnswers(routes: (router: ConnectRouter) => void): AnswerCall {
+  const methods = registered(routes);
+  return async (call, signal) => {
+    const m = methods.get(call.method);
+    if (!m) return refusal("unimplemented", `no method ${call.method}`);
+    let message;
     try {
-      const e = JSON.parse(new TextDecoder().decode(body));
-      return refusal(String(e.code ?? "unknown"), String(e.message ?? ""));
-    } catch {
-      return refusal("unknown", `HTTP ${res.status}`);
+      message = fromBinary(m.method.input, call.request);
+    } catch (e) {
+      return refusal(
+        "invalid_argument",
+        `malformed ${m.method.name} request: ${e instanceof Error ? e.message : e}`,
+      );
+    }
+    const url = `direct://tracker${call.method}`;
+    // the caller's deadline is the handler's, and the call ends with its connection
+    const ctx = createHandlerContext({
+      service: m.service,
+      method: m.method,
+      protocolName: "strata-direct",
+      requestMethod: "POST",
+      url,
+      timeoutMs: call.timeoutMs > 0 ? call.timeoutMs : undefined,
+      requestSignal: signal,
+    });
+    const run = async (req: UnaryRequest): Promise<UnaryResponse> => ({
+      stream: false,
+      service: m.service,
+      method: m.method,
+      header: ctx.responseHeader,
+      trailer: ctx.responseTrailer,
+      message: create(m.method.output, await m.impl(req.message, ctx) as never),
+    });
+    // the first interceptor is the outermost, as in Connect
+    const chain = m.interceptors.reduceRight((next, i) => i(next), run as Parameters<Interceptor>[0]);
+    try {
+      const res = await chain({
+        stream: false,
+        service: m.service,
+        method: m.method,
+        requestMethod: "POST",
+        url,
+        signal: ctx.signal,
+        header: ctx.requestHeader,
+        contextValues: ctx.values,
+        message,
+      });
+      if (res.stream) return refusal("internal", `${m.method.name} answered with a stream`);
+      return create(TrackerAnswerSchema, { response: toBinary(m.method.output, res.message) });
+    } catch (e) {
+      const err = ConnectError.from(e, Code.Internal);
+      return refusal(codeToString(err.code), err.rawMessage);
+    } finally {
+      ctx.abort();
     }
   };
-  return { preface: CALLS_PREFACE, take: (duplex, head) => serveCalls(duplex, head, answer) };
 }

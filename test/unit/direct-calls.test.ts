@@ -14,7 +14,7 @@ import {
 import { CALLS_ACCEPT, CALLS_LIMITS, CALLS_PREFACE, serveCalls } from "../../src/tracker/calls-wire.ts";
 import { MessageReader, sendMessage } from "../../src/seam/mux.ts";
 import { type Http2Server, listenConnect } from "../../server/http/http2.ts";
-import { directCallsSide } from "../../server/tracker/direct-calls.ts";
+import { directAnswers, directCallsSide } from "../../server/tracker/direct-calls.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { pair } from "../fakes/memory-duplex.ts";
 
@@ -180,6 +180,24 @@ describe("direct calls on the wire", () => {
     for (const r of release) r();
     await sleep(50);
     expect([...answers].filter(([ch, a]) => ch >= 100 && a.code === "").length).toBe(CALLS_LIMITS.inFlight);
+  });
+
+  it("refuses a request that does not parse before any interceptor sees it, and names the method", async () => {
+    const seen: string[] = [];
+    const { c, answers } = wire(directAnswers(service(seen)));
+    const call = (request: Uint8Array) =>
+      toBinary(
+        TrackerCallSchema,
+        create(TrackerCallSchema, { method: `/${TrackerService.typeName}/Nodes`, request }),
+      );
+    // field 1 (nodes, a string) claiming 100 bytes that are not there
+    sendMessage(c, 1, 1, call(new Uint8Array([0x0a, 100, 0x61])));
+    sendMessage(c, 2, 1, call(new Uint8Array([0x0a, 1, 0x61])));
+    await sleep(50);
+    expect(answers.get(1)?.code).toBe("invalid_argument");
+    expect(answers.get(1)?.message).toMatch(/^malformed Nodes request/);
+    expect(answers.get(2)?.code).toBe("");
+    expect(seen).toEqual(["Nodes"]);
   });
 
   it("aborts the calls under way when the caller's connection ends", async () => {
