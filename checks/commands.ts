@@ -287,6 +287,12 @@ export function addCheckCommands(program: Command): void {
     .option("--replicas <n>", "tracker replicas", int("replicas"), d.replicas)
     .option("--seconds <n>", "the measured window, once every node joined", int("seconds"), d.seconds)
     .option(
+      "--warmup <seconds>",
+      "routes asked for at the offered rate before the window, reported apart",
+      int("warmup"),
+      d.warmupSeconds,
+    )
+    .option(
       "--churn <fraction>",
       "nodes leaving (and joining) per minute, as a share of the network",
       Number,
@@ -312,6 +318,7 @@ export function addCheckCommands(program: Command): void {
         nodes: o.nodes,
         replicas: o.replicas,
         seconds: o.seconds,
+        warmupSeconds: o.warmup,
         churnPerMin: o.churn,
         rate: o.rate,
         workers: o.workers,

@@ -2,25 +2,14 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
-import { kvShape } from "../../src/gguf/kv-shape.ts";
 import { PlaceRequestSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { buildManifest } from "../../src/gguf/manifest.ts";
-import { parseGgufHeader } from "../../src/gguf/reader.ts";
-import { synthModel } from "../../src/model/synth.ts";
 import { Placer } from "../../src/tracker/placer.ts";
 import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
 import type { NodeRecord } from "../../src/tracker/storage.ts";
+import { trackedModel } from "../fakes/tracked-model.ts";
 
 const ARTIFACT = "cd".repeat(32);
-const file = synthModel({ arch: "qwen3", nLayer: 6 });
-const header = parseGgufHeader(file);
-const shape = kvShape(header);
-const model = {
-  artifact: ARTIFACT,
-  nLayer: shape.nLayer,
-  manifest: buildManifest(header, file.length, ARTIFACT),
-  kv: shape.layers,
-};
+const model = trackedModel(ARTIFACT);
 const BUDGET = { kvCells: 256, maxSessions: 1, batchTokens: 16, batchInvariant: true, flashAttention: true };
 const need = (start: number, end: number) =>
   rangeMemoryOf(model, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;

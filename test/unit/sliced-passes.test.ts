@@ -5,16 +5,13 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { PlaceRequestSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { buildManifest } from "../../src/gguf/manifest.ts";
-import { kvShape } from "../../src/gguf/kv-shape.ts";
-import { parseGgufHeader } from "../../src/gguf/reader.ts";
-import { synthModel } from "../../src/model/synth.ts";
 import { type Participant, plan, planSteps, type Span } from "../../src/tracker/placement.ts";
 import { Placer } from "../../src/tracker/placer.ts";
 import { RoutePool } from "../../src/tracker/route-pool.ts";
 import { type Candidate, disjointRoutes, disjointRouteSteps } from "../../src/tracker/select.ts";
 import { runAll, slicer, type Steps } from "../../src/tracker/steps.ts";
 import type { NodeRecord } from "../../src/tracker/storage.ts";
+import { trackedModel } from "../fakes/tracked-model.ts";
 
 /** A give-way that queues the rest of a pass until the test lets it run. */
 function manualTurns() {
@@ -123,15 +120,7 @@ describe("sliced passes", () => {
 
   it("the placer in slices: asks wait for the plan to land, a node forgotten meanwhile stays out", () => {
     const ARTIFACT = "cd".repeat(32);
-    const file = synthModel({ arch: "qwen3", nLayer: 6 });
-    const header = parseGgufHeader(file);
-    const shape = kvShape(header);
-    const model = {
-      artifact: ARTIFACT,
-      nLayer: shape.nLayer,
-      manifest: buildManifest(header, file.length, ARTIFACT),
-      kv: shape.layers,
-    };
+    const model = trackedModel(ARTIFACT);
     const records = new Map<string, NodeRecord>();
     const turns = manualTurns();
     let landed = 0;

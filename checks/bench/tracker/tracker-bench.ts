@@ -31,6 +31,12 @@ export interface TrackerBenchOptions {
   readonly replicas: number;
   /** the measured window, after every node joined */
   readonly seconds: number;
+  /**
+   * Routes asked for at the offered rate before the window, not counted in it: V8 compiles the
+   * trackers' route path as it runs (nodes joining never call it), and the first second of routes
+   * ran slower than the rest. Reported apart (`warmup`).
+   */
+  readonly warmupSeconds: number;
   /** nodes leaving (and as many joining) per minute, as a fraction of the network */
   readonly churnPerMin: number;
   /** route requests offered a second (open loop); 0: as fast as `workers` can */
@@ -50,6 +56,7 @@ export const TRACKER_BENCH_DEFAULTS: TrackerBenchOptions = {
   nodes: 1000,
   replicas: 3,
   seconds: 60,
+  warmupSeconds: 5,
   churnPerMin: 0.01,
   rate: 1000,
   workers: 64,
@@ -179,7 +186,31 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     while (admittedShare() < 0.98 && Date.now() < joinDeadline) await sleep(250);
     const joinSeconds = (performance.now() - joinStarted) / 1000;
 
-    // 2. the window: routes asked for (load.ts), churn, a replica killed
+    const artifactBytes = hexToBytes(artifact);
+    // each load client ends its sessions as a gateway does: in batches while a Done is in flight
+    const ends = clients.map((c) => sessionEnds(c.client));
+
+    // 2. the warm-up: routes at the offered rate, each session ended at once
+    const warmLatencies: number[] = [];
+    const warm = await offerLoad({
+      rate: o.rate,
+      workers: o.workers,
+      until: Date.now() + o.warmupSeconds * 1000,
+    }, async (dueAt, i) => {
+      const k = i % clients.length;
+      const sessionId = crypto.randomUUID();
+      try {
+        await clients[k].client.route({ artifactSha256: artifactBytes, sessionId, count: 1 }, {
+          timeoutMs: 10_000,
+        });
+        warmLatencies.push(performance.now() - dueAt);
+        void ends[k].end(sessionId).catch(() => {});
+      } catch {
+        // "busy" and the like: the window counts those
+      }
+    });
+
+    // 3. the window: routes asked for (load.ts), churn, a replica killed
     const writes0 = await dbWrites(stats);
     const cpu0 = { replicas: replicas.map((r) => cpuSeconds(r.child.pid)), sim: cpuSeconds("self") };
     const latencies: number[] = [];
@@ -196,7 +227,6 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     let lastAnswerOnKilled = 0;
     let killGapMs = 0;
     const pending = new Set<ReturnType<typeof setTimeout>>();
-    const artifactBytes = hexToBytes(artifact);
     // the longest time without an answer (a route, or "all busy") for the requests sent to the
     // killed replica, from the kill on; and the slowest answer in each second after it
     const onAnswer = (k: number, ms: number) => {
@@ -212,8 +242,6 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
       lastAnswerOnKilled = now;
     };
     const aroundKill = new Map<number, number>();
-    // each load client ends its sessions as a gateway does: in batches while a Done is in flight
-    const ends = clients.map((c) => sessionEnds(c.client));
     // one gateway's request: a route for a new session; one through a node that has left fails
     // to open, and the gateway asks again, naming it
     const request = async (dueAt: number, i: number) => {
@@ -314,7 +342,7 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
       simulator: (cpuSeconds("self") - cpu0.sim) / seconds,
     };
 
-    // 3. after: who the surviving replicas see, the placement beside equal layers
+    // 4. after: who the surviving replicas see, the placement beside equal layers
     const alive = [...agents.all.values()].filter((a) => a.alive && a.range);
     const survivor = clients[clients.length - 1];
     // asked about in chunks (one answer for every node would pass a message size limit), each
@@ -367,6 +395,13 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
       seconds,
       join_seconds: joinSeconds,
       probes_answered: answerer.answered,
+      warmup: {
+        seconds: o.warmupSeconds,
+        routes_offered: warm.offered,
+        routes: warmLatencies.length,
+        route_p50_ms: quantile(warmLatencies, 0.5),
+        route_p99_ms: quantile(warmLatencies, 0.99),
+      },
       route_offered_rps: o.rate > 0 ? load.offered / seconds : null,
       route_rps: routes / seconds,
       routes_shed: load.shed,
@@ -457,6 +492,9 @@ export function printTrackerBench(r: Awaited<ReturnType<typeof benchTracker>>): 
       f(r.seconds, 0)
     } s`,
     `  joined in ${f(r.join_seconds)} s (${r.probes_answered} admission probes answered)`,
+    `  warm-up (not counted below): ${r.warmup.routes} routes of ${r.warmup.routes_offered} in ${r.warmup.seconds} s, p50 ${
+      f(r.warmup.route_p50_ms, 2)
+    } ms, p99 ${f(r.warmup.route_p99_ms, 2)} ms`,
     `  routes: ${f(r.route_rps)} /s${
       r.route_offered_rps === null ? "" : ` of ${f(r.route_offered_rps)} offered (${r.routes_shed} shed)`
     }, p50 ${f(r.route_p50_ms, 2)} ms, p99 ${f(r.route_p99_ms, 2)} ms; errors ${
