@@ -16,6 +16,9 @@ import { trackerCommand } from "./tracker/command.ts";
 import { chatCommand, gatewayCommand } from "./gateway/command.ts";
 import { upCommand } from "./up/command.ts";
 import { tlsCommand } from "./tls/command.ts";
+import { watchParent } from "./process/parent-watch.ts";
+
+watchParent();
 
 const program = new Command("strata")
   .description("Run GGUF language models across machines, one contiguous layer range per node.")

@@ -2,6 +2,7 @@
 // prints its one-line JSON "ready" event.
 import { DENO_V8_FLAGS } from "./v8-flags.ts";
 import { describeExit, OutputTail } from "./exit.ts";
+import { PARENT_ENV } from "./parent-watch.ts";
 const cli = new URL("../cli.ts", import.meta.url).pathname;
 const config = new URL("../../deno.json", import.meta.url).pathname;
 
@@ -28,7 +29,8 @@ export class ServiceProcess {
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
-      env,
+      // the child ends when this process is gone (parent-watch.ts)
+      env: { ...env, [PARENT_ENV]: String(Deno.pid) },
     }).spawn();
     // its log still reaches ours; the last lines are kept to say why it died
     const tail = new OutputTail();
