@@ -376,6 +376,8 @@ async function onRoute(
     kvCells,
     // the tracker's choice for this route (q8 rows through the relay)
     compression: route.seamCompression,
+    // the tracker's choice too: CPU routes prefill a prompt's chunks side by side
+    pipelineChunkFloor: route.pipelineChunkFloor,
     // the nodes keep the session for this gateway's repair when the route breaks
     parkOnLoss: ctx.repair?.resume ?? false,
   };

@@ -8,6 +8,7 @@ import {
   type SessionOptions,
 } from "../../src/route/route-session.ts";
 import { parseHopUrl } from "../../src/route/hop-url.ts";
+import { pipelineChunkFloor } from "../../src/route/prefill-pipeline.ts";
 import { checkCoverage, type HopPlan, signRoute } from "../../src/route/plan.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
@@ -33,6 +34,8 @@ export class StaticRoute {
     readonly dialer: Dialer,
     readonly hops: HopPlan[],
     private readonly o: StaticRouteOptions,
+    /** from the nodes' engines (`prefill-pipeline.ts`); relay hops answer no Info: 0 */
+    readonly pipelineChunkFloor: number,
   ) {}
 
   static async connect(o: StaticRouteOptions): Promise<StaticRoute> {
@@ -40,6 +43,7 @@ export class StaticRoute {
     if (o.split && o.split.length !== o.nodes.length) {
       throw new SeamError("malformed", `${o.nodes.length} nodes but ${o.split.length} ranges`);
     }
+    const engines: string[] = o.nodes.map(() => "");
     const hops = await Promise.all(o.nodes.map(async (url, i): Promise<HopPlan> => {
       const given = o.split?.[i];
       if (parseHopUrl(url).kind === "relay") {
@@ -56,6 +60,7 @@ export class StaticRoute {
         );
       }
       const range = { start: info.range!.start, end: info.range!.end };
+      engines[i] = info.engine;
       if (given && (given.start !== range.start || given.end !== range.end)) {
         throw new SeamError(
           "wrong_shard",
@@ -65,7 +70,7 @@ export class StaticRoute {
       return { url, range };
     }));
     checkCoverage(hops, o.nLayer);
-    return new StaticRoute(dialer, hops, o);
+    return new StaticRoute(dialer, hops, o, pipelineChunkFloor(engines));
   }
 
   /** Opens a Route Session on every hop, with freshly signed tickets. */
@@ -85,6 +90,7 @@ export class StaticRoute {
       opts.now,
     );
     return await Session.open(this.dialer.dial, hops, {
+      pipelineChunkFloor: this.pipelineChunkFloor,
       ...s,
       sessionId,
       epoch,

@@ -17,7 +17,8 @@ import {
 import type { Policy } from "../sampling/sampler.ts";
 import { SeamError, type SeamErrorCode } from "../seam/errors.ts";
 import { prefillChunks } from "../seam/frame.ts";
-import { PREFILL_CHUNK_TOKENS, SCHEMA_VERSION } from "../seam/limits.ts";
+import { prefillChunkFor } from "./prefill-pipeline.ts";
+import { SCHEMA_VERSION } from "../seam/limits.ts";
 import type { SeamDialer, SeamLink, SeamTransport } from "../seam/link.ts";
 import { packTensor } from "../seam/tensor.ts";
 import { unixMs } from "../seam/clock.ts";
@@ -43,7 +44,14 @@ export interface SessionOptions {
   readonly compression?: Compression;
   /** no reply within this long fails the step and cancels the route */
   readonly stepTimeoutMs?: number;
+  /** tokens in each prefill chunk (fixed); without it, the chunk follows `pipelineChunkFloor` */
   readonly prefillChunk?: number;
+  /**
+   * The smallest chunk a prompt may be cut into to overlap the shards' prefill
+   * (`prefill-pipeline.ts`; the tracker's `Route.pipeline_chunk_floor`): 0 or absent, whole
+   * 256-token chunks.
+   */
+  readonly pipelineChunkFloor?: number;
   /**
    * Send the prompt right behind OPEN instead of waiting for the route to accept it: the
    * OPEN round trip leaves time to first token. Nodes take a stream's frames in order, so
@@ -187,7 +195,7 @@ export class RouteSession {
     let replayed = 0;
     if (s.#pos === 0) {
       // the first shard joined empty: it gets the tokens again and answers itself
-      const chunks = prefillChunks(0, n, o.prefillChunk ?? PREFILL_CHUNK_TOKENS);
+      const chunks = prefillChunks(0, n, s.#chunkOf(n));
       await Promise.all(chunks.map((c) =>
         s.#call(
           s.#frame(Phase.PREFILL, {
@@ -272,10 +280,15 @@ export class RouteSession {
     return this.#pos;
   }
 
+  /** Tokens in each chunk of an n-token prompt. */
+  #chunkOf(n: number): number {
+    return this.options.prefillChunk ?? prefillChunkFor(n, this.options.pipelineChunkFloor ?? 0);
+  }
+
   /** Sends the prompt in bounded chunks (pipelined); resolves with the first sampled token. */
   async prefill(tokens: Int32Array): Promise<StepReply> {
     const t0 = performance.now();
-    const chunks = prefillChunks(this.#pos, tokens.length, this.options.prefillChunk ?? PREFILL_CHUNK_TOKENS);
+    const chunks = prefillChunks(this.#pos, tokens.length, this.#chunkOf(tokens.length));
     const replies = chunks.map((c) =>
       this.#call(
         this.#frame(Phase.PREFILL, {

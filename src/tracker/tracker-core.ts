@@ -29,6 +29,7 @@ import {
   RouteSchema,
 } from "../gen/strata/tracker/v1/tracker_pb.ts";
 import { signRoute } from "../route/plan.ts";
+import { pipelineChunkFloor } from "../route/prefill-pipeline.ts";
 import type { ClaimSigner } from "../route/ticket.ts";
 import { type Admission, admissionOf, type Probe, type ProbeTarget } from "./admission.ts";
 import type { ProbeVerdict } from "./probe.ts";
@@ -385,6 +386,7 @@ export class TrackerCore {
         // a session may take at most what the tightest node lets one session hold
         maxSessionCells: Math.min(...rt.map((c) => c.sessionCells)),
         name: rt.map((c) => c.node).join("+"),
+        pipelineChunkFloor: pipelineChunkFloor(rt.map((c) => this.#registry.get(c.node)?.engine ?? "")),
       });
     }));
     return create(RouteResponseSchema, { routes });

@@ -216,6 +216,23 @@ describe("route session: steps", () => {
     expect(await prefill).toMatchObject({ token: 5, margin: 0.25 });
   });
 
+  it("cuts a prompt into chunks of the route's pipeline floor when no chunk is fixed", async () => {
+    const { shard, session } = await opened({ pipelineChunkFloor: 16 });
+    const prompt = Int32Array.from({ length: 64 }, (_, i) => i + 1);
+    const prefill = session.prefill(prompt);
+    await shard.frames.count(5); // OPEN and four chunks of 16
+    const chunks = shard.frames.items.slice(1);
+    expect(chunks.map((f) => [f.positions!.start, f.positions!.count, f.chunkIndex, f.chunkCount])).toEqual([
+      [0, 16, 0, 4],
+      [16, 16, 1, 4],
+      [32, 16, 2, 4],
+      [48, 16, 3, 4],
+    ]);
+    for (const c of chunks.slice(0, 3)) shard.reply(replyTo(c));
+    shard.token(chunks[3], 7);
+    expect((await prefill).token).toBe(7);
+  });
+
   it("decodes at the position the prompt left and returns the token with every node's telemetry", async () => {
     const { shard, session } = await opened();
     const prefill = session.prefill(Int32Array.of(1, 2));

@@ -5,6 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
+import { PIPELINE_MIN_CHUNK } from "../../src/route/prefill-pipeline.ts";
 import { Compression } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import {
   DoneRequestSchema,
@@ -74,6 +75,7 @@ const registration = (
     kvCells?: number;
     memoryCapBytes?: bigint;
     artifactUrl?: string;
+    engine?: string;
   } = {},
 ) =>
   create(RegisterRequestSchema, {
@@ -83,7 +85,7 @@ const registration = (
     shard: {
       artifactSha256: hexToBytes(ARTIFACT),
       range: { start, end },
-      engine: "native-cpu",
+      engine: o.engine ?? "native-cpu",
       kvCells: o.kvCells ?? 1024,
       maxSessions: o.maxSessions ?? 4,
       decodeTokensPerS: 20,
@@ -403,6 +405,19 @@ describe("tracker core: hop URLs and seam compression", () => {
     const [r] = (await core.route(ask("s"))).routes;
     expect(r.hops.map((h) => h.url)).toEqual(["http://a:1", tab, "relay+ws://relay:9/c"]);
     expect(r.seamCompression).toBe(Compression.Q8_BLOCK32);
+  });
+
+  it("lets CPU routes cut prompts for side-by-side prefill, and routes with a GPU keep whole chunks", async () => {
+    const { core } = await tracker();
+    core.register(registration("a", 0, 3));
+    core.register(registration("a2", 0, 3));
+    core.register(registration("b", 3, 6));
+    core.register(registration("g", 3, 6, { engine: "native-cuda" }));
+    await core.admissionsSettled();
+    const routes = (await core.route(ask("s", 2))).routes;
+    const floorOf = (last: string) => routes.find((r) => r.hops[1].node === last)?.pipelineChunkFloor;
+    expect(floorOf("b")).toBe(PIPELINE_MIN_CHUNK);
+    expect(floorOf("g")).toBe(0);
   });
 });
 
