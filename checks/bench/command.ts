@@ -22,6 +22,8 @@ import { benchInvarianceCost, summarizeCost } from "./invariance-cost.ts";
 
 const list = (v: string) => v.split(",").map(Number);
 const DELAYS = [0, 5, 20, 50];
+/** the RPC lane's prompt across hosts (its decode is what is compared) */
+const HOSTS_RPC_PROMPT = 64;
 
 async function hostsOrWhy(model: string, split: string, threads: number, tokens: number) {
   const why = await canMakeHosts();
@@ -37,6 +39,7 @@ async function hostsOrWhy(model: string, split: string, threads: number, tokens:
     threads,
     delays: DELAYS,
     newTokens: tokens,
+    rpc: { modelPath: path, promptTokens: HOSTS_RPC_PROMPT },
   });
 }
 
@@ -171,7 +174,12 @@ export function hostsBenchCommand(): Command {
           console.log(
             `delay ${String(x.delay_ms).padStart(2)} ms: ${x.decode_tps.toFixed(1)} tok/s, engine ${
               x.engine_ms_per_token.toFixed(1)
-            } ms a token, budget ${x.budget_tps.toFixed(1)} tok/s (${x.vs_budget.toFixed(2)}×)`,
+            } ms a token, budget ${x.budget_tps.toFixed(1)} tok/s (${x.vs_budget.toFixed(2)}×)` +
+              (x.rpc_decode_tps === undefined
+                ? ""
+                : `; llama.cpp RPC ${x.rpc_decode_tps.toFixed(1)} tok/s (route ${
+                  x.route_vs_rpc!.toFixed(2)
+                }×)`),
           );
         }
       }

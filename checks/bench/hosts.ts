@@ -3,6 +3,7 @@
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import { formatRange } from "../../src/engine/layer-range.ts";
 import { startHostNetwork } from "../hosts/network.ts";
+import { rpcAcrossHosts } from "./rpc-hosts.ts";
 import { type TimedChat, timedChat } from "./timed-chat.ts";
 
 export interface HostsRun {
@@ -16,6 +17,10 @@ export interface HostsRun {
   readonly budget_tps: number;
   readonly vs_budget: number;
   readonly tokens: number;
+  /** llama.cpp RPC with the same split across the same kind of hosts, at this delay */
+  readonly rpc_decode_tps?: number;
+  /** this route's decode against it */
+  readonly route_vs_rpc?: number;
 }
 
 export interface HostsReport {
@@ -23,6 +28,8 @@ export interface HostsReport {
   readonly hosts: { name: string; ip: string }[];
   readonly runs: HostsRun[];
   readonly delay_20_vs_budget?: number;
+  /** the route against llama.cpp RPC with 5 ms one-way between hosts */
+  readonly delay_5_route_vs_rpc?: number;
 }
 
 export function hostsRun(delayMs: number, chat: TimedChat): HostsRun {
@@ -51,23 +58,41 @@ export async function benchHosts(
     threads: number;
     delays: readonly number[];
     newTokens: number;
+    /** also run llama.cpp RPC across hosts at these delays (its prompt: this many tokens) */
+    rpc?: { readonly modelPath: string; readonly promptTokens: number };
   },
 ): Promise<HostsReport> {
   const net = await startHostNetwork({ model: o.model, split: o.split, threads: o.threads, delayMs: 0 });
+  let runs: HostsRun[] = [];
+  const hosts = net.hosts.map((h) => ({ name: h.name, ip: h.ip }));
   try {
     await timedChat(net.gateway, "Hello", 4); // warm-up
-    const runs: HostsRun[] = [];
     for (const d of o.delays) {
       await net.setDelay(d);
       runs.push(hostsRun(d, await timedChat(net.gateway, "Tell me about the ocean.", o.newTokens)));
     }
-    return {
-      split: o.split.map(formatRange).join(","),
-      hosts: net.hosts.map((h) => ({ name: h.name, ip: h.ip })),
-      runs,
-      delay_20_vs_budget: runs.find((r) => r.delay_ms === 20)?.vs_budget,
-    };
   } finally {
     await net.stop();
   }
+  if (o.rpc) {
+    const rpc = await rpcAcrossHosts({
+      modelPath: o.rpc.modelPath,
+      split: o.split,
+      threads: o.threads,
+      delays: o.delays,
+      promptTokens: o.rpc.promptTokens,
+      decodeTokens: o.newTokens,
+    });
+    runs = runs.map((r) => {
+      const x = rpc.find((x) => x.delay_ms === r.delay_ms);
+      return x ? { ...r, rpc_decode_tps: x.decode_tps, route_vs_rpc: r.decode_tps / x.decode_tps } : r;
+    });
+  }
+  return {
+    split: o.split.map(formatRange).join(","),
+    hosts,
+    runs,
+    delay_20_vs_budget: runs.find((r) => r.delay_ms === 20)?.vs_budget,
+    delay_5_route_vs_rpc: runs.find((r) => r.delay_ms === 5)?.route_vs_rpc,
+  };
 }

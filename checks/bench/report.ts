@@ -237,13 +237,17 @@ export function markdownReport(
     lines.push(
       "## Separate hosts (network namespaces, one-way delay per link)",
       "",
-      "| delay ms | decode tok/s | engine ms a token | budget tok/s (1 / (engine + crossings × delay)) | × budget |",
-      "| --- | --- | --- | --- | --- |",
+      "| delay ms | decode tok/s | engine ms a token | budget tok/s (1 / (engine + crossings × delay)) | × budget | llama.cpp RPC tok/s, same split and hosts | route / RPC |",
+      "| --- | --- | --- | --- | --- | --- | --- |",
       ...hosts.runs.map((h) =>
         `| ${h.delay_ms} | ${f(h.decode_tps)} | ${f(h.engine_ms_per_token, 2)} | ${f(h.budget_tps)} | ${
           f(h.vs_budget, 2)
-        } |`
+        } | ${f(h.rpc_decode_tps)} | ${f(h.route_vs_rpc, 2)} |`
       ),
+      "",
+      "llama.cpp RPC across hosts: each rpc-server on a host of its own behind the same delay link, llama-server",
+      "dialing them from the harness's namespace. Its decode pays the delay on every round trip to a server; the",
+      "route's, once a crossing.",
       "",
     );
   }

@@ -12,14 +12,26 @@ export interface DelayLink {
   close(): void;
 }
 
+/**
+ * Deno's timers fire 1–2 ms late here (a 20 ms timeout: p50 1.4 ms late), which a link would
+ * add to every crossing: the timer is set that much early and the rest is waited out on the
+ * clock, so a chunk leaves at its time (never before it).
+ */
+const TIMER_SLACK_MS = 2;
+
+async function until(at: number): Promise<void> {
+  const wait = at - performance.now() - TIMER_SLACK_MS;
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  while (performance.now() < at) { /* at most TIMER_SLACK_MS */ }
+}
+
 async function pump(from: Deno.Conn, to: Deno.Conn, link: { delayMs: number }): Promise<void> {
   // chunks wait in order; each leaves when its own delay has passed
   const queue: Array<{ at: number; bytes: Uint8Array }> = [];
   let writing: Promise<void> | undefined;
   const drain = async () => {
     while (queue.length) {
-      const wait = queue[0].at - performance.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      await until(queue[0].at);
       const { bytes } = queue.shift()!;
       for (let n = 0; n < bytes.length;) n += await to.write(bytes.subarray(n));
     }

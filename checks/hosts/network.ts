@@ -28,8 +28,31 @@ export interface HostNetwork {
   stop(): Promise<void>;
 }
 
-const INNER = "127.0.0.1:7001";
-const PUBLIC_PORT = 7000;
+/** where a host's service listens (its loopback), and where its delay link listens (its address) */
+export const INNER = "127.0.0.1:7001";
+export const PUBLIC_PORT = 7000;
+
+/** A host's delay link: on its address, forwarding each connection to its service on INNER. */
+export function startHostLink(h: Host, delayFile: string): Promise<ServiceProcess> {
+  return ServiceProcess.start(
+    `${h.name} link`,
+    ["hosts", "link", "--listen", `${h.ip}:${PUBLIC_PORT}`, "--to", INNER, "--delay-file", delayFile],
+    {},
+    30_000,
+    h.netns,
+  );
+}
+
+/** Every link's one-way delay from now on (the links reread the file on SIGHUP). */
+export async function setLinkDelay(
+  links: readonly ServiceProcess[],
+  delayFile: string,
+  ms: number,
+): Promise<void> {
+  await Deno.writeTextFile(delayFile, String(ms));
+  for (const l of links) l.child.kill("SIGHUP");
+  await new Promise((r) => setTimeout(r, 200));
+}
 
 export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwork> {
   const names = ["relay", "tracker", "gateway", ...o.split.map((_, i) => `n${i}`)];
@@ -52,24 +75,7 @@ export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwo
    */
   const serve = async (name: string, args: string[], env: Record<string, string> = {}) => {
     const h = host(name);
-    links.push(
-      await ServiceProcess.start(
-        `${name} link`,
-        [
-          "hosts",
-          "link",
-          "--listen",
-          `${h.ip}:${PUBLIC_PORT}`,
-          "--to",
-          INNER,
-          "--delay-file",
-          delayFile,
-        ],
-        {},
-        30_000,
-        h.netns,
-      ),
-    );
+    links.push(await startHostLink(h, delayFile));
     procs.push(await ServiceProcess.start(name, args, env, 300_000, h.netns));
     return `${h.ip}:${PUBLIC_PORT}`;
   };
@@ -133,11 +139,7 @@ export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwo
       tracker,
       relay,
       hosts: net.hosts,
-      async setDelay(ms: number) {
-        await Deno.writeTextFile(delayFile, String(ms));
-        for (const l of links) l.child.kill("SIGHUP");
-        await new Promise((r) => setTimeout(r, 200));
-      },
+      setDelay: (ms: number) => setLinkDelay(links, delayFile, ms),
       stop,
     };
   } catch (e) {
