@@ -13,9 +13,11 @@ describe("prefill pipeline", () => {
     expect(pipelineChunkFloor(["native-cpu", ""])).toBe(0);
   });
 
-  it("cuts into at most eight chunks, none under the floor, none over the usual chunk", () => {
+  it("cuts into at most eight equal chunks, none under the floor, none over the usual chunk", () => {
     expect(prefillChunkFor(64, 16)).toBe(16);
-    expect(prefillChunkFor(20, 16)).toBe(16);
+    expect(prefillChunkFor(50, 16)).toBe(17); // 17 + 17 + 16
+    // under two floors a prompt stays whole: a chunk costs a pass over the weights
+    expect(prefillChunkFor(31, 16)).toBe(31);
     expect(prefillChunkFor(240, 16)).toBe(30);
     expect(prefillChunkFor(5000, 16)).toBe(PREFILL_CHUNK_TOKENS);
     expect(prefillChunkFor(64, 0)).toBe(PREFILL_CHUNK_TOKENS);
