@@ -28,10 +28,9 @@ export interface RpcOptions {
 
 /** llama-server driving rpc-servers that already listen at `servers` (host:port, in split order). */
 export interface RpcDriver {
-  /** one timed completion: the prompt's ids, greedy, n tokens */
-  complete(ids: Int32Array, n: number): Promise<{ ttft: number; stepMs: number[] }>;
-  /** one session as every system is measured: a warm-up as long, then the prompt and the decode */
-  measure(): Promise<{ ttft: number; stepMs: number[] }>;
+  /** one session as every system is measured: the prompt and the decode, after a warm-up as long
+   *  (unless `warm` is false: the driver has run before) */
+  measure(warm?: boolean): Promise<{ ttft: number; stepMs: number[] }>;
   readonly pid: number;
   /** where llama.cpp put the weights: MiB on each server */
   perServerMiB(): number[];
@@ -113,9 +112,8 @@ export async function startRpcDriver(
     return { ttft: at[0] - t0, stepMs: at.slice(1).map((t, i) => t - at[i]) };
   };
   return {
-    complete,
-    async measure() {
-      await complete(prompt(16, 99), o.decodeTokens); // warm-up, as long as the measurement
+    async measure(warm = true) {
+      if (warm) await complete(prompt(16, 99), o.decodeTokens); // as long as the measurement
       return await complete(prompt(o.promptTokens, 0), o.decodeTokens + 1);
     },
     pid: server.pid,
@@ -139,7 +137,7 @@ export function rpcServerArgs(tools: RpcTools, host: string, port: number, threa
 }
 
 /** Waits until something accepts TCP connections at host:port. */
-export function waitListening(hostname: string, port: number, timeoutMs = 30_000): Promise<void> {
+function waitListening(hostname: string, port: number, timeoutMs = 30_000): Promise<void> {
   return waitFor(`rpc-server ${hostname}:${port}`, async () => {
     const c = await Deno.connect({ hostname, port });
     c.close();

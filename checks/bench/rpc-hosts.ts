@@ -7,7 +7,6 @@ import type { ServiceProcess } from "../../server/process/service-process.ts";
 import { INNER, PUBLIC_PORT, setLinkDelay, startHostLink } from "../hosts/network.ts";
 import { createHosts, type Host } from "../hosts/netns.ts";
 import { type RpcDriver, rpcServerArgs, startRpcDriver } from "./measure-rpc.ts";
-import { prompt } from "./route-throughput.ts";
 import { figures } from "./figures.ts";
 
 export interface RpcHostsRun {
@@ -68,9 +67,7 @@ export async function rpcAcrossHosts(o: {
     for (const [i, d] of o.delays.entries()) {
       await setLinkDelay(links, delayFile, d);
       // the first run warms up; later ones only change the delay
-      const { ttft, stepMs } = i === 0
-        ? await driver.measure()
-        : await driver.complete(prompt(o.promptTokens, 0), o.decodeTokens + 1);
+      const { ttft, stepMs } = await driver.measure(i === 0);
       const f = figures(o.promptTokens, ttft, stepMs, 0);
       runs.push({ delay_ms: d, decode_tps: f.decode_tps, p50_ms: f.p50_ms });
     }

@@ -13,6 +13,12 @@ export async function engineRecipe(binary: Uint8Array, label: string): Promise<U
   return hexToBytes(await sha256Hex(new TextEncoder().encode(line)));
 }
 
+/**
+ * Whether an engine's batch cost grows with the tokens in it (a CPU's; a GPU's barely moves),
+ * by its backend or label: where cohorts and prompts cut into chunks pay.
+ */
+export const costsPerToken = (backendOrLabel: string): boolean => backendOrLabel.endsWith("cpu");
+
 /** What nodes advertise and telemetry shows: "native-cpu", "wasm-cpu", "wasm-webgpu". */
 export const engineLabel = (e: { readonly kind: "native" | "wasm"; readonly backend: string }): string =>
   e.kind === "native" ? `native-${e.backend}` : e.backend;

@@ -5,7 +5,7 @@
 import type { NodeInfo } from "../gen/strata/seam/v1/seam_pb.ts";
 import type { LayerRange } from "../engine/layer-range.ts";
 import type { RangeEngine, ShardSpec } from "../engine/range-engine.ts";
-import { engineLabel } from "../engine/recipe.ts";
+import { costsPerToken, engineLabel } from "../engine/recipe.ts";
 import type { SeamDialer, SeamServe } from "../seam/link.ts";
 import { measureDecode } from "./measure.ts";
 import { joinTracker, type Membership, type MembershipEvents, type TrackerPort } from "./membership.ts";
@@ -119,7 +119,7 @@ export async function startShardNode(
       maxQueuedPerSession: s.maxQueuedPerSession ?? 64,
       kvCells: memory.kvCells,
       kvCellsPerSession: memory.kvCellsPerSequence,
-      cohorts: s.cohorts ?? engine.backend.endsWith("cpu"),
+      cohorts: s.cohorts ?? costsPerToken(engine.backend),
     },
     leaseMs: s.leaseMs,
     unusedMs: s.unusedSessionMs,

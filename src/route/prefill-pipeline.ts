@@ -3,6 +3,7 @@
 // prefill takes about the slowest shard's share instead of the sum of all of them. That pays
 // only where an engine's cost grows with the tokens in a batch (CPUs); a GPU takes 16 tokens
 // in about the time of 64, so its routes keep whole chunks.
+import { costsPerToken } from "../engine/recipe.ts";
 import { PREFILL_CHUNK_TOKENS } from "../seam/limits.ts";
 
 /** The smallest chunk cut for a pipeline: below it, what each chunk costs besides its tokens
@@ -11,16 +12,13 @@ export const PIPELINE_MIN_CHUNK = 16;
 /** Chunks a prompt is cut into at most (longer prompts take the usual 256-token chunks). */
 const PIPELINE_CHUNKS = 8;
 
-/** Engines whose batch cost grows with its tokens, as nodes advertise them. */
-const PER_TOKEN_ENGINES: ReadonlySet<string> = new Set(["native-cpu", "wasm-cpu"]);
-
 /**
  * The smallest chunk worth cutting a prompt into on a route of these engines: 0 (never cut
  * below the usual chunk) unless every hop pays per token, and a route of one shard has
  * nothing to overlap.
  */
 export function pipelineChunkFloor(engines: readonly string[]): number {
-  return engines.length >= 2 && engines.every((e) => PER_TOKEN_ENGINES.has(e)) ? PIPELINE_MIN_CHUNK : 0;
+  return engines.length >= 2 && engines.every(costsPerToken) ? PIPELINE_MIN_CHUNK : 0;
 }
 
 /**

@@ -364,10 +364,15 @@ export class TrackerCore {
         this.#registry.assigned(c.node);
         this.#loads.claim(c.node, req.sessionId, now);
       }
-      return { rt, urls: hopUrls(rt.map((c) => this.#registry.get(c.node)!.urls)) };
+      const records = rt.map((c) => this.#registry.get(c.node)!);
+      return {
+        rt,
+        urls: hopUrls(records.map((r) => r.urls)),
+        chunkFloor: pipelineChunkFloor(records.map((r) => r.engine)),
+      };
     });
     const epochs = await this.#epochs.take(picked.length, req.afterEpoch);
-    const routes = await Promise.all(picked.map(async ({ rt, urls }, i) => {
+    const routes = await Promise.all(picked.map(async ({ rt, urls, chunkFloor }, i) => {
       const epoch = epochs[i];
       const hops = await signRoute(
         this.#sign,
@@ -386,7 +391,7 @@ export class TrackerCore {
         // a session may take at most what the tightest node lets one session hold
         maxSessionCells: Math.min(...rt.map((c) => c.sessionCells)),
         name: rt.map((c) => c.node).join("+"),
-        pipelineChunkFloor: pipelineChunkFloor(rt.map((c) => this.#registry.get(c.node)?.engine ?? "")),
+        pipelineChunkFloor: chunkFloor,
       });
     }));
     return create(RouteResponseSchema, { routes });
