@@ -260,7 +260,9 @@ export async function startGateway(o: GatewayOptions) {
       let used = ids.length;
       try {
         if (req.kind === "chat") {
-          await sse.writeSSE({ data: JSON.stringify(chunk(req, id, created, "", null, true)) });
+          // not awaited: this first write waits until the server starts sending the response,
+          // and the route need not wait with it (writes still go out in order)
+          void sse.writeSSE({ data: JSON.stringify(chunk(req, id, created, "", null, true)) });
         }
         const g = await generate(
           ctx,

@@ -73,7 +73,12 @@ export function connDuplex(conn: Deno.Conn): ByteDuplex {
     write(parts) {
       if (closed) return;
       queued.push(...parts);
-      if (!flushing) void flush();
+      // a turn's frames (a batch's steps, a cohort's next tokens) leave in one write, so the
+      // next node takes them in one batch instead of the first one alone
+      if (!flushing) {
+        flushing = true;
+        queueMicrotask(() => void flush());
+      }
     },
     onData: (h) => data.push(h),
     onClose: (h) => closers.push(h),

@@ -4,7 +4,7 @@ import type { Buffer } from "node:buffer";
 import type * as net from "node:net";
 import type { ByteDuplex } from "../../src/seam/mux.ts";
 
-/** A socket as the fast seam sees it: Nagle off, header and body written as one. */
+/** A socket as the fast seam sees it: Nagle off, a turn's messages written as one. */
 export function socketDuplex(s: net.Socket): ByteDuplex {
   s.setNoDelay(true);
   let closed = false;
@@ -16,16 +16,21 @@ export function socketDuplex(s: net.Socket): ByteDuplex {
   };
   s.on("error", (e: Error) => end(e.message));
   s.on("close", () => end("connection closed"));
+  // a turn's frames (a batch's steps, a cohort's next tokens) leave in one write, so the
+  // next node takes them in one batch instead of the first one alone
+  let corked = false;
   return {
     write(parts) {
       if (closed || s.destroyed) return;
-      if (parts.length === 1) {
-        s.write(parts[0]);
-        return;
+      if (!corked) {
+        corked = true;
+        s.cork();
+        queueMicrotask(() => {
+          corked = false;
+          s.uncork();
+        });
       }
-      s.cork();
       for (const p of parts) s.write(p);
-      s.uncork();
     },
     onData: (h) => s.on("data", (b: Buffer) => h(b)),
     onClose: (h) => closers.push(h),

@@ -318,18 +318,27 @@ export class Batcher {
   }
 
   async #loop(): Promise<void> {
+    // a computed batch's results, handed out once the next batch is in the engine: what they
+    // set off here (sampling, encoding, sending on) then runs while the engine computes
+    // instead of between its batches (a step's next step never rides in that next batch: it
+    // comes back around the route first)
+    let handOut: (() => void) | undefined;
     try {
       for (;;) {
         const picked = this.#pick();
         if (picked.length === 0) return;
+        const running = this.#run(picked);
+        handOut?.();
+        handOut = undefined;
         try {
-          await this.#run(picked);
+          handOut = await running;
         } catch (err) {
           // never strand a step: whatever went wrong ends the steps of this batch, not the loop
           for (const x of picked) this.#fail(x, err);
         }
       }
     } finally {
+      handOut?.();
       this.#running = false;
       if ([...this.#sessions.values()].some((s) => s.queue.length > 0)) this.#kick();
     }
@@ -377,7 +386,8 @@ export class Batcher {
     if (this.#settle(x)) x.p.reject(e);
   }
 
-  async #run(all: Picked[]): Promise<void> {
+  /** Computes a batch; resolves with what hands its results to their steps (failures are settled here). */
+  async #run(all: Picked[]): Promise<(() => void) | undefined> {
     // a session released since its step was picked (e.g. while a failed batch is retried)
     const picked = all.filter((x) => {
       if (x.slot.closed) this.#fail(x, new SeamError("cancelled", "the session was released"));
@@ -415,7 +425,7 @@ export class Batcher {
     } catch (err) {
       // one bad step must not sink the others: run them again without the batch-mates
       if (picked.length > 1) {
-        for (const x of picked) await this.#run([x]);
+        for (const x of picked) (await this.#run([x]))?.();
         return;
       }
       this.#fail(picked[0], err);
@@ -430,29 +440,33 @@ export class Batcher {
       this.#soloMs.push(t1 - t0);
       if (this.#soloMs.length > SOLO_KEPT) this.#soloMs.shift();
     }
-    let row = 0;
-    for (const x of picked) {
-      const p = x.p;
+    for (const { p } of picked) {
       if (p.n > 1) this.#stats.prefillTokens += p.n;
       else this.#stats.decodeTokens += 1;
-      // middle shards return every token's row; the last shard only the marked ones
-      const rows = e.output === "hidden" ? p.n : p.step.wantLogits ? 1 : 0;
-      // the engine's output is fresh each batch: a step alone in it takes it as it is; steps that
-      // share it get rows of their own (what a shard keeps of one must not hold the others)
-      const data = picked.length === 1
-        ? out.data.subarray(row * out.dim, (row + rows) * out.dim)
-        : out.data.slice(row * out.dim, (row + rows) * out.dim);
-      row += rows;
-      this.#done(x, {
-        rows,
-        dim: out.dim,
-        data,
-        batchTokens: n,
-        batchSessions: picked.length,
-        queuedMs: t0 - p.at,
-        computeMs: t1 - t0,
-      });
     }
+    return () => {
+      let row = 0;
+      for (const x of picked) {
+        const p = x.p;
+        // middle shards return every token's row; the last shard only the marked ones
+        const rows = e.output === "hidden" ? p.n : p.step.wantLogits ? 1 : 0;
+        // the engine's output is fresh each batch: a step alone in it takes it as it is; steps
+        // that share it get rows of their own (what a shard keeps of one must not hold the others)
+        const data = picked.length === 1
+          ? out.data.subarray(row * out.dim, (row + rows) * out.dim)
+          : out.data.slice(row * out.dim, (row + rows) * out.dim);
+        row += rows;
+        this.#done(x, {
+          rows,
+          dim: out.dim,
+          data,
+          batchTokens: n,
+          batchSessions: picked.length,
+          queuedMs: t0 - p.at,
+          computeMs: t1 - t0,
+        });
+      }
+    };
   }
 }
 
