@@ -1,12 +1,12 @@
 // Seam Frames to and from bytes. Decoding refuses what is too large, malformed or of
 // another schema before anything else looks at the frame.
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
-import { Phase, type SeamFrame, SeamFrameSchema } from "../gen/strata/seam/v1/seam_pb.ts";
+import { Phase, type SeamFrame } from "../gen/strata/seam/v1/seam_pb.ts";
 import { SeamError } from "./errors.ts";
+import { frameFromBinary, frameToBinary } from "./frame-wire.ts";
 import { MAX_FRAME_BYTES, MAX_TENSORS_PER_FRAME, PREFILL_CHUNK_TOKENS, SCHEMA_VERSION } from "./limits.ts";
 
 export function encodeFrame(frame: SeamFrame): Uint8Array {
-  const bytes = toBinary(SeamFrameSchema, frame);
+  const bytes = frameToBinary(frame);
   if (bytes.length > MAX_FRAME_BYTES) {
     throw new SeamError("too_large", `frame of ${bytes.length} bytes exceeds ${MAX_FRAME_BYTES}`);
   }
@@ -27,7 +27,7 @@ export function decodeReply(bytes: Uint8Array): SeamFrame {
   }
   let frame: SeamFrame;
   try {
-    frame = fromBinary(SeamFrameSchema, bytes);
+    frame = frameFromBinary(bytes);
   } catch (e) {
     throw new SeamError("malformed", `not a seam frame: ${e instanceof Error ? e.message : e}`);
   }

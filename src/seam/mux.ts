@@ -3,12 +3,12 @@
 // Frame's own bytes. No HTTP/2 framing, no per-stream flow control: a node bounds what each
 // session may queue (`overloaded`), so a stream cannot run away with a peer's memory.
 // Runtime-agnostic: a host hands in its socket as a ByteDuplex.
-import { fromBinary } from "@bufbuild/protobuf";
-import { type SeamFrame, SeamFrameSchema } from "../gen/strata/seam/v1/seam_pb.ts";
+import type { SeamFrame } from "../gen/strata/seam/v1/seam_pb.ts";
 import { AsyncQueue } from "./async-queue.ts";
 import { noteCodec } from "./codec-time.ts";
 import { SeamError } from "./errors.ts";
 import { encodeFrame } from "./frame.ts";
+import { frameFromBinary } from "./frame-wire.ts";
 import { MAX_FRAME_BYTES } from "./limits.ts";
 import type { FrameTap, SeamLink, SeamServe } from "./link.ts";
 
@@ -221,7 +221,7 @@ function decode(bytes: Uint8Array): SeamFrame {
   const t0 = performance.now();
   let f: SeamFrame;
   try {
-    f = fromBinary(SeamFrameSchema, bytes);
+    f = frameFromBinary(bytes);
   } catch (e) {
     throw new SeamError("malformed", `not a seam frame: ${e instanceof Error ? e.message : e}`);
   }
