@@ -1,6 +1,5 @@
 // One engine process holding the whole model (native llama.cpp from the pin, or the WASM
 // engine): the baseline every route is compared with.
-import { top2 } from "../../src/parity/compare.ts";
 import type { HostBackend } from "../engine-host/engine-host.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import { type EngineFigures, figures } from "./figures.ts";
@@ -26,25 +25,26 @@ export async function measureWhole(
   });
   try {
     const one = Uint8Array.of(1);
+    // every time is the shard process's own (engine and greedy pick): one process holding the
+    // whole model pays no pipe, so neither does its baseline
     const run = async (tokens: Int32Array, steps: number) => {
       const seq = await p.open();
       const n = tokens.length;
-      const t0 = performance.now();
-      let r = await p.decode(
+      const first = await p.decodeGreedy(
         tokens,
         Int32Array.from({ length: n }, (_, i) => i),
         new Int32Array(n).fill(seq),
         Uint8Array.from({ length: n }, (_, i) => (i === n - 1 ? 1 : 0)),
       );
-      const ttft = performance.now() - t0;
       const stepMs: number[] = [];
+      let token = first.tokens[0];
       for (let i = 0; i < steps; i++) {
-        const t = performance.now();
-        r = await p.decode(Int32Array.of(top2(r.data).best), Int32Array.of(n + i), Int32Array.of(seq), one);
-        stepMs.push(performance.now() - t);
+        const r = await p.decodeGreedy(Int32Array.of(token), Int32Array.of(n + i), Int32Array.of(seq), one);
+        stepMs.push(r.ms);
+        token = r.tokens[0];
       }
       await p.release(seq);
-      return { ttft, stepMs };
+      return { ttft: first.ms, stepMs };
     };
     // warm-up as long as the measurement: first-use allocations, and (WASM, seams) JIT tiers
     await run(prompt(16, 99), o.decodeTokens);

@@ -78,6 +78,21 @@ export class EngineProcess implements EngineHost {
     };
   }
 
+  /**
+   * One step with greedy picks made in the shard process: the token of each output row and the
+   * step's time there (engine and picks, without the pipe to this process).
+   */
+  async decodeGreedy(
+    input: Int32Array | Float32Array,
+    pos: Int32Array,
+    seq: Int32Array,
+    outputs: Uint8Array,
+  ): Promise<{ tokens: number[]; ms: number }> {
+    const r = await this.request({ op: "decode", n: seq.length, greedy: true }, [input, pos, seq, outputs]);
+    const h = r.header as { tokens: number[]; ms: number };
+    return { tokens: h.tokens, ms: h.ms };
+  }
+
   async release(seq: SeqId): Promise<EngineMemory> {
     return (await this.request({ op: "release", seq })).header.memory as EngineMemory;
   }
