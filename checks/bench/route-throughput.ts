@@ -120,54 +120,90 @@ export async function decodeRun(local: LocalRoute, n: number, tokens: number, ta
  * Whole-model llama.cpp in one process: decode tokens per second of n sessions stepped
  * together in one batch per step (n = 1: one session alone).
  */
-export async function wholeDecode(
-  o: Pick<RouteBenchOptions, "modelPath" | "tokens" | "threads" | "backend">,
+export async function wholeDecode(o: WholeDecodeOptions, n: number): Promise<number> {
+  const [rate] = await wholeDecodeAtOnce(o, n, 1);
+  return rate;
+}
+
+type WholeDecodeOptions = Pick<RouteBenchOptions, "modelPath" | "tokens" | "threads" | "backend">;
+
+/**
+ * `processes` whole-model processes stepping n sessions each, all at the same time: each one's
+ * decode tokens per second. Two of them at 4 sessions do a route of 2's engine work for 8
+ * sessions in two cohorts, with no seams: the most such a route can give on this machine.
+ */
+export async function wholeDecodeAtOnce(
+  o: WholeDecodeOptions,
   n: number,
-): Promise<number> {
-  const whole = await EngineProcess.spawn({
-    modelPath: o.modelPath,
-    range: "whole",
-    kvCells: n * (16 + 4 * n + o.tokens + 16),
-    maxSequences: n,
-    batchTokens: 512,
-    threads: o.threads,
-    backend: o.backend,
-  });
+  processes: number,
+): Promise<number[]> {
+  const all: EngineProcess[] = [];
   try {
-    const last = (k: number) => Uint8Array.from({ length: k }, (_, i) => (i === k - 1 ? 1 : 0));
-    const seqs: number[] = [];
-    const at: number[] = [];
-    let next: number[] = [];
-    for (let s = 0; s < n; s++) {
-      const p = prompt(16 + 4 * s, s);
-      const seq = await whole.open();
-      const r = await whole.decodeGreedy(
-        p,
-        Int32Array.from(p.keys()),
-        new Int32Array(p.length).fill(seq),
-        last(p.length),
+    for (let k = 0; k < processes; k++) {
+      all.push(
+        await EngineProcess.spawn({
+          modelPath: o.modelPath,
+          range: "whole",
+          kvCells: n * (16 + 4 * n + o.tokens + 16),
+          maxSequences: n,
+          batchTokens: 512,
+          threads: o.threads,
+          backend: o.backend,
+        }),
       );
-      seqs.push(seq);
-      at.push(p.length);
-      next.push(r.tokens[0]);
     }
-    // the shard process's own step times (engine and greedy picks), not the pipe to it
-    let ms = 0;
-    for (let i = 0; i < o.tokens; i++) {
-      const r = await whole.decodeGreedy(
-        Int32Array.from(next),
-        Int32Array.from(at),
-        Int32Array.from(seqs),
-        new Uint8Array(n).fill(1),
-      );
-      ms += r.ms;
-      next = r.tokens;
-      for (let s = 0; s < n; s++) at[s]++;
-    }
-    return (n * o.tokens) / (ms / 1000);
+    const ready = [];
+    for (const p of all) ready.push(await prefilled(p, n));
+    return await Promise.all(ready.map((r) => stepTogether(r, o.tokens)));
   } finally {
-    await whole.close();
+    await Promise.all(all.map((p) => p.close()));
   }
+}
+
+interface Prefilled {
+  readonly p: EngineProcess;
+  readonly seqs: number[];
+  readonly at: number[];
+  next: number[];
+}
+
+/** n sessions opened and prefilled, one after another (prompts of 16, 20, 24, … tokens). */
+async function prefilled(p: EngineProcess, n: number): Promise<Prefilled> {
+  const last = (k: number) => Uint8Array.from({ length: k }, (_, i) => (i === k - 1 ? 1 : 0));
+  const out: Prefilled = { p, seqs: [], at: [], next: [] };
+  for (let s = 0; s < n; s++) {
+    const tokens = prompt(16 + 4 * s, s);
+    const seq = await p.open();
+    const r = await p.decodeGreedy(
+      tokens,
+      Int32Array.from(tokens.keys()),
+      new Int32Array(tokens.length).fill(seq),
+      last(tokens.length),
+    );
+    out.seqs.push(seq);
+    out.at.push(tokens.length);
+    out.next.push(r.tokens[0]);
+  }
+  return out;
+}
+
+/** Steps every session together, greedy: tokens a second by the shard process's own step times. */
+async function stepTogether(x: Prefilled, steps: number): Promise<number> {
+  const n = x.seqs.length;
+  // the shard process's own step times (engine and greedy picks), not the pipe to it
+  let ms = 0;
+  for (let i = 0; i < steps; i++) {
+    const r = await x.p.decodeGreedy(
+      Int32Array.from(x.next),
+      Int32Array.from(x.at),
+      Int32Array.from(x.seqs),
+      new Uint8Array(n).fill(1),
+    );
+    ms += r.ms;
+    x.next = r.tokens;
+    for (let s = 0; s < n; s++) x.at[s]++;
+  }
+  return (n * steps) / (ms / 1000);
 }
 
 export function printRouteBench(r: Awaited<ReturnType<typeof benchRoute>>): string {

@@ -12,7 +12,7 @@ import { measureWhole } from "./measure-engine.ts";
 import { measureRoute } from "./measure-route.ts";
 import { measureRpc } from "./measure-rpc.ts";
 import { benchUp } from "./up-vs-whole.ts";
-import { wholeDecode } from "./route-throughput.ts";
+import { wholeDecode, wholeDecodeAtOnce } from "./route-throughput.ts";
 import { benchSeamCompression } from "./seam-compression.ts";
 import { benchTransport } from "./transport.ts";
 
@@ -60,10 +60,11 @@ export async function benchSuite(o: SuiteOptions) {
   // the 2-shard route's aggregate runs on 2 engine processes: the whole model gets their threads
   say("whole-model llama.cpp, 8 sessions batched, the route's threads together");
   const whole8Same = await wholeDecode({ ...wholeOpts, threads: 2 * o.threads }, 8);
-  // 8 sessions on the route of 2 run as two cohorts of 4: each cohort costs the whole model's work
-  // for 4 once (half on each node), and the two nodes work at once, so the route can at best give
-  // twice the whole model's 4-session rate on one node's threads
-  say("whole-model llama.cpp, 4 sessions batched (the route's ceiling at 8)");
+  // 8 sessions on the route of 2 run as two cohorts of 4, one on each node at a time: each cohort
+  // costs the whole model's work for 4 once (half on each node), the two nodes at once. Two
+  // whole-model processes at 4 sessions each, at the same time, do that work with no seams.
+  say("whole-model llama.cpp, two processes at 4 sessions each at once (the route's ceiling at 8)");
+  const ceiling = await wholeDecodeAtOnce(wholeOpts, 4, 2);
   const whole4 = await wholeDecode(wholeOpts, 4);
   say(`route of 2 (${o.split2}) and concurrency ${o.concurrency.join(", ")}`);
   const route2 = await measureRoute({ ...route, split: split2, concurrency: o.concurrency, lockstep: [8] });
@@ -152,8 +153,10 @@ export async function benchSuite(o: SuiteOptions) {
       sessions_8_tps_route_threads: whole8Same,
       threads_route: 2 * o.threads,
       sessions_4_tps: whole4,
-      /** 8 sessions on a route of 2 with nothing lost to seams, idling or imbalance */
-      route2_ceiling_8_tps: 2 * whole4,
+      /** two whole-model processes at 4 sessions each, at once: each one's rate */
+      two_processes_4_tps: ceiling,
+      /** 8 sessions on a route of 2 with nothing lost to seams, idling or imbalance: their sum */
+      route2_ceiling_8_tps: ceiling[0] + ceiling[1],
     },
     seam_bytes_per_token: route2.seam_bytes_per_token,
     transport,
@@ -173,8 +176,8 @@ export async function benchSuite(o: SuiteOptions) {
       wasm_vs_whole_decode: wasm.decode_tps / whole.decode_tps,
       agg8_vs_1: (agg(8) ?? NaN) / (agg(1) ?? NaN),
       agg8_route2_vs_whole8_same_threads: (agg(8) ?? NaN) / whole8Same,
-      agg8_ceiling_vs_whole8_same_threads: (2 * whole4) / whole8Same,
-      agg8_route2_vs_ceiling: (agg(8) ?? NaN) / (2 * whole4),
+      agg8_ceiling_vs_whole8_same_threads: (ceiling[0] + ceiling[1]) / whole8Same,
+      agg8_route2_vs_ceiling: (agg(8) ?? NaN) / (ceiling[0] + ceiling[1]),
       agg8_cohorts_vs_lockstep: lockstep8 ? lockstep8.cohorts_tps / lockstep8.aggregate_tps : NaN,
       gateway_ttft_vs_budget: gw.strata_up.ttft_ms_p50 / gatewayBudget,
     },
