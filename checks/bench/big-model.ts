@@ -8,6 +8,7 @@ import { cacheDir } from "../../server/paths.ts";
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
 import { up } from "../../server/up/up.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
+import { prefilled, stepTogether } from "./route-throughput.ts";
 import { PARITY_QUESTIONS } from "../parity/prompts.ts";
 import { timedChat } from "./timed-chat.ts";
 
@@ -149,36 +150,12 @@ async function wholeModel(modelPath: string, prompts: Int32Array[], o: BigBenchO
     backend: "cpu",
   });
   try {
+    // prefill each, then decode all together, by the shard process's own step times
     const decodeRun = async (ps: Int32Array[]) => {
-      const seqs = await Promise.all(ps.map(() => p.open()));
-      // prefill each, then decode all together; the shard process's own step times (engine and
-      // greedy picks), not the pipe to it
-      let next: number[] = [];
-      for (const [i, prompt] of ps.entries()) {
-        const r = await p.decodeGreedy(
-          prompt,
-          Int32Array.from({ length: prompt.length }, (_, j) => j),
-          new Int32Array(prompt.length).fill(seqs[i]),
-          Uint8Array.from({ length: prompt.length }, (_, j) => (j === prompt.length - 1 ? 1 : 0)),
-        );
-        next.push(r.tokens[0]);
-      }
-      const pos = ps.map((q) => q.length);
-      let ms = 0;
-      for (let step = 1; step < o.newTokens; step++) {
-        const r = await p.decodeGreedy(
-          Int32Array.from(next),
-          Int32Array.from(pos),
-          Int32Array.from(seqs),
-          new Uint8Array(ps.length).fill(1),
-        );
-        ms += r.ms;
-        next = r.tokens;
-        for (let i = 0; i < pos.length; i++) pos[i]++;
-      }
-      const s = ms / 1000;
-      for (const seq of seqs) await p.release(seq);
-      return (ps.length * (o.newTokens - 1)) / s;
+      const ready = await prefilled(p, ps);
+      const rate = await stepTogether(ready, o.newTokens - 1);
+      for (const seq of ready.seqs) await p.release(seq);
+      return rate;
     };
     const one = await decodeRun(prompts.slice(0, 1));
     const all = await decodeRun(prompts);

@@ -8,6 +8,7 @@ import type { NativeBackend } from "../../server/engine/native/build.ts";
 import { fileFacts } from "../../server/model/facts.ts";
 import { type LocalRoute, startLocalRoute, type Transport } from "../hosts/local-route.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
+import type { SeqId } from "../../src/engine/range-engine.ts";
 
 export interface RouteBenchOptions {
   readonly modelPath: string;
@@ -152,27 +153,27 @@ export async function wholeDecodeAtOnce(
         }),
       );
     }
+    const prompts = Array.from({ length: n }, (_, s) => prompt(16 + 4 * s, s));
     const ready = [];
-    for (const p of all) ready.push(await prefilled(p, n));
+    for (const p of all) ready.push(await prefilled(p, prompts));
     return await Promise.all(ready.map((r) => stepTogether(r, o.tokens)));
   } finally {
     await Promise.all(all.map((p) => p.close()));
   }
 }
 
-interface Prefilled {
+export interface Prefilled {
   readonly p: EngineProcess;
-  readonly seqs: number[];
+  readonly seqs: SeqId[];
   readonly at: number[];
   next: number[];
 }
 
-/** n sessions opened and prefilled, one after another (prompts of 16, 20, 24, … tokens). */
-async function prefilled(p: EngineProcess, n: number): Promise<Prefilled> {
+/** A session opened and prefilled for each prompt, one after another, greedy. */
+export async function prefilled(p: EngineProcess, prompts: readonly Int32Array[]): Promise<Prefilled> {
   const last = (k: number) => Uint8Array.from({ length: k }, (_, i) => (i === k - 1 ? 1 : 0));
   const out: Prefilled = { p, seqs: [], at: [], next: [] };
-  for (let s = 0; s < n; s++) {
-    const tokens = prompt(16 + 4 * s, s);
+  for (const tokens of prompts) {
     const seq = await p.open();
     const r = await p.decodeGreedy(
       tokens,
@@ -188,7 +189,7 @@ async function prefilled(p: EngineProcess, n: number): Promise<Prefilled> {
 }
 
 /** Steps every session together, greedy: tokens a second by the shard process's own step times. */
-async function stepTogether(x: Prefilled, steps: number): Promise<number> {
+export async function stepTogether(x: Prefilled, steps: number): Promise<number> {
   const n = x.seqs.length;
   // the shard process's own step times (engine and greedy picks), not the pipe to it
   let ms = 0;
