@@ -112,6 +112,7 @@ export function markdownReport(
     "",
     ...Object.entries(r.ratios).map(([k, v]) => `- ${k}: ${f(v, 3)}`),
     "",
+    ...turnsSection(r),
     "## Concurrency (route of 2)",
     "",
     "| sessions | aggregate tok/s | × one session | largest batch |",
@@ -259,4 +260,38 @@ export function markdownReport(
   }
   lines.push("## Contract (checks/bench/contract.json)", "", "```", formatChecks(checks), "```", "");
   return lines.join("\n");
+}
+
+/** One session on the whole model and both routes in turns, round by round. */
+function turnsSection(r: SuiteReport): string[] {
+  // (absent from runs before 2026-12-04's turns: --from an older bench.json)
+  const t = r.turns as SuiteReport["turns"] | undefined;
+  if (!t) return [];
+  const lane = (i: number) => i === 0 ? "whole" : t.routes[i - 1];
+  return [
+    "## One session in turns (the route ratios the contract checks)",
+    "",
+    `Each round decodes one session on the whole model and on the routes ${
+      t.routes.join(" and ")
+    }, one after another ` +
+    "(the lane going first moves on each round); a round's ratio is the route's decode tok/s over the whole " +
+    "model's in the same round, and the run's ratio is the median of its rounds. The ratios `…_one_pass` " +
+    "above compare the table's lanes, measured minutes apart.",
+    "",
+    `| round | first | whole tok/s | ${t.routes.map((x) => `${x} tok/s`).join(" | ")} | ${
+      t.routes.map((x) => `${x} / whole`).join(" | ")
+    } |`,
+    `|${" --- |".repeat(3 + 2 * t.routes.length)}`,
+    ...t.rounds.map((x, i) =>
+      `| ${i + 1} | ${lane(x.first)} | ${f(x.whole_tps)} | ${x.routes_tps.map((v) => f(v)).join(" | ")} | ${
+        t.ratios_by_round.map((xs) => f(xs[i], 3)).join(" | ")
+      } |`
+    ),
+    `| median | | |${" |".repeat(t.routes.length)} ${t.ratios.map((v) => f(v, 3)).join(" | ")} |`,
+    "",
+    t.same_tokens
+      ? "Every lane decoded the whole model's greedy tokens in every round."
+      : "**The lanes' greedy tokens differed in some round**: the routes did not decode what the whole model did.",
+    "",
+  ];
 }

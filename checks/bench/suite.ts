@@ -15,6 +15,7 @@ import { benchUp } from "./up-vs-whole.ts";
 import { wholeDecode, wholeDecodeAtOnce } from "./route-throughput.ts";
 import { benchSeamCompression } from "./seam-compression.ts";
 import { benchTransport } from "./transport.ts";
+import { decodeTurns } from "./decode-turns.ts";
 
 export interface SuiteOptions {
   readonly model: string;
@@ -29,6 +30,9 @@ export interface SuiteOptions {
   readonly concurrency: readonly number[];
   readonly progress?: (what: string) => void;
 }
+
+/** Rounds of one-session decode on the whole model and the routes in turns (odd: a true median). */
+const TURNS = 5;
 
 export async function benchSuite(o: SuiteOptions) {
   const say = o.progress ?? (() => {});
@@ -70,6 +74,8 @@ export async function benchSuite(o: SuiteOptions) {
   const route2 = await measureRoute({ ...route, split: split2, concurrency: o.concurrency, lockstep: [8] });
   say(`route of 3 (${split3.map(formatRange).join(",")})`);
   const route3 = await measureRoute({ ...route, split: split3, concurrency: [] });
+  say(`one session on the whole model and both routes, in turns (${TURNS} rounds)`);
+  const turns = await decodeTurns({ ...route, splits: [split2, split3], rounds: TURNS });
   say("llama.cpp RPC, the same 2-way split");
   const rpc2 = await measureRpc({ ...base, split: split2 });
   say("WASM engine (CPU), whole model");
@@ -142,6 +148,7 @@ export async function benchSuite(o: SuiteOptions) {
       nodes: route3.nodes,
       profile: route3.profile,
     },
+    turns,
     rpc2: { ...pick(rpc2), split: o.split2, model_mib_per_server: rpc2.model_mib_per_server },
     wasm: { ...pick(wasm), engine: wasm.engine },
     concurrency: route2.concurrency,
@@ -169,8 +176,11 @@ export async function benchSuite(o: SuiteOptions) {
       whole_model_threads: gw.whole_model_threads,
     },
     ratios: {
-      route2_vs_whole_decode: route2.decode_tps / whole.decode_tps,
-      route3_vs_whole_decode: route3.decode_tps / whole.decode_tps,
+      // the rounds in turns: drift between lanes measured minutes apart stays out of them
+      route2_vs_whole_decode: turns.ratios[0],
+      route3_vs_whole_decode: turns.ratios[1],
+      route2_vs_whole_decode_one_pass: route2.decode_tps / whole.decode_tps,
+      route3_vs_whole_decode_one_pass: route3.decode_tps / whole.decode_tps,
       route2_vs_rpc2_decode: route2.decode_tps / rpc2.decode_tps,
       rpc2_vs_whole_decode: rpc2.decode_tps / whole.decode_tps,
       wasm_vs_whole_decode: wasm.decode_tps / whole.decode_tps,
