@@ -5,7 +5,9 @@
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import type { NativeBackend } from "../../server/engine/native/build.ts";
 import { type LocalRoute, startLocalRoute } from "../hosts/local-route.ts";
+import { decodeTps } from "./figures.ts";
 import { spawnWhole, wholeSession } from "./measure-engine.ts";
+import { routeSession } from "./measure-route.ts";
 import { prompt, quantile } from "./route-throughput.ts";
 
 export interface TurnsOptions {
@@ -45,8 +47,6 @@ interface Lane {
   readonly stepMs: number[];
 }
 
-const tps = (stepMs: number[]) => stepMs.length / (stepMs.reduce((a, b) => a + b, 0) / 1000);
-
 export async function decodeTurns(o: TurnsOptions): Promise<DecodeTurns> {
   const whole = await spawnWhole(o);
   const routes: LocalRoute[] = [];
@@ -66,7 +66,10 @@ export async function decodeTurns(o: TurnsOptions): Promise<DecodeTurns> {
     const p = prompt(o.promptTokens, 0);
     const lanes: ((steps: number) => Promise<Lane>)[] = [
       (steps) => wholeSession(whole, p, steps),
-      ...routes.map((local, i) => (steps: number) => routeSession(local, `turns-${i}`, p, steps)),
+      ...routes.map((local, i) => async (steps: number) => {
+        const { first, replies } = await routeSession(local, `turns-${i}-${crypto.randomUUID()}`, p, steps);
+        return { tokens: [first.token, ...replies.map((x) => x.token)], stepMs: replies.map((x) => x.ms) };
+      }),
     ];
     // warm-up as long as a turn: first-use allocations, and the seams' JIT tiers
     for (const lane of lanes) await lane(o.decodeTokens);
@@ -82,7 +85,7 @@ export async function decodeTurns(o: TurnsOptions): Promise<DecodeTurns> {
       }
       const want = runs[0].tokens.join();
       if (runs.some((x) => x.tokens.join() !== want)) sameTokens = false;
-      const rates = runs.map((x) => tps(x.stepMs));
+      const rates = runs.map((x) => decodeTps(x.stepMs));
       rounds.push({ first, whole_tps: rates[0], routes_tps: rates.slice(1) });
     }
     const ratiosByRound = o.splits.map((_, i) => rounds.map((r) => r.routes_tps[i] / r.whole_tps));
@@ -96,23 +99,5 @@ export async function decodeTurns(o: TurnsOptions): Promise<DecodeTurns> {
   } finally {
     await Promise.all(routes.map((r) => r.close()));
     await whole.close();
-  }
-}
-
-/** One session on a route: the prompt, then `steps` decode steps, each timed at the driver. */
-async function routeSession(local: LocalRoute, tag: string, p: Int32Array, steps: number): Promise<Lane> {
-  const session = await local.route.open(`${tag}-${crypto.randomUUID()}`, { kvCells: p.length + steps + 1 });
-  try {
-    let r = await session.prefill(p);
-    const tokens = [r.token];
-    const stepMs: number[] = [];
-    for (let i = 0; i < steps; i++) {
-      r = await session.decode(r.token);
-      tokens.push(r.token);
-      stepMs.push(r.ms);
-    }
-    return { tokens, stepMs };
-  } finally {
-    await session.release();
   }
 }

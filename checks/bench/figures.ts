@@ -20,16 +20,18 @@ export function figures(
   stepMs: number[],
   rssBytes: number,
 ): EngineFigures {
-  const total = stepMs.reduce((a, b) => a + b, 0);
   return {
     ttft_ms: ttftMs,
     prefill_tps: promptTokens / (ttftMs / 1000),
-    decode_tps: stepMs.length / (total / 1000),
+    decode_tps: decodeTps(stepMs),
     p50_ms: quantile(stepMs, 0.5),
     p95_ms: quantile(stepMs, 0.95),
     rss_mb: rssBytes / 2 ** 20,
   };
 }
+
+/** Decode tokens per second of steps timed one by one. */
+export const decodeTps = (stepMs: number[]) => stepMs.length / (stepMs.reduce((a, b) => a + b, 0) / 1000);
 
 /** A process's resident set (Linux), 0 when it is gone. */
 export async function rssOf(pid: number): Promise<number> {

@@ -65,18 +65,12 @@ export async function measureRoute(o: RouteMeasureOptions) {
   try {
     // warm-up as long as the measurement: the seam path's JavaScript reaches V8's optimizing tier
     await decodeRun(local, 1, o.decodeTokens, "warmup");
-    const tOpen = performance.now();
-    const session = await local.route.open("bench-one", { kvCells: o.promptTokens + o.decodeTokens + 1 });
-    const openMs = performance.now() - tOpen;
-    const t0 = performance.now();
-    let r = await session.prefill(prompt(o.promptTokens, 0));
-    const ttft = performance.now() - t0;
-    const replies: StepReply[] = [];
-    for (let i = 0; i < o.decodeTokens; i++) {
-      r = await session.decode(r.token);
-      replies.push(r);
-    }
-    await session.release();
+    const { openMs, ttft, replies } = await routeSession(
+      local,
+      "bench-one",
+      prompt(o.promptTokens, 0),
+      o.decodeTokens,
+    );
     const rss = await Promise.all(local.nodes.map((n) => rssOf(n.child.pid)));
     const stepMs = replies.map((x) => x.ms);
     const perNode = (f: (t: NodeTelemetry) => number) =>
@@ -133,6 +127,30 @@ export async function measureRoute(o: RouteMeasureOptions) {
     };
   } finally {
     await local.close();
+  }
+}
+
+/**
+ * One session on a route: opened, the prompt, then `steps` decode steps, each timed at the
+ * driver; the prefill's reply and every step's.
+ */
+export async function routeSession(local: LocalRoute, id: string, promptIds: Int32Array, steps: number) {
+  const tOpen = performance.now();
+  const session = await local.route.open(id, { kvCells: promptIds.length + steps + 1 });
+  const openMs = performance.now() - tOpen;
+  try {
+    const t0 = performance.now();
+    const first = await session.prefill(promptIds);
+    const ttft = performance.now() - t0;
+    const replies: StepReply[] = [];
+    let r = first;
+    for (let i = 0; i < steps; i++) {
+      r = await session.decode(r.token);
+      replies.push(r);
+    }
+    return { openMs, ttft, first, replies };
+  } finally {
+    await session.release();
   }
 }
 
