@@ -4,6 +4,7 @@
 import { existsSync } from "node:fs";
 import {
   checkMemoryCap,
+  defaultPool,
   headerModel,
   type RangeMemory,
   type RangeModel,
@@ -46,4 +47,25 @@ export async function checkFileMemory(
     return undefined; // not a GGUF file the estimate reads: the loader says what is wrong with it
   }
   return checkMemoryCap(model, spec, o);
+}
+
+/** The KV pool a node makes without --kv-cells (defaultPool), for a range of a model file or
+ *  of an artifact's manifest; 8192 cells for a file whose header the estimate cannot read. */
+export async function nodeDefaultPool(
+  source: { readonly modelPath: string } | { readonly model: RangeModel },
+  spec: Omit<SpecBudget, "kvCells">,
+  o: { readonly capBytes: number; readonly flashAttention: boolean },
+): Promise<number> {
+  let model: RangeModel;
+  if ("model" in source) {
+    model = source.model;
+  } else {
+    try {
+      const [header, stat] = await Promise.all([readHeader(source.modelPath), Deno.stat(source.modelPath)]);
+      model = headerModel(header, stat.size);
+    } catch {
+      return 8192;
+    }
+  }
+  return defaultPool(model, spec, o);
 }

@@ -64,6 +64,19 @@ export class Metrics {
         l,
         n.queue_ms / 1000,
       );
+      this.add("strata_node_steps_total", "steps per node", l, n.steps);
+      this.add(
+        "strata_node_batch_sessions_total",
+        "per node, the sessions of the engine call that carried each step, summed (/ steps: sessions per call)",
+        l,
+        n.batch_sessions,
+      );
+      this.add(
+        "strata_node_graph_passes_total",
+        "per node, the graph passes of the engine call that carried each step, summed (/ steps: passes per call)",
+        l,
+        n.graph_passes,
+      );
       this.add(
         "strata_node_seam_bytes_total",
         "activation bytes per node",

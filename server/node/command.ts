@@ -17,7 +17,7 @@ import {
   untilSignal,
 } from "../cli-options.ts";
 import { checkMemoryCap, manifestModel } from "../../src/engine/memory-fit.ts";
-import { nodeMemoryCap } from "../engine/memory-cap.ts";
+import { nodeDefaultPool, nodeMemoryCap } from "../engine/memory-cap.ts";
 import { type RunningNode, startNode } from "./start-node.ts";
 import { placedRange } from "./placed-range.ts";
 import { Dialer } from "../seam/dialer.ts";
@@ -81,9 +81,16 @@ export function nodeCommand(): Command {
     .option("--threads <n>", "engine threads", int("threads"), navigator.hardwareConcurrency)
     .option(
       "--kv-cells <n>",
-      "KV cells of all sessions (batch-invariant: each session has kv-cells / max-sessions of its own)",
+      "KV cells of the node's one pool, shared by its sessions as they grow (default: room for " +
+        "every session to hold 4096 tokens at once, halved until the range fits the memory cap; " +
+        "8192 with --layers auto)",
       int("kv-cells"),
-      8192,
+    )
+    .option(
+      "--ctx-size <n>",
+      "most tokens one session may hold here (default: the model's trained context, at most " +
+        "131072, and never more than the pool)",
+      int("ctx-size"),
     )
     .option(
       "--no-batch-invariant",
@@ -138,7 +145,8 @@ export function nodeCommand(): Command {
       const capBytes = nodeMemoryCap(kind, o.memoryCap);
       const flashAttention = o.engine === "wasm" ? !o.webgpu : nativeBackend(o.backend) === "cpu";
       const settings = {
-        kvCells: o.kvCells,
+        // a placed node's pool is fixed before its range is known: the tracker fits ranges to it
+        kvCells: o.kvCells ?? 8192,
         maxSequences: o.maxSessions,
         batchTokens: o.batchTokens,
         batchInvariant: o.batchInvariant !== false,
@@ -161,9 +169,14 @@ export function nodeCommand(): Command {
       const shared = auto && !fixedPort ? await Dialer.connect(relay, tap) : undefined;
       const start = async (range: LayerRange) => {
         let path = localPath!;
+        const kvCells = o.kvCells ?? (auto ? settings.kvCells : await nodeDefaultPool(
+          manifest ? { model: manifestModel(manifest) } : { modelPath: localPath! },
+          { ...settings, range },
+          { capBytes, flashAttention },
+        ));
         if (manifest) {
           // refused before any of the range's bytes are downloaded
-          checkMemoryCap(manifestModel(manifest), { ...settings, range }, { capBytes, flashAttention });
+          checkMemoryCap(manifestModel(manifest), { ...settings, kvCells, range }, { capBytes, flashAttention });
           const shard = await fetchShardFile(o.model, range, {
             tracker: o.tracker,
             relay: relay && { ...relay, peer: shared?.relay?.peer },
@@ -181,7 +194,8 @@ export function nodeCommand(): Command {
           memory64: Boolean(o.wasm64),
           // the WASM engine starts a fixed pool of pthread workers
           threads: o.engine === "wasm" ? Math.min(o.threads, WASM_MAX_THREADS) : o.threads,
-          kvCells: o.kvCells,
+          kvCells,
+          ctxSize: o.ctxSize,
           maxSessions: o.maxSessions,
           batchInvariant: o.batchInvariant !== false,
           batchTokens: o.batchTokens,

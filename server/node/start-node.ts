@@ -36,6 +36,8 @@ export interface NodeConfig {
   readonly memory64?: boolean;
   readonly threads: number;
   readonly kvCells: number;
+  /** most tokens one session may hold here (default: the pool's; see NodeSetup.ctxSize) */
+  readonly ctxSize?: number;
   /** batch-invariant decoding (default true): see ShardSpec.batchInvariant */
   readonly batchInvariant?: boolean;
   readonly maxSessions: number;
@@ -134,6 +136,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     name: c.name,
     artifactSha256: artifact,
     kvCells: c.kvCells,
+    ctxSize: c.ctxSize,
     maxSessions: c.maxSessions,
     batchTokens: c.batchTokens,
     leaseMs: c.leaseMs,

@@ -49,7 +49,16 @@ export function upCommand(): Command {
       "concurrent Route Sessions per node (the node's default: 16)",
       int("max-sessions"),
     )
-    .option("--kv-cells <n>", "KV cells per node (the node's default: 8192)", int("kv-cells"))
+    .option(
+      "--kv-cells <n>",
+      "KV cells of each node's pool (the node's default: room for every session to hold 4096 tokens)",
+      int("kv-cells"),
+    )
+    .option(
+      "--ctx-size <n>",
+      "most tokens one session may hold (the node's default: the model's trained context)",
+      int("ctx-size"),
+    )
     .option(
       "--unused-session-ms <n>",
       "nodes let a session go that was opened and given no step this long (the node's default: 120000)",
@@ -168,6 +177,7 @@ export function upCommand(): Command {
         leaseMs: o.leaseMs,
         maxSessions: o.maxSessions,
         kvCells: o.kvCells,
+        ctxSize: o.ctxSize,
         unusedSessionMs: o.unusedSessionMs,
         repairReserve: o.repairReserve,
         repairDeadlineMs: o.repairDeadlineMs,

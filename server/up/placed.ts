@@ -62,6 +62,7 @@ export async function placedNetwork(
       ...(engine === "wasm" ? ["--engine", "wasm"] : ["--backend", o.backend]),
       ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
       ...(o.kvCells ? ["--kv-cells", String(o.kvCells)] : []),
+      ...(o.ctxSize ? ["--ctx-size", String(o.ctxSize)] : []),
       ...(o.unusedSessionMs ? ["--unused-session-ms", String(o.unusedSessionMs)] : []),
       "--serve-artifact",
       "127.0.0.1:0",

@@ -32,6 +32,8 @@ export interface UpOptions {
   readonly maxSessions?: number;
   /** KV cells per node (the node's own default when absent) */
   readonly kvCells?: number;
+  /** most tokens one session may hold (the node's own default when absent) */
+  readonly ctxSize?: number;
   /** a node lets a session go that was opened and given no step this long (the node's default when absent) */
   readonly unusedSessionMs?: number;
   /** false: nodes share one KV pool and run the fastest kernels (see ShardSpec.batchInvariant) */
@@ -194,6 +196,7 @@ export async function up(o: UpOptions): Promise<Network> {
           ...(wasm ? ["--engine", "wasm"] : ["--backend", o.backend]),
           ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
           ...(o.kvCells ? ["--kv-cells", String(o.kvCells)] : []),
+          ...(o.ctxSize ? ["--ctx-size", String(o.ctxSize)] : []),
           ...(o.unusedSessionMs ? ["--unused-session-ms", String(o.unusedSessionMs)] : []),
           ...(o.batchInvariant === false ? ["--no-batch-invariant"] : []),
           // volunteers download from the nodes that hold their layers, too

@@ -30,6 +30,20 @@ export function kvCellsAllocated(kvCells: number, streams = 1): number {
   return streams > 1 ? padTo(Math.floor(nCtx / streams), KV_PAD) * streams : nCtx;
 }
 
+/**
+ * KV streams a batch-invariant engine makes for these layers (strata.h): one ordered pool for
+ * llama.cpp's plain and sliding-window caches, one stream per sequence for caches of other
+ * kinds (deepseek4's per-sequence streams, the indexer caches of glm-dsa and deepseek32), whose
+ * cells the pool cannot keep in order. A pool that is not batch-invariant is one stream.
+ */
+export function kvStreams(
+  b: Pick<EngineBudget, "batchInvariant" | "maxSequences">,
+  kv: readonly KvLayer[],
+): number {
+  const ordered = kv.every((l) => l.streams !== "per-sequence" && !l.indexer);
+  return b.batchInvariant && !ordered ? Math.max(1, b.maxSequences) : 1;
+}
+
 /** K and V in f16 for every layer of the range (kv: the range's layers) and every cell of the
  *  pool; plus compute. Sliding-window layers hold the whole pool too: engines keep full-size
  *  caches (strata_ctx_new), so a repair can trim a sequence back exactly. */
@@ -70,7 +84,8 @@ export interface EngineBudget {
   readonly maxSequences: number;
   /** tokens of one engine call: llama.cpp reserves its graph for a ubatch this large */
   readonly batchTokens: number;
-  /** one KV stream per sequence (batch-invariant decoding) */
+  /** batch-invariant decoding: one ordered pool, or a KV stream per sequence where the
+   *  cache cannot keep one (kvStreams) */
   readonly batchInvariant: boolean;
   /**
    * attention runs fused (ggml's FLASH_ATTN_EXT, which llama.cpp picks on the CPU backends):
@@ -103,9 +118,10 @@ export function computeBytes(
   g: GraphShape,
   at: { readonly first: boolean; readonly last: boolean },
   b: EngineBudget,
+  /** KV streams (kvStreams): each token sees its own stream's cells, or the whole pool */
+  streams = 1,
 ): number {
   const f32 = 4;
-  const streams = b.batchInvariant ? Math.max(1, b.maxSequences) : 1;
   const cells = kvCellsAllocated(b.kvCells, streams);
   const t = Math.min(b.batchTokens, cells);
   // residual, normed input, attention out, FFN input; Q, K, V; FFN gate, up and activation
@@ -136,16 +152,17 @@ export function shardMemory(
   budget?: Omit<EngineBudget, "kvCells">,
 ): RangeMemory {
   const m = model.manifest;
-  const streams = budget?.batchInvariant ? Math.max(1, budget.maxSequences) : 1;
+  const kv = model.kv.slice(range.start, range.end === m.nLayer ? undefined : range.end);
+  const streams = budget ? kvStreams(budget, kv) : 1;
   const at = { first: range.start === 0, last: range.end === m.nLayer };
   return rangeMemory({
     weightBytes: shardBytes(m, range.start, range.end).bytes,
     // the last range holds the caches of layers after the trunk too
-    kv: model.kv.slice(range.start, at.last ? undefined : range.end),
+    kv,
     kvCells,
     streams,
     sequences: budget?.maxSequences,
-    computeBytes: budget ? computeBytes(model.graph ?? graphShape(m.tensors), at, { ...budget, kvCells }) : 0,
+    computeBytes: budget ? computeBytes(model.graph ?? graphShape(m.tensors), at, { ...budget, kvCells }, streams) : 0,
   });
 }
 
@@ -180,6 +197,32 @@ export type SpecBudget = Pick<
 export function specMemory(model: RangeModel, spec: SpecBudget, flashAttention: boolean): RangeMemory {
   const range = spec.range === "whole" ? { start: 0, end: model.manifest.nLayer } : spec.range;
   return shardMemory(model, range, spec.kvCells, specBudget(spec, flashAttention));
+}
+
+/** What a node's default KV pool gives each session it may hold at once, on average. */
+export const DEFAULT_POOL_CELLS_PER_SESSION = 4096;
+/** The default pool never starts smaller than this, nor halves below MIN_DEFAULT_POOL. */
+const START_DEFAULT_POOL = 8192, MIN_DEFAULT_POOL = 1024;
+
+/**
+ * A node's KV pool when it was not given one (--kv-cells): room for every session it admits to
+ * hold DEFAULT_POOL_CELLS_PER_SESSION tokens at once, halved until the range's weights, KV and
+ * compute fit the memory cap (0: no cap). Where even the smallest does not fit, the smallest:
+ * the cap check then says what is missing.
+ */
+export function defaultPool(
+  model: RangeModel,
+  spec: Omit<SpecBudget, "kvCells">,
+  o: { readonly capBytes: number; readonly flashAttention: boolean },
+): number {
+  let cells = Math.max(START_DEFAULT_POOL, spec.maxSequences * DEFAULT_POOL_CELLS_PER_SESSION);
+  while (
+    cells > MIN_DEFAULT_POOL &&
+    memoryMisfit(specMemory(model, { ...spec, kvCells: cells }, o.flashAttention), o.capBytes)
+  ) {
+    cells = Math.max(MIN_DEFAULT_POOL, padTo(Math.floor(cells / 2), KV_PAD));
+  }
+  return cells;
 }
 
 /** Why the range does not fit under the cap (0 = no cap), or undefined when it does. */

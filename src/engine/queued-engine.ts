@@ -14,7 +14,10 @@ import type {
 import { SequenceTable } from "./sequences.ts";
 
 /** The KV figures of EngineMemory the engine itself reports. */
-export type KvCells = Pick<EngineMemory, "kvCells" | "kvCellsUsed" | "kvBytes" | "kvCellsPerSequence">;
+export type KvCells = Pick<
+  EngineMemory,
+  "kvCells" | "kvCellsUsed" | "kvBytes" | "kvCellsPerSequence" | "graphPasses" | "kvLayout"
+>;
 
 export abstract class QueuedEngine implements RangeEngine {
   abstract readonly kind: "native" | "wasm";
@@ -78,6 +81,8 @@ export abstract class QueuedEngine implements RangeEngine {
         sequencesOpen: this.#seqs.openCount,
         maxSequences: this.spec.maxSequences,
         kvCellsPerSequence: kv.kvCellsPerSequence,
+        graphPasses: kv.graphPasses,
+        kvLayout: kv.kvLayout,
       };
     });
   }

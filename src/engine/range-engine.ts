@@ -72,6 +72,9 @@ export interface DecodeOutputs {
   readonly rows: number;
   readonly dim: number;
   readonly data: Float32Array;
+  /** graph passes the call took: 1 is the whole batch in one pass over the weights (absent:
+   *  an engine that does not count them) */
+  readonly passes?: number;
 }
 
 export interface EngineMemory {
@@ -81,9 +84,21 @@ export interface EngineMemory {
   readonly kvBytes: number;
   readonly sequencesOpen: number;
   readonly maxSequences: number;
-  /** the cells one sequence may hold: kvCells, or its own stream's share when batch-invariant */
+  /** the cells one sequence may hold: the pool, or its own stream's share (layout "streams") */
   readonly kvCellsPerSequence: number;
+  /** graph passes since the engine was made (0 where the engine does not count them) */
+  readonly graphPasses: number;
+  readonly kvLayout: KvLayout;
 }
+
+/**
+ * How the KV cache holds sequences: "shared", one pool in any order (not batch-invariant);
+ * "ordered", one pool in which each sequence's cells stay in position order (batch-invariant,
+ * any batch one pass); "streams", one stream of kvCells / maxSequences cells per sequence
+ * (batch-invariant where the ordered pool cannot be kept; a batch splits into a pass per run of
+ * consecutive sequence ids).
+ */
+export type KvLayout = "shared" | "ordered" | "streams";
 
 export interface RangeEngine {
   readonly kind: "native" | "wasm";

@@ -34,8 +34,10 @@ export interface StrataCalls<H> {
   ctxFree(ctx: H): void | Promise<void>;
   /** the context's last error ("" when none) */
   ctxError(ctx: H): string;
-  /** strata_ctx_stats into `out` (5 int64s) */
+  /** strata_ctx_stats into `out` (7 int64s) */
   ctxStats(ctx: H, out: BigInt64Array): number;
+  /** strata_ctx_last_passes: graph passes of the last decode */
+  lastPasses(ctx: H): number;
   /** strata_decode with each array and its element count: output rows or a code */
   decode(ctx: H, batch: DecodeBatch): Promise<number>;
   outputDim(ctx: H): number;

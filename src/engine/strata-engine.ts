@@ -4,8 +4,11 @@
 import { EngineError, type EngineErrorCode } from "./errors.ts";
 import { layerRange } from "./layer-range.ts";
 import { type KvCells, QueuedEngine } from "./queued-engine.ts";
-import type { DecodeBatch, DecodeOutputs, ModelFacts, SeqId, ShardSpec } from "./range-engine.ts";
+import type { DecodeBatch, DecodeOutputs, KvLayout, ModelFacts, SeqId, ShardSpec } from "./range-engine.ts";
 import type { StrataCalls } from "./strata-calls.ts";
+
+/** strata.h's STRATA_KV_* */
+const KV_LAYOUT: Record<number, KvLayout> = { 0: "shared", 1: "ordered", 2: "streams" };
 
 /** strata.h's negative codes */
 const CODE: Record<number, EngineErrorCode> = { [-1]: "bad_input", [-2]: "kv_full", [-3]: "engine_failed" };
@@ -103,7 +106,7 @@ export abstract class StrataEngine<H> extends QueuedEngine {
     const dim = this.calls.outputDim(this.ctx);
     const data = new Float32Array(rows * dim);
     if (rows > 0) this.check(await this.calls.outputs(this.ctx, data));
-    return { rows, dim, data };
+    return { rows, dim, data, passes: this.calls.lastPasses(this.ctx) };
   }
 
   protected freeCells(seq: SeqId): void {
@@ -115,13 +118,15 @@ export abstract class StrataEngine<H> extends QueuedEngine {
   }
 
   protected kvCells(): KvCells {
-    const s = new BigInt64Array(5);
+    const s = new BigInt64Array(7);
     this.check(this.calls.ctxStats(this.ctx, s));
     return {
       kvCells: Number(s[0]),
       kvCellsUsed: Number(s[1]),
       kvBytes: Number(s[2]),
       kvCellsPerSequence: Number(s[4]),
+      graphPasses: Number(s[5]),
+      kvLayout: KV_LAYOUT[Number(s[6])] ?? "shared",
     };
   }
 

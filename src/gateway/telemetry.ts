@@ -11,6 +11,10 @@ export interface NodeShare {
   bytes_in: number;
   bytes_out: number;
   codec_ms: number;
+  /** over the node's steps: the sessions, and the graph passes, of the engine call that carried
+   *  each (divided by steps: sessions per call, and passes per call, as this request saw them) */
+  batch_sessions: number;
+  graph_passes: number;
   /** what the node sent its steps on: "tcp" (the fast seam), "tls" (the same over TLS), "grpc",
    *  "grpcs" (over TLS) or "relay" */
   transport: string;
@@ -51,6 +55,8 @@ export class GenerationTelemetry {
           bytes_in: 0,
           bytes_out: 0,
           codec_ms: 0,
+          batch_sessions: 0,
+          graph_passes: 0,
           transport: "",
         };
       s.steps++;
@@ -59,6 +65,9 @@ export class GenerationTelemetry {
       s.bytes_in += t.bytesIn;
       s.bytes_out += t.bytesOut;
       s.codec_ms += t.codecMs;
+      s.batch_sessions += t.batchSessions;
+      // a node that does not count passes (an older one) ran its batch in one
+      s.graph_passes += t.batchPasses || 1;
       s.transport = t.transport;
       this.#nodes.set(t.node, s);
     }

@@ -6,6 +6,7 @@ import type { NodeInfo } from "../gen/strata/seam/v1/seam_pb.ts";
 import type { LayerRange } from "../engine/layer-range.ts";
 import type { RangeEngine, ShardSpec } from "../engine/range-engine.ts";
 import { costsPerToken, engineLabel } from "../engine/recipe.ts";
+import { contextCap } from "../route/context-window.ts";
 import type { SeamDialer, SeamServe } from "../seam/link.ts";
 import { measureDecode } from "./measure.ts";
 import { joinTracker, type Membership, type MembershipEvents, type TrackerPort } from "./membership.ts";
@@ -34,6 +35,12 @@ export interface NodeSetup {
   readonly artifactSha256: Uint8Array;
   /** KV cells as configured (advertised: the tracker fits ranges to memory with it) */
   readonly kvCells: number;
+  /**
+   * Most tokens one session may hold here: at most the model's trained context (and
+   * MAX_CONTEXT_TOKENS), and never past what the engine gives one sequence (the whole pool,
+   * or its own stream's share). Default: all of that.
+   */
+  readonly ctxSize?: number;
   readonly maxSessions: number;
   readonly batchTokens: number;
   /** a session with no step for this long is released */
@@ -106,6 +113,10 @@ export async function startShardNode(
   const tokensPerS = await measureDecode(engine);
   // what the engine holds (llama.cpp pads each session's stream), and each session's share
   const memory = await engine.memory();
+  const sessionCells = Math.min(
+    contextCap(engine.facts.nCtxTrain, memory.kvCellsPerSequence),
+    s.ctxSize ?? Infinity,
+  );
   // (not Promise.withResolvers: Node 20 lacks it)
   let keyFromTracker!: (k: CryptoKey) => void;
   const trackerKey = new Promise<CryptoKey>((r) => (keyFromTracker = r));
@@ -118,7 +129,7 @@ export async function startShardNode(
       maxBatchTokens: s.batchTokens,
       maxQueuedPerSession: s.maxQueuedPerSession ?? 64,
       kvCells: memory.kvCells,
-      kvCellsPerSession: memory.kvCellsPerSequence,
+      kvCellsPerSession: sessionCells,
       cohorts: s.cohorts ?? costsPerToken(engine.backend),
     },
     leaseMs: s.leaseMs,
@@ -136,7 +147,7 @@ export async function startShardNode(
         range: { start: engine.facts.range.start, end: engine.facts.range.end },
         engine: engineLabel(engine),
         kvCells: s.kvCells,
-        sessionCells: memory.kvCellsPerSequence,
+        sessionCells,
         maxSessions: s.maxSessions,
         decodeTokensPerS: tokensPerS,
         memoryCapBytes: BigInt(host.memoryCapBytes ?? 0),

@@ -181,6 +181,8 @@ export class ShardNode {
       maxSessions: m.maxSequences,
       queued: b.queued,
       batches: BigInt(b.batches),
+      graphPasses: BigInt(b.graphPasses),
+      kvLayout: m.kvLayout,
       lastBatchSessions: b.lastBatchSessions,
       maxBatchSessions: b.maxBatchSessions,
       prefillTokens: BigInt(b.prefillTokens),
@@ -434,6 +436,7 @@ export class ShardNode {
       computeMs: r.computeMs,
       batchSessions: r.batchSessions,
       batchTokens: r.batchTokens,
+      batchPasses: r.batchPasses,
       bytesIn: tensorBytes(f),
       // this step's frame in, and the last frame out (this one's is known once it is encoded)
       codecMs: codecMs(f) + s.lastEncodeMs,

@@ -24,6 +24,8 @@ export interface StepResult {
   readonly data: Float32Array;
   readonly batchTokens: number;
   readonly batchSessions: number;
+  /** graph passes of the engine call that carried the step (1: one pass over the weights) */
+  readonly batchPasses: number;
   /** waiting for a batch, then the engine call that carried the step */
   readonly queuedMs: number;
   readonly computeMs: number;
@@ -37,8 +39,8 @@ export interface BatcherLimits {
   /** KV cells of this shard, all sessions together */
   readonly kvCells: number;
   /**
-   * Most cells one session may hold. Batch-invariant engines give each session its own stream
-   * of kvCells / maxSessions cells; a shared pool lets one session grow to kvCells (default).
+   * Most cells one session may hold: the context the node offers (default kvCells). An engine
+   * whose KV layout is "streams" gives each session only its own stream's share.
    */
   readonly kvCellsPerSession?: number;
   /**
@@ -91,6 +93,8 @@ export interface BatcherStats {
   /** sessions ended because the shared KV pool ran short */
   readonly preempted: number;
   readonly batches: number;
+  /** graph passes of those engine calls: as many as batches when every batch took one pass */
+  readonly graphPasses: number;
   readonly lastBatchTokens: number;
   readonly lastBatchSessions: number;
   readonly maxBatchSessions: number;
@@ -114,6 +118,7 @@ export class Batcher {
   #running = false;
   #stats = {
     batches: 0,
+    graphPasses: 0,
     lastBatchTokens: 0,
     lastBatchSessions: 0,
     maxBatchSessions: 0,
@@ -433,6 +438,8 @@ export class Batcher {
     }
     const t1 = performance.now();
     this.#stats.batches++;
+    const passes = out.passes ?? 1;
+    this.#stats.graphPasses += passes;
     this.#stats.lastBatchTokens = n;
     this.#stats.lastBatchSessions = picked.length;
     this.#stats.maxBatchSessions = Math.max(this.#stats.maxBatchSessions, picked.length);
@@ -462,6 +469,7 @@ export class Batcher {
           data,
           batchTokens: n,
           batchSessions: picked.length,
+          batchPasses: passes,
           queuedMs: t0 - p.at,
           computeMs: t1 - t0,
         });

@@ -272,6 +272,7 @@ function writeTelemetry(w: Writer, t: NodeTelemetry): void {
   putF32(w, 11, t.codecMs);
   putF64(w, 12, t.receivedUnixMs);
   putF64(w, 13, t.sentUnixMs);
+  putU32(w, 14, t.batchPasses);
   w.close(m);
 }
 
@@ -449,6 +450,7 @@ function readTelemetry(r: Reader): NodeTelemetry {
     codecMs: 0,
     receivedUnixMs: 0,
     sentUnixMs: 0,
+    batchPasses: 0,
   };
   fields(r, r.sub(), (no, w) => {
     switch (no) {
@@ -479,6 +481,8 @@ function readTelemetry(r: Reader): NodeTelemetry {
         return (wire(w, I64), (m.receivedUnixMs = r.f64()));
       case 13:
         return (wire(w, I64), (m.sentUnixMs = r.f64()));
+      case 14:
+        return (wire(w, VARINT), (m.batchPasses = r.varint() >>> 0));
       default:
         throw ASIDE;
     }

@@ -14,6 +14,7 @@ import type {
   DecodeBatch,
   DecodeOutputs,
   EngineMemory,
+  KvLayout,
   ModelFacts,
   RangeEngine,
   SeqId,
@@ -31,8 +32,9 @@ export interface FakeEngineOptions {
   readonly maxSequences?: number;
   /** most tokens one decode call may carry */
   readonly batchTokens?: number;
-  /** true: each sequence owns kvCells / maxSequences cells; false (default): one shared pool */
-  readonly batchInvariant?: boolean;
+  /** true: each sequence owns kvCells / maxSequences cells (KV layout "streams"); false
+   *  (default): one pool any sequence may fill, as the ordered pool of a batch-invariant engine */
+  readonly streams?: boolean;
   /** the engine recipe fingerprint (32 bytes) */
   readonly recipe?: Uint8Array;
 }
@@ -82,6 +84,9 @@ export class FakeEngine implements RangeEngine {
   readonly released: SeqId[] = [];
   readonly kvCells: number;
   readonly perSequence: number;
+  readonly kvLayout: KvLayout;
+  /** engine calls so far: every batch is one graph pass */
+  #passes = 0;
   readonly batchTokens: number;
   readonly #seqs: SequenceTable;
   readonly #queue = new EngineQueue();
@@ -110,7 +115,8 @@ export class FakeEngine implements RangeEngine {
     this.output = range.end === nLayer ? "logits" : "hidden";
     this.kvCells = o.kvCells ?? 256;
     const maxSequences = o.maxSequences ?? 8;
-    this.perSequence = o.batchInvariant ? Math.floor(this.kvCells / maxSequences) : this.kvCells;
+    this.perSequence = o.streams ? Math.floor(this.kvCells / maxSequences) : this.kvCells;
+    this.kvLayout = o.streams ? "streams" : "ordered";
     this.batchTokens = o.batchTokens ?? 512;
     this.#seqs = new SequenceTable(maxSequences);
     this.recipe = o.recipe ?? new Uint8Array(32).fill(0x5e);
@@ -199,7 +205,8 @@ export class FakeEngine implements RangeEngine {
       this.#checkCells(batch);
       const out = this.#compute(batch);
       this.#seqs.commit(batch);
-      return out;
+      this.#passes++;
+      return { ...out, passes: 1 };
     });
   }
 
@@ -212,6 +219,8 @@ export class FakeEngine implements RangeEngine {
       sequencesOpen: this.#seqs.openCount,
       maxSequences: this.#seqs.maxSequences,
       kvCellsPerSequence: this.perSequence,
+      graphPasses: this.#passes,
+      kvLayout: this.kvLayout,
     }));
   }
 

@@ -19,9 +19,9 @@ describe("continuous batching on one shard (native engine)", () => {
       "s-7": "cancelled: session s-7 cancelled",
     });
     expect(out.kvAfterCancel).toBe(out.expectedKvAfterCancel);
-    // 1024 cells for 8 sessions: a stream of 128 (padded to 256) each, asked for at open, never reserved
+    // one pool of 1024 cells for 8 sessions: any one may grow to all of it, never reserved at open
     expect(out.refusals.over_budget).toBe(
-      "kv_full: KV budget: 1025 cells asked; one session holds at most 256 here",
+      "kv_full: KV budget: 1025 cells asked; one session holds at most 1024 here",
     );
     expect(out.refusals.unknown_session).toMatch(/^unknown_session/);
     expect(out.refusals.flood).toBe("ok,ok,ok,ok,overloaded,overloaded");

@@ -65,8 +65,9 @@ await expectError(
   () => head.decode({ tokens: Int32Array.of(1 << 20), seq: Int32Array.of(h), pos: Int32Array.of(0) }),
 );
 
-// KV budget: each sequence has a stream of C cells (batch-invariant contexts); a sequence of
-// C-10 tokens leaves no room for 40 more of its own, while another sequence still has its own
+// KV budget: one pool of C cells shared by the sequences (batch-invariant contexts keep each
+// one's cells in order inside it); a sequence of C-10 tokens leaves no room for 40 more, the
+// refused batch takes nothing, and another sequence still gets the 10 cells left
 const C = (await tail.memory()).kvCellsPerSequence;
 results["kv_per_sequence"] = String(C);
 const iota = (n: number) => Int32Array.from({ length: n }, (_, i) => i);
@@ -88,10 +89,10 @@ await expectError(
 );
 const s2 = tail.openSequence();
 const other = await tail.decode({
-  hidden: hid.data.subarray(0, 40 * E),
-  seq: new Int32Array(40).fill(s2),
-  pos: iota(40),
-  outputs: Uint8Array.from(iota(40), (i) => (i === 39 ? 1 : 0)),
+  hidden: hid.data.subarray(0, 10 * E),
+  seq: new Int32Array(10).fill(s2),
+  pos: iota(10),
+  outputs: Uint8Array.from(iota(10), (i) => (i === 9 ? 1 : 0)),
 });
 results["other_sequence_still_fits"] = String(other.rows);
 await expectError("sequences_exhausted", () => Promise.resolve().then(() => tail.openSequence()));

@@ -402,7 +402,7 @@ describe("batcher: KV cells", () => {
 
   it("passes on the engine's own kv_full when it holds fewer cells than the limits say", async () => {
     // llama.cpp pads each session's stream: the engine may run out before the batcher's count
-    const e = firstShard({ kvCells: 6, maxSequences: 2, batchInvariant: true });
+    const e = firstShard({ kvCells: 6, maxSequences: 2, streams: true });
     const b = new Batcher(e, limits({ kvCells: 64 }));
     b.open("a", 32);
     b.open("b", 32);

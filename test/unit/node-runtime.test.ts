@@ -59,7 +59,6 @@ async function start(tracker?: RecordingTracker) {
     range: { start: 0, end: 4 },
     kvCells: 256,
     maxSequences: 4,
-    batchInvariant: true,
   });
   const seams = new MemorySeams();
   const listener = listenerAt(seams, "http://node-a");
@@ -67,6 +66,8 @@ async function start(tracker?: RecordingTracker) {
     name: "node-a",
     artifactSha256: ARTIFACT,
     kvCells: 256,
+    // a session may hold 100 of the pool's 256 cells
+    ctxSize: 100,
     maxSessions: 4,
     batchTokens: 64,
     leaseMs: 60_000,
@@ -91,7 +92,7 @@ describe("the one node runtime", () => {
       range: { start: 0, end: 4 },
       engine: "fake",
       kvCells: 256,
-      sessionCells: 64,
+      sessionCells: 100,
       maxSessions: 4,
       memoryCapBytes: 4096n,
       artifactUrl: "http://node-a/artifacts/x",

@@ -66,6 +66,10 @@ export class FfiCalls implements StrataCalls<Handle> {
     return this.lib.strata_ctx_stats(ctx, out, out.length);
   }
 
+  lastPasses(ctx: Handle): number {
+    return this.lib.strata_ctx_last_passes(ctx);
+  }
+
   decode(ctx: Handle, b: DecodeBatch): Promise<number> {
     return this.lib.strata_decode(
       ctx,

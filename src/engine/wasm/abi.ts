@@ -22,6 +22,7 @@ export const SIGNATURES = {
   strata_seq_release: "pi",
   strata_seq_trim: "pii",
   strata_ctx_stats: "ppi",
+  strata_ctx_last_passes: "p",
 } as const satisfies Record<string, string>;
 
 export type Export = keyof typeof SIGNATURES;

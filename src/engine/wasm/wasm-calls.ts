@@ -59,6 +59,10 @@ export class WasmCalls implements StrataCalls<number> {
     return this.#int64s(out, (p) => this.abi.now("strata_ctx_stats", ctx, p, out.length));
   }
 
+  lastPasses(ctx: number): number {
+    return this.abi.now("strata_ctx_last_passes", ctx);
+  }
+
   async decode(ctx: number, batch: DecodeBatch): Promise<number> {
     const put = (a: Int32Array | Float32Array | Uint8Array | undefined) => {
       if (!a) return 0;

@@ -201,6 +201,10 @@ struct strata_ctx {
     int32_t n_seq_max = 0;
     int32_t n_batch   = 0;
     int32_t n_outputs = 0;
+    // how the KV cache holds sequences: STRATA_KV_SHARED, STRATA_KV_ORDERED or STRATA_KV_STREAMS
+    int32_t kv_mode   = 0;
+    // graph passes of the last decode (ubatches: 1 unless the batch had to split)
+    int32_t last_passes = 0;
     err_slot err;
 
     // reusable batch arrays
@@ -533,32 +537,48 @@ strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_m
         s->seq_ptr.assign(n_batch, nullptr);
         s->logits.assign(n_batch, 0);
 
-        llama_context_params cp = llama_context_default_params();
-        cp.n_ctx           = (uint32_t) n_ctx;
-        cp.n_batch         = (uint32_t) n_batch;
-        cp.n_ubatch        = (uint32_t) n_batch;
-        cp.n_seq_max       = (uint32_t) n_seq_max;
-        cp.n_threads       = n_threads;
-        cp.n_threads_batch = n_threads;
         const bool invariant = (flags & STRATA_CTX_BATCH_INVARIANT) != 0;
-        // one stream per sequence keeps each one's cells in position order (a shared pool hands
-        // a released sequence's cells to others, and attention then sums in another order)
-        cp.kv_unified      = !invariant;
-        // sliding-window layers (Gemma 3) keep every cell, as global ones do: a windowed cache
-        // drops cells past the window, and a route repair's trim could not take a step back
-        cp.swa_full        = true;
-        cp.no_perf         = true;
-        // ranges without the head hand on the raw residual stream of every token
-        cp.embeddings      = !model->last();
-        cp.pooling_type    = LLAMA_POOLING_TYPE_NONE;
-        if (flags & STRATA_CTX_CAPTURE) {
-            cp.cb_eval           = on_eval;
-            cp.cb_eval_user_data = s;
-        }
-        s->c = llama_init_from_model(model->m, cp);
-        if (!s->c) {
-            fail(e.slot, STRATA_ERR_ENGINE, "failed to create a context: " + log_tail());
-            return nullptr;
+        // invariant: one pool whose cells stay in position order within each sequence (see
+        // llama_set_kv_ordered); where the context cannot keep that order, one stream per
+        // sequence (each holds n_ctx / n_seq_max cells, in order by construction)
+        for (const bool unified : { true, false }) {
+            if (!unified && !invariant) break;
+            llama_context_params cp = llama_context_default_params();
+            cp.n_ctx           = (uint32_t) n_ctx;
+            cp.n_batch         = (uint32_t) n_batch;
+            cp.n_ubatch        = (uint32_t) n_batch;
+            cp.n_seq_max       = (uint32_t) n_seq_max;
+            cp.n_threads       = n_threads;
+            cp.n_threads_batch = n_threads;
+            cp.kv_unified      = unified;
+            // sliding-window layers (Gemma 3) keep every cell, as global ones do: a windowed cache
+            // drops cells past the window, and a route repair's trim could not take a step back
+            cp.swa_full        = true;
+            cp.no_perf         = true;
+            // ranges without the head hand on the raw residual stream of every token
+            cp.embeddings      = !model->last();
+            cp.pooling_type    = LLAMA_POOLING_TYPE_NONE;
+            if (flags & STRATA_CTX_CAPTURE) {
+                cp.cb_eval           = on_eval;
+                cp.cb_eval_user_data = s;
+            }
+            s->c = llama_init_from_model(model->m, cp);
+            if (!s->c) {
+                fail(e.slot, STRATA_ERR_ENGINE, "failed to create a context: " + log_tail());
+                return nullptr;
+            }
+            if (!invariant) {
+                s->kv_mode = STRATA_KV_SHARED;
+            } else if (!unified) {
+                s->kv_mode = STRATA_KV_STREAMS;
+            } else if (llama_set_kv_ordered(s->c, true)) {
+                s->kv_mode = STRATA_KV_ORDERED;
+            } else {
+                llama_free(s->c);
+                s->c = nullptr;
+                continue;
+            }
+            break;
         }
         s->n_threads = n_threads;
         if (invariant) llama_set_cpu_reference(s->c, true);
@@ -611,6 +631,7 @@ int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
     err_slot & e = ctx->err;
     const strata_model & model = *ctx->model;
     ctx->n_outputs = 0;
+    ctx->last_passes = 0;
     if (n_tokens <= 0 || n_tokens > ctx->n_batch) {
         return fail(e, STRATA_ERR_INPUT, "batch of " + std::to_string(n_tokens) + " tokens; the context takes 1 to " +
                                          std::to_string(ctx->n_batch));
@@ -683,7 +704,9 @@ int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
 
         ctx->captured.clear();
         ctx->capture_failed = false;
+        const uint64_t passes0 = llama_n_graph_passes(ctx->c);
         const int32_t r = llama_decode(ctx->c, b);
+        ctx->last_passes = (int32_t) (llama_n_graph_passes(ctx->c) - passes0);
         if (r == 1) {
             int64_t stats[5] = {0};
             strata_ctx_stats(ctx, stats, 5);
@@ -717,6 +740,11 @@ int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
         ctx->n_outputs = n_out;
         return n_out;
     });
+}
+
+int32_t strata_ctx_last_passes(const strata_ctx * ctx) {
+    if (!ctx) return STRATA_ERR_INPUT;
+    return ctx->last_passes;
 }
 
 int32_t strata_output_dim(const strata_ctx * ctx) {
@@ -784,8 +812,9 @@ int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap) {
     int64_t bytes = 0;
     for (const auto & [buft, size] : mem->memory_breakdown()) bytes += (int64_t) size;
     const int64_t per_seq = llama_n_ctx_seq(ctx->c);
-    const int64_t stats[] = { cells, used, bytes, ctx->n_seq_max, per_seq };
-    const int32_t n = std::min<int32_t>(cap, 5);
+    const int64_t stats[] = { cells, used, bytes, ctx->n_seq_max, per_seq, (int64_t) llama_n_graph_passes(ctx->c),
+                              ctx->kv_mode };
+    const int32_t n = std::min<int32_t>(cap, 7);
     for (int32_t i = 0; i < n; ++i) out[i] = stats[i];
     return n;
 }

@@ -81,14 +81,24 @@ STRATA_API int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32
 // Context flags.
 // CAPTURE enables strata_ctx_capture (reference runs only: it splits the graph).
 // BATCH_INVARIANT: a sequence's outputs are bit-identical whether it runs alone or batched with
-// any others: each sequence gets its own KV stream of n_ctx / n_seq_max cells (its cells stay in
-// position order, whoever comes and goes), and the CPU runs its reference kernels (the same
-// kernel for every batch shape: no sgemm, no tiled or split-KV flash attention, no fusion).
+// any others: the KV pool keeps each sequence's cells in position order (a sequence's next cell
+// is always above its others, and a pool that runs short compacts itself keeping that order),
+// fused attention visits cells in that order and skips the others' cells, and the CPU runs its
+// reference kernels (the same kernel for every batch shape: no sgemm, no tiled or split-KV flash
+// attention, no fusion). Any batch is one graph pass, whatever its sequences' ids. Where the
+// order cannot be kept (attention not fused, a cache of another kind), each sequence gets its
+// own KV stream of n_ctx / n_seq_max cells instead (STRATA_KV_STREAMS; a batch then splits into
+// one pass per run of consecutive sequence ids).
 #define STRATA_CTX_CAPTURE         1
 #define STRATA_CTX_BATCH_INVARIANT 2
 
-// A context holds n_ctx KV cells for up to n_seq_max sequences (one pool shared by all, or one
-// stream each with BATCH_INVARIANT), and one CPU thread pool of n_threads for its whole life.
+// How a context's KV cache holds its sequences (strata_ctx_stats).
+#define STRATA_KV_SHARED  0  // one pool in any order (not batch-invariant)
+#define STRATA_KV_ORDERED 1  // one pool, each sequence's cells in position order
+#define STRATA_KV_STREAMS 2  // one stream of n_ctx / n_seq_max cells per sequence
+
+// A context holds n_ctx KV cells for up to n_seq_max sequences, and one CPU thread pool of
+// n_threads for its whole life.
 STRATA_API strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_max,
                                        int32_t n_batch, int32_t n_threads, int32_t flags,
                                        char * err, int32_t err_cap);
@@ -108,6 +118,8 @@ STRATA_API int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
                                  const int32_t * pos, int32_t pos_len,
                                  const int32_t * seq, int32_t seq_len,
                                  const uint8_t * outputs, int32_t outputs_len);
+// Graph passes the last decode took: 1, or one per ubatch where llama.cpp had to split the batch.
+STRATA_API int32_t strata_ctx_last_passes(const strata_ctx * ctx);
 // Width of one output row: n_vocab logits on the last range, seam width hidden floats elsewhere.
 STRATA_API int32_t strata_output_dim(const strata_ctx * ctx);
 // Copies the last decode's output rows, in batch order. Returns floats written.
@@ -118,7 +130,8 @@ STRATA_API int32_t strata_seq_release(strata_ctx * ctx, int32_t seq);
 STRATA_API int32_t strata_seq_trim(strata_ctx * ctx, int32_t seq, int32_t pos);
 // Highest position held for seq, -1 when empty.
 STRATA_API int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq);
-// kv cells total, kv cells used, kv bytes, n_seq_max, the cells one sequence may hold.
+// kv cells total, kv cells used, kv bytes, n_seq_max, the cells one sequence may hold, graph
+// passes since the context was made, the KV mode (STRATA_KV_*). Returns how many were written.
 STRATA_API int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap);
 
 // Reference runs: record the residual stream after each listed layer during the next decodes.
