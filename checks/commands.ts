@@ -15,6 +15,7 @@ import { backendOption, int, memorySize, nativeBackend, num } from "../server/cl
 import {
   hostsBenchCommand,
   invarianceBenchCommand,
+  kvPoolBenchCommand,
   loadBenchCommand,
   seamCompressionCommand,
   suiteCommand,
@@ -190,6 +191,7 @@ export function addCheckCommands(program: Command): void {
   bench.addCommand(transportBenchCommand());
   bench.addCommand(loadBenchCommand());
   bench.addCommand(invarianceBenchCommand());
+  bench.addCommand(kvPoolBenchCommand());
   bench.addCommand(gateACommand());
   bench.addCommand(verifyCommand());
 

@@ -19,6 +19,7 @@ import { benchSeamCompression } from "./seam-compression.ts";
 import { benchTransport } from "./transport.ts";
 import { benchGatewayLoad, printGatewayLoad } from "./gateway-load.ts";
 import { benchInvarianceCost, summarizeCost } from "./invariance-cost.ts";
+import { benchKvPool, printKvPool } from "./kv-pool.ts";
 
 const list = (v: string) => v.split(",").map(Number);
 const DELAYS = [0, 5, 20, 50];
@@ -225,5 +226,33 @@ export function invarianceBenchCommand(): Command {
       for (const [k, v] of Object.entries(summary)) {
         console.log(`${k.padEnd(16)} on ${v.on.toFixed(1)}, off ${v.off.toFixed(1)}: ${v.ratio.toFixed(3)}×`);
       }
+    });
+}
+
+/** `strata bench kv-pool`: the slot table, graph passes under churn, prefill on and off. */
+export function kvPoolBenchCommand(): Command {
+  return new Command("kv-pool")
+    .description(
+      "one KV pool per node: decode steps on in-order, scattered and reversed slots, graph passes under churn, " +
+        "prefill and TTFT, with batch invariance on and off in turns",
+    )
+    .option("--model <name|path>", "a catalog model or a GGUF file (e.g. from strata model synth --size 1G)")
+    .option("--threads <n>", "engine threads", int("threads"), 1)
+    .option("--rounds <n>", "on/off pairs (the median is reported)", int("rounds"), 3)
+    .option("--steps <n>", "decode steps timed for each slot pattern", int("steps"), 24)
+    .option("--prompts <list>", "prompt lengths for prefill and TTFT", "256,2000")
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path } = await resolveModel(o.model ?? DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const r = await benchKvPool({
+        modelPath: path,
+        threads: o.threads,
+        rounds: o.rounds,
+        steps: o.steps,
+        prompts: String(o.prompts).split(",").map(Number),
+        batchTokens: 512,
+      }, (s) => console.error(`bench: ${s}`));
+      console.log(o.json ? JSON.stringify(r, null, 2) : printKvPool(r));
     });
 }

@@ -21,6 +21,7 @@ import { Dialer } from "../seam/dialer.ts";
 import { log } from "../log/log.ts";
 import { NodeWatch } from "../../src/gateway/node-watch.ts";
 import { ActiveRoutes } from "../../src/gateway/active-routes.ts";
+import { offeredContext } from "../../src/route/context-window.ts";
 import { networkPageRoutes } from "./network-page.ts";
 import { generate, type GenerationContext, promptTokens, routeError } from "./generate.ts";
 import { Metrics } from "./metrics.ts";
@@ -141,14 +142,26 @@ export async function startGateway(o: GatewayOptions) {
     await next();
   });
 
-  app.get(
-    "/v1/models",
-    (c) =>
-      c.json({
-        object: "list",
-        data: [{ id: o.modelName, object: "model", created: 0, owned_by: "strata" }],
-      }),
-  );
+  const started = Math.floor(Date.now() / 1000);
+  app.get("/v1/models", async (c) => {
+    const { nodes } = await tracker.client.nodes({}, { timeoutMs: 5000 }).catch(() => ({ nodes: [] }));
+    const shards = nodes.filter((n) => n.live && n.admission === "admitted" && n.shard?.range).map((n) => ({
+      start: n.shard!.range!.start,
+      end: n.shard!.range!.end,
+      sessionCells: n.shard!.sessionCells,
+    }));
+    return c.json({
+      object: "list",
+      data: [{
+        id: o.modelName,
+        object: "model",
+        created: started,
+        owned_by: "strata",
+        // the longest prompt + completion a route offers now (0: no complete route yet)
+        context_length: offeredContext(shards, facts.nLayer, facts.nCtxTrain),
+      }],
+    });
+  });
 
   for (const [path, kind] of [["/v1/chat/completions", "chat"], ["/v1/completions", "completion"]] as const) {
     app.post(path, async (c) => {

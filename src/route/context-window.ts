@@ -31,3 +31,25 @@ export function contextWindow(
   }
   return { newTokens: n, kvCells: promptTokens + n };
 }
+
+/** What a live, admitted node advertises of its range and the context it gives a session. */
+export interface OfferedShard {
+  readonly start: number;
+  readonly end: number;
+  readonly sessionCells: number;
+}
+
+/**
+ * The longest context a route can offer now: on every layer the node that offers the most,
+ * the least of those over the layers, capped as contextCap caps it. 0 while some layer has no
+ * node (no complete route).
+ */
+export function offeredContext(shards: readonly OfferedShard[], nLayer: number, nCtxTrain: number): number {
+  let cells = Infinity;
+  for (let layer = 0; layer < nLayer; layer++) {
+    let best = 0;
+    for (const s of shards) if (s.start <= layer && layer < s.end) best = Math.max(best, s.sessionCells);
+    cells = Math.min(cells, best);
+  }
+  return cells > 0 ? contextCap(nCtxTrain, cells) : 0;
+}

@@ -31,6 +31,9 @@ describe("strata up: tracker, gateway and two routes (SmolLM2)", () => {
     expect([e.no_key.status, e.no_key.error.code]).toEqual([401, "invalid_api_key"]);
     expect([e.wrong_key.status, e.wrong_key.error.code]).toEqual([401, "invalid_api_key"]);
     expect(out.models.data[0].id).toBe("smollm2");
+    // each node's one pool holds far more than a session: a route offers the model's trained 8192
+    expect(out.models.data[0].context_length).toBe(8192);
+    expect(e.too_long.error.message).toMatch(/^this model's context is 8192 tokens here/);
     // a node whose probe disagrees is refused and never routed
     expect(out.liar.admission).toMatch(/^refused: max \|Δ\|/);
     expect(out.liar.assigned).toBe(0);
