@@ -16,6 +16,7 @@ import {
   hostsBenchCommand,
   invarianceBenchCommand,
   kvPoolBenchCommand,
+  longContextBenchCommand,
   loadBenchCommand,
   seamCompressionCommand,
   suiteCommand,
@@ -192,6 +193,7 @@ export function addCheckCommands(program: Command): void {
   bench.addCommand(loadBenchCommand());
   bench.addCommand(invarianceBenchCommand());
   bench.addCommand(kvPoolBenchCommand());
+  bench.addCommand(longContextBenchCommand());
   bench.addCommand(gateACommand());
   bench.addCommand(verifyCommand());
 

@@ -20,6 +20,7 @@ import { benchTransport } from "./transport.ts";
 import { benchGatewayLoad, printGatewayLoad } from "./gateway-load.ts";
 import { benchInvarianceCost, summarizeCost } from "./invariance-cost.ts";
 import { benchKvPool, printKvPool } from "./kv-pool.ts";
+import { benchLongContext } from "./long-context.ts";
 
 const list = (v: string) => v.split(",").map(Number);
 const DELAYS = [0, 5, 20, 50];
@@ -254,5 +255,32 @@ export function kvPoolBenchCommand(): Command {
         batchTokens: 512,
       }, (s) => console.error(`bench: ${s}`));
       console.log(o.json ? JSON.stringify(r, null, 2) : printKvPool(r));
+    });
+}
+
+/** `strata bench long-context`: long prompts through `strata up` with its defaults. */
+export function longContextBenchCommand(): Command {
+  return new Command("long-context")
+    .description(
+      "strata up with its defaults, the openai client: one long chat against whole-model llama.cpp, then many " +
+        "long streamed chats at once, each against itself alone; every node empty afterwards",
+    )
+    .option("--long <n>", "prompt tokens of the one long chat", int("long"), 6000)
+    .option("--concurrent <n>", "chats at once", int("concurrent"), 16)
+    .option("--concurrent-tokens <n>", "prompt tokens of each of them", int("concurrent-tokens"), 3000)
+    .option("--max-tokens <n>", "new tokens of each chat", int("max-tokens"), 32)
+    .action(async (o) => {
+      const { path, name } = await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const r = await benchLongContext({
+        modelPath: path,
+        modelName: name,
+        longTokens: o.long,
+        concurrent: o.concurrent,
+        concurrentTokens: o.concurrentTokens,
+        maxTokens: o.maxTokens,
+        progress: (s) => console.error(`bench: ${s}`),
+      });
+      console.log(JSON.stringify(r, null, 2));
     });
 }

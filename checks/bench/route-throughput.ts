@@ -21,6 +21,8 @@ export interface RouteBenchOptions {
   readonly threads: number;
 }
 
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+
 export const quantile = (xs: number[], q: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
@@ -78,6 +80,8 @@ export async function benchRoute(o: RouteBenchOptions) {
       max_batch_sessions_seen: Math.max(
         ...many.replies.map((r) => Math.max(...r.telemetry.map((t) => t.batchSessions))),
       ),
+      // each node's engine call per step: 1 is one pass over the weights for the whole batch
+      graph_passes_per_call: mean(many.replies.flatMap((r) => r.telemetry.map((t) => t.batchPasses))),
       step_ms_p50: quantile(one.replies.map((r) => r.ms), 0.5),
       step_ms_p95: quantile(one.replies.map((r) => r.ms), 0.95),
       seam_overhead_per_step_per_hop_ms: { p50: quantile(perHop, 0.5), p95: quantile(perHop, 0.95) },
@@ -220,7 +224,7 @@ export function printRouteBench(r: Awaited<ReturnType<typeof benchRoute>>): stri
     }× whole)`,
     `route, ${r.route_n_sessions} sessions (aggregate):     ${f(r.route_n_sessions_aggregate_tok_s)} tok/s (${
       f(r.aggregate_ratio_n_vs_1, 2)
-    }× one session; up to ${r.max_batch_sessions_seen} a batch)`,
+    }× one session; up to ${r.max_batch_sessions_seen} a batch, ${f(r.graph_passes_per_call, 2)} graph passes a call)`,
     `decode step round trip:           p50 ${f(r.step_ms_p50, 2)} ms, p95 ${f(r.step_ms_p95, 2)} ms`,
     `seam overhead per step per hop:   p50 ${f(r.seam_overhead_per_step_per_hop_ms.p50, 3)} ms, p95 ${
       f(r.seam_overhead_per_step_per_hop_ms.p95, 3)

@@ -23,6 +23,9 @@ import type { SeamDialer, SeamLink, SeamTransport } from "../seam/link.ts";
 import { packTensor } from "../seam/tensor.ts";
 import { unixMs } from "../seam/clock.ts";
 
+
+/** How long a step may go unanswered by default: what an OpenAI client waits for a reply. */
+export const STEP_TIMEOUT_MS = 600_000;
 export interface RouteHop {
   readonly url: string;
   readonly range: { readonly start: number; readonly end: number };
@@ -42,7 +45,12 @@ export interface SessionOptions {
   /** KV cells the session claims on every shard: prompt plus generated tokens */
   readonly kvCells: number;
   readonly compression?: Compression;
-  /** no reply within this long fails the step and cancels the route */
+  /**
+   * No reply within this long fails the step and cancels the route (default STEP_TIMEOUT_MS).
+   * A step may wait behind other sessions' work on a busy node: 16 prompts of 3,000 tokens
+   * arriving at once on a route of CPU nodes keep the last one's first chunk queued for minutes.
+   * A node that died or left is found sooner, by its seam or by the tracker (NodeWatch).
+   */
   readonly stepTimeoutMs?: number;
   /** tokens in each prefill chunk (fixed); without it, the chunk follows `pipelineChunkFloor` */
   readonly prefillChunk?: number;
@@ -416,7 +424,7 @@ export class RouteSession {
     if (this.#done) return Promise.reject(new SeamError("unknown_session", "the session has ended"));
     this.#pos += advance;
     return new Promise((resolve, reject) => {
-      const due = Date.now() + (this.options.stepTimeoutMs ?? 120_000);
+      const due = Date.now() + (this.options.stepTimeoutMs ?? STEP_TIMEOUT_MS);
       this.#pending.set(f.stepId, { resolve, reject, sentAt: performance.now(), due, sentUnixMs: unixMs() });
       this.#watch();
       if (!this.link.send(f)) {
@@ -431,7 +439,7 @@ export class RouteSession {
     // steps are answered in the order sent: the first in the map is the oldest
     const [step, oldest] = this.#pending.entries().next().value!;
     if (oldest.due <= Date.now()) {
-      const timeout = this.options.stepTimeoutMs ?? 120_000;
+      const timeout = this.options.stepTimeoutMs ?? STEP_TIMEOUT_MS;
       this.#fail(new SeamError("deadline", `no reply to step ${step} within ${timeout} ms`));
       void this.cancel();
       return;

@@ -2,8 +2,7 @@
 // tokenization; plain completions for a base model), and where a generated text leaves one: the yardstick of the end-to-end
 // tests that chat through routes.
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
-import { EngineProcess } from "../../checks/engine-host/engine-process.ts";
-import { sigma, top2 } from "../../src/parity/compare.ts";
+import { wholeGreedy } from "../../checks/engine-host/whole-greedy.ts";
 
 /** Four short questions with distinct answers, asked by the end-to-end tests. */
 export const CHAT_QUESTIONS = [
@@ -36,47 +35,10 @@ export async function chatReference(
       ? tok.tokenize(tok.applyChat([{ role: "user", content: q }]), { addSpecial: true, parseSpecial: true })
       : tok.tokenize(q, { addSpecial: true, parseSpecial: false })
   );
-  const longest = Math.max(...prompts.map((p) => p.length));
-  const whole = await EngineProcess.spawn({
-    modelPath: model,
-    range: "whole",
-    kvCells: Math.max(512, longest + newTokens + 8),
-    maxSequences: 1,
-    batchTokens: Math.max(512, longest),
-    threads: 2,
-    backend: "cpu",
-  });
-  const texts: string[] = [];
-  // per question: the greedy tokens and the whole model's top-2 gap (in σ of the logits) at each
-  const refSteps: Array<Array<{ token: number; gapSigma: number }>> = [];
-  for (const qi of questions.keys()) {
-    const ids = prompts[qi];
-    const seq = await whole.open();
-    const out: number[] = [];
-    const steps: Array<{ token: number; gapSigma: number }> = [];
-    let input = ids;
-    let at = 0;
-    for (let i = 0; i < newTokens; i++) {
-      const n = input.length;
-      const r = await whole.decode(
-        input,
-        Int32Array.from({ length: n }, (_, k) => at + k),
-        new Int32Array(n).fill(seq),
-        Uint8Array.from({ length: n }, (_, k) => (k === n - 1 ? 1 : 0)),
-      );
-      const best = top2(r.data);
-      const t = best.best;
-      steps.push({ token: t, gapSigma: best.gap / sigma(r.data) });
-      if (tok.isEndOfGeneration(t)) break;
-      out.push(t);
-      at += n;
-      input = Int32Array.of(t);
-    }
-    await whole.release(seq);
-    texts.push(tok.detokenize(out));
-    refSteps.push(steps);
-  }
-  await whole.close();
+  const refSteps = await wholeGreedy(model, prompts, newTokens, (t) => tok.isEndOfGeneration(t));
+  const texts = refSteps.map((steps) =>
+    tok.detokenize(steps.map((s) => s.token).filter((t) => !tok.isEndOfGeneration(t)))
+  );
 
   const divergence = (q: number, text: string) => {
     const steps = refSteps[q];

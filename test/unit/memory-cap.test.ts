@@ -4,6 +4,7 @@ import { layerRange } from "../../src/engine/layer-range.ts";
 import {
   checkMemoryCap,
   computeBytes,
+  defaultPool,
   type EngineBudget,
   headerModel,
   kvCellsAllocated,
@@ -11,6 +12,7 @@ import {
   memoryMisfit,
   parseMemorySize,
   rangeMemory,
+  kvStreams,
   specMemory,
 } from "../../src/engine/memory-fit.ts";
 import type { GraphShape } from "../../src/gguf/graph-shape.ts";
@@ -197,5 +199,31 @@ describe("a range's memory from the model's header", () => {
       "need 1.21 GiB (weights 0.95 GiB + KV 0.19 GiB + compute 0.07 GiB), more than the memory cap of 1.00 GiB",
     );
     expect(memoryMisfit(need, 2 * GIB)).toBeUndefined();
+  });
+});
+
+describe("a node's KV pool", () => {
+  const llama = synthModel({ arch: "llama", nLayer: 8, nEmbd: 512, nHead: 8, nHeadKv: 8, nFf: 1536, nVocab: 4096 });
+  const model = headerModel(parseGgufHeader(llama), llama.length);
+  const spec = { range: layerRange(0, 8, 8), maxSequences: 16, batchTokens: 512, batchInvariant: true };
+  const fits = (cells: number) => specMemory(model, { ...spec, kvCells: cells }, true).total;
+
+  it("holds 4096 tokens for every session when nothing caps it, and halves until the range fits a cap", () => {
+    expect(defaultPool(model, spec, { capBytes: 0, flashAttention: true })).toBe(16 * 4096);
+    // a cap that holds 20,000 cells but not 32,768: the pool halves twice
+    const cap = fits(20_000);
+    expect(defaultPool(model, spec, { capBytes: cap, flashAttention: true })).toBe(16_384);
+    expect(fits(16_384)).toBeLessThanOrEqual(cap);
+    // nothing fits: the smallest, for the cap check to refuse with the numbers
+    expect(defaultPool(model, spec, { capBytes: 1, flashAttention: true })).toBe(1024);
+  });
+
+  it("is one ordered pool for plain and sliding-window caches, a stream per session for caches that cannot keep one", () => {
+    const b = { batchInvariant: true, maxSequences: 16 };
+    expect(kvStreams(b, uniformKv(4, 64))).toBe(1);
+    expect(kvStreams(b, [{ k: 64, v: 64, window: 8 }])).toBe(1);
+    expect(kvStreams(b, [{ k: 64, v: 0, window: 0, indexer: 32 }])).toBe(16);
+    expect(kvStreams(b, [{ k: 64, v: 0, window: 0, streams: "per-sequence" }])).toBe(16);
+    expect(kvStreams({ ...b, batchInvariant: false }, [{ k: 64, v: 0, window: 0, indexer: 32 }])).toBe(1);
   });
 });

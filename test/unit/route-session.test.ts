@@ -402,7 +402,7 @@ describe("route session: failures, deadlines, release and cancel", () => {
   });
 
   // cancel() must clear the pending steps' deadline timers: armed, each would keep a process that
-  // cancelled alive for stepTimeoutMs (120 s by default)
+  // cancelled alive for stepTimeoutMs (STEP_TIMEOUT_MS by default)
   it("cancel leaves no deadline timer behind", async () => {
     vi.useFakeTimers();
     const { shard, session } = await opened({ stepTimeoutMs: 60_000 });

@@ -1,0 +1,58 @@
+// Whole-model llama.cpp's greedy continuations of token prompts, in an engine process of its
+// own: the yardstick of every check that chats through routes. Each prompt goes in as one
+// batch, then one token a step; each step's top-2 gap (in σ of the logits) comes with it.
+import { sigma, top2 } from "../../src/parity/compare.ts";
+import { EngineProcess } from "./engine-process.ts";
+
+export interface GreedyStep {
+  readonly token: number;
+  /** the whole model's top-2 gap at this step, in σ of its logits */
+  readonly gapSigma: number;
+}
+
+/** Per prompt, the greedy steps up to `newTokens` or the first token `isEnd` says ends it (kept). */
+export async function wholeGreedy(
+  modelPath: string,
+  prompts: readonly Int32Array[],
+  newTokens: number,
+  isEnd: (token: number) => boolean,
+): Promise<GreedyStep[][]> {
+  const longest = Math.max(...prompts.map((p) => p.length));
+  const whole = await EngineProcess.spawn({
+    modelPath,
+    range: "whole",
+    kvCells: Math.max(512, longest + newTokens + 8),
+    maxSequences: 1,
+    batchTokens: Math.max(512, longest),
+    threads: 2,
+    backend: "cpu",
+  });
+  try {
+    const all: GreedyStep[][] = [];
+    for (const ids of prompts) {
+      const seq = await whole.open();
+      const steps: GreedyStep[] = [];
+      let input = ids;
+      let at = 0;
+      for (let i = 0; i < newTokens; i++) {
+        const n = input.length;
+        const r = await whole.decode(
+          input,
+          Int32Array.from({ length: n }, (_, k) => at + k),
+          new Int32Array(n).fill(seq),
+          Uint8Array.from({ length: n }, (_, k) => (k === n - 1 ? 1 : 0)),
+        );
+        const best = top2(r.data);
+        steps.push({ token: best.best, gapSigma: best.gap / sigma(r.data) });
+        if (isEnd(best.best)) break;
+        at += n;
+        input = Int32Array.of(best.best);
+      }
+      await whole.release(seq);
+      all.push(steps);
+    }
+    return all;
+  } finally {
+    await whole.close();
+  }
+}
