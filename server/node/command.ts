@@ -167,9 +167,11 @@ export function nodeCommand(): Command {
       const relay = o.relay ? { url: o.relay, token: o.relayToken } : undefined;
       const tap = fileTap(Deno.env.get("STRATA_SEAM_TAP"));
       const shared = auto && !fixedPort ? await Dialer.connect(relay, tap) : undefined;
+      // the KV pool of the range loaded last (reported when ready)
+      let pool = 0;
       const start = async (range: LayerRange) => {
         let path = localPath!;
-        const kvCells = o.kvCells ?? (auto ? settings.kvCells : await nodeDefaultPool(
+        const kvCells = pool = o.kvCells ?? (auto ? settings.kvCells : await nodeDefaultPool(
           manifest ? { model: manifestModel(manifest) } : { modelPath: localPath! },
           { ...settings, range },
           { capBytes, flashAttention },
@@ -264,6 +266,7 @@ export function nodeCommand(): Command {
         artifact_url: running.artifactUrl || undefined,
         tokens_per_s: running.tokensPerS,
         memory_cap_bytes: running.memoryCapBytes,
+        kv_cells: pool,
         fetched_bytes_by_source: fetched,
         pid: Deno.pid,
       }));

@@ -32,15 +32,16 @@ export function kvCellsAllocated(kvCells: number, streams = 1): number {
 
 /**
  * KV streams a batch-invariant engine makes for these layers (strata.h): one ordered pool for
- * llama.cpp's plain and sliding-window caches, one stream per sequence for caches of other
- * kinds (deepseek4's per-sequence streams, the indexer caches of glm-dsa and deepseek32), whose
- * cells the pool cannot keep in order. A pool that is not batch-invariant is one stream.
+ * llama.cpp's plain and sliding-window caches under fused attention, one stream per sequence
+ * where the pool cannot be kept in order: unfused attention, or caches of other kinds
+ * (deepseek4's per-sequence streams, the indexer caches of glm-dsa and deepseek32). A pool
+ * that is not batch-invariant is one stream.
  */
 export function kvStreams(
-  b: Pick<EngineBudget, "batchInvariant" | "maxSequences">,
+  b: Pick<EngineBudget, "batchInvariant" | "maxSequences" | "flashAttention">,
   kv: readonly KvLayer[],
 ): number {
-  const ordered = kv.every((l) => l.streams !== "per-sequence" && !l.indexer);
+  const ordered = b.flashAttention && kv.every((l) => l.streams !== "per-sequence" && !l.indexer);
   return b.batchInvariant && !ordered ? Math.max(1, b.maxSequences) : 1;
 }
 

@@ -14,7 +14,15 @@ import { CHAT_QUESTIONS } from "./chat-reference.ts";
 
 const AT_ONCE = Number(Deno.env.get("AT_ONCE") ?? 64);
 const MAX_TOKENS = 24;
-const net = await ServiceProcess.start("strata up", ["up", "--port", "0", "--routes", "2"], {}, 600_000);
+// --ctx-size: the request without max_tokens below runs to a session's whole context, which
+// the cap keeps at 1,024 tokens (a minute of decoding here, not SmolLM2's 8,192)
+const CTX = 1024;
+const net = await ServiceProcess.start(
+  "strata up",
+  ["up", "--port", "0", "--routes", "2", "--ctx-size", String(CTX)],
+  {},
+  600_000,
+);
 const nodeUrls = (net.ready.nodes as Array<{ url: string }>).map((n) => n.url);
 const client = new OpenAI({ baseURL: `${net.ready.gateway}/v1`, apiKey: "none", maxRetries: 0 });
 const seams = new GrpcSeams();
@@ -93,6 +101,7 @@ try {
   }));
   const longResult = await long;
   out.long = longResult;
+  out.ctx_size = CTX;
   out.others_ok = others.filter((o) => o.status === 200).length;
   out.others_done_before_long = others.filter((o) => o.doneAt < longDoneAt).length;
 

@@ -28,6 +28,10 @@ describe("concurrency as users see it (strata up --routes 2, the openai client)"
       `long answer: ${JSON.stringify(out.long)}, others done before it: ${out.others_done_before_long}`,
     );
     expect(out.long.status).toBe(200);
+    // it ran to the context --ctx-size gives a session, and ended as a request at max_tokens does
+    expect(out.long.finish).toBe("length");
+    expect(out.long.tokens).toBeGreaterThan(out.ctx_size - 100);
+    expect(out.long.tokens).toBeLessThan(out.ctx_size);
     expect(out.others_ok).toBe(16);
     expect(out.others_done_before_long).toBe(16);
 

@@ -8,20 +8,21 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { newRouteKeyText } from "../../src/route/keys.ts";
 import { strata, strataUntilReady } from "./strata.ts";
 
-let node: (cap: string) => string[];
+let node: (cap: string, more?: string[]) => string[];
 
 beforeAll(async () => {
   const key = join(mkdtempSync(join(tmpdir(), "strata-memory-cap-")), "route-key.json");
   writeFileSync(key, JSON.stringify(await newRouteKeyText()));
-  // SmolLM2 whole: 30 layers, 8192 KV cells for 16 sessions, batches of 512 tokens
+  // SmolLM2 whole: 30 layers, 16 sessions, batches of 512 tokens
   node = (
     cap,
-  ) => ["node", "--layers", "0:30", "--listen", "127.0.0.1:0", "--route-key", key, "--memory-cap", cap];
+    more = [],
+  ) => ["node", "--layers", "0:30", "--listen", "127.0.0.1:0", "--route-key", key, "--memory-cap", cap, ...more];
 });
 
 describe("a node's memory cap", () => {
   it("refuses a range past it before loading: exit 1, one line with weights, KV and compute", async () => {
-    const r = await strata(node("256MB"));
+    const r = await strata(node("256MB", ["--kv-cells", "8192"]));
     expect(r.code, r.stderr).toBe(1);
     expect(r.stdout).toBe("");
     const line = r.stderr.trim();
@@ -50,5 +51,14 @@ describe("a node's memory cap", () => {
     const r = await strataUntilReady(node("1GiB"));
     expect(r.ready, r.stderr.slice(-2000)).toMatchObject({ event: "ready", layers: "0:30" });
     expect(r.ready!.memory_cap_bytes).toBe(2 ** 30);
+    // the default pool (4096 cells for each of 16 sessions: 1.4 GiB of KV) halved until it fits
+    expect(r.ready!.kv_cells).toBe(32_768);
+  });
+
+  it("without --kv-cells, makes the pool as large as the cap holds, not refuses", async () => {
+    const r = await strataUntilReady(node("256MB"));
+    expect(r.ready, r.stderr.slice(-2000)).toMatchObject({ event: "ready", layers: "0:30" });
+    // weights 92.1 MiB + compute ~105 MiB leave room for 2048 cells (45 MiB), not 4096 (90 MiB)
+    expect(r.ready!.kv_cells).toBe(2048);
   });
 });

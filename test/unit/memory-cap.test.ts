@@ -218,9 +218,11 @@ describe("a node's KV pool", () => {
     expect(defaultPool(model, spec, { capBytes: 1, flashAttention: true })).toBe(1024);
   });
 
-  it("is one ordered pool for plain and sliding-window caches, a stream per session for caches that cannot keep one", () => {
-    const b = { batchInvariant: true, maxSequences: 16 };
+  it("is one ordered pool for plain and sliding-window caches under fused attention, else a stream per session", () => {
+    const b = { batchInvariant: true, maxSequences: 16, flashAttention: true };
     expect(kvStreams(b, uniformKv(4, 64))).toBe(1);
+    // unfused attention (an estimate for a GPU backend): the engine keeps a stream per session
+    expect(kvStreams({ ...b, flashAttention: false }, uniformKv(4, 64))).toBe(16);
     expect(kvStreams(b, [{ k: 64, v: 64, window: 8 }])).toBe(1);
     expect(kvStreams(b, [{ k: 64, v: 0, window: 0, indexer: 32 }])).toBe(16);
     expect(kvStreams(b, [{ k: 64, v: 0, window: 0, streams: "per-sequence" }])).toBe(16);
