@@ -1,5 +1,5 @@
 // What batch-invariant decoding costs the engine: the whole model in one process, with it on
-// (a KV stream per sequence, the CPU's reference kernels) and off (one shared pool, the fastest
+// (the ordered KV pool, the CPU's reference kernels) and off (the pool in any order, the fastest
 // kernels), back to back: prefill rate, one session's decode, 8 sessions decoding in one batch.
 // Prints figures; asserts nothing.
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";

@@ -94,7 +94,7 @@ export function nodeCommand(): Command {
     )
     .option(
       "--no-batch-invariant",
-      "one KV pool shared by all sessions and the CPU's fastest kernels: faster prefill, but a greedy answer may change with who else is asking",
+      "the KV pool in any order and the CPU's fastest kernels (batched matmuls: faster prefill where the CPU has AMX), but a greedy answer may change with who else is asking",
     )
     .option("--max-sessions <n>", "concurrent Route Sessions", int("max-sessions"), 16)
     .option(

@@ -80,7 +80,7 @@ export function upCommand(): Command {
     )
     .option(
       "--no-batch-invariant",
-      "nodes share one KV pool and run the fastest kernels: faster prefill, but a greedy answer may change with load",
+      "nodes keep their KV pools in any order and run the fastest kernels (faster prefill where the CPU has AMX), but a greedy answer may change with load",
     )
     .option(
       "--queue-max <n>",

@@ -35,8 +35,11 @@ export interface ShardSpec {
   readonly gpuLayers?: number;
   /**
    * Batch-invariant decoding (the default): a sequence's outputs are bit-identical alone or
-   * batched with any others. Each sequence then holds at most kvCells / maxSequences cells.
-   * false: one pool shared by all (a sequence may grow to kvCells), faster prefill.
+   * batched with any others: one ordered KV pool (any sequence may grow to kvCells), the
+   * reference matmuls and attention over each sequence's own cells (docs/engine.md). Where the
+   * pool cannot be kept ordered, each sequence holds kvCells / maxSequences cells of its own.
+   * false: the pool in any order and the fastest kernels (batched matmuls, faster prefill on
+   * CPUs with AMX).
    */
   readonly batchInvariant?: boolean;
   /**
