@@ -83,9 +83,10 @@ STRATA_API int32_t strata_chat_apply(const char * tmpl, const char * msgs, int32
 // BATCH_INVARIANT: a sequence's outputs are bit-identical whether it runs alone or batched with
 // any others: the KV pool keeps each sequence's cells in position order (a sequence's next cell
 // is always above its others, and a pool that runs short compacts itself keeping that order),
-// fused attention visits cells in that order and skips the others' cells, and the CPU runs its
-// reference kernels (the same kernel for every batch shape: no sgemm, no tiled or split-KV flash
-// attention, no fusion). Any batch is one graph pass, whatever its sequences' ids. Where the
+// and the CPU runs its reference kernels: the same kernel for every batch shape (no sgemm, no
+// repacked 4-row gemm, no fusion), and flash attention that reads each row's own sequence's
+// cells, gathered in order, in tiles cut from those cells alone (patch 0018). Any batch is one
+// graph pass, whatever its sequences' ids. Where the
 // order cannot be kept (attention not fused, a cache of another kind), each sequence gets its
 // own KV stream of n_ctx / n_seq_max cells instead (STRATA_KV_STREAMS; a batch then splits into
 // one pass per run of consecutive sequence ids).
