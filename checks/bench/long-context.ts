@@ -30,6 +30,7 @@ const WORDS = (
 /** A user message of varied sentences whose chat prompt is at least `tokens` tokens. */
 function messageOf(tok: NativeTokenizer, tokens: number, salt: number): { content: string; ids: Int32Array } {
   const sentences: string[] = [];
+  let content = "";
   let ids: Int32Array = new Int32Array();
   for (let i = 0; ids.length < tokens; i++) {
     // a batch of sentences between each count: tokenizing grows with the text
@@ -37,10 +38,10 @@ function messageOf(tok: NativeTokenizer, tokens: number, salt: number): { conten
       const w = (n: number) => WORDS[(i * 7 + n * 13 + salt * 31) % WORDS.length];
       sentences.push(`Note ${salt}.${i}: the ${w(0)} near the ${w(1)} keeps a ${w(2)} for the ${w(3)}.`);
     }
-    const content = `${sentences.join(" ")}\nWhich word appears in the first note?`;
+    content = `${sentences.join(" ")}\nWhich word appears in the first note?`;
     ids = tok.tokenize(tok.applyChat([{ role: "user", content }]), { addSpecial: true, parseSpecial: true });
   }
-  return { content: `${sentences.join(" ")}\nWhich word appears in the first note?`, ids };
+  return { content, ids };
 }
 
 export async function benchLongContext(o: LongContextOptions) {

@@ -30,6 +30,17 @@ export function nodeMemoryCap(engine: CapEngine, asked?: number): number {
   return Math.min(asked ?? fallback, addressLimit(engine));
 }
 
+/** A model file's facts from its header alone; undefined for a file the estimate cannot read
+ *  (missing, or not a GGUF: the loader says what is wrong with it). */
+async function fileModel(path: string): Promise<RangeModel | undefined> {
+  try {
+    const [header, stat] = await Promise.all([readHeader(path), Deno.stat(path)]);
+    return headerModel(header, stat.size);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * EngineError over_memory_cap when the spec's range of the model file passes capBytes
  * (0: no cap); reads only the header. A missing or unreadable file is left to the loader.
@@ -39,14 +50,8 @@ export async function checkFileMemory(
   o: { readonly capBytes: number; readonly flashAttention: boolean },
 ): Promise<RangeMemory | undefined> {
   if (o.capBytes <= 0 || !existsSync(spec.modelPath)) return undefined;
-  let model: RangeModel;
-  try {
-    const [header, stat] = await Promise.all([readHeader(spec.modelPath), Deno.stat(spec.modelPath)]);
-    model = headerModel(header, stat.size);
-  } catch {
-    return undefined; // not a GGUF file the estimate reads: the loader says what is wrong with it
-  }
-  return checkMemoryCap(model, spec, o);
+  const model = await fileModel(spec.modelPath);
+  return model && checkMemoryCap(model, spec, o);
 }
 
 /** The KV pool a node makes without --kv-cells (defaultPool), for a range of a model file or
@@ -56,16 +61,6 @@ export async function nodeDefaultPool(
   spec: Omit<SpecBudget, "kvCells">,
   o: { readonly capBytes: number; readonly flashAttention: boolean },
 ): Promise<number> {
-  let model: RangeModel;
-  if ("model" in source) {
-    model = source.model;
-  } else {
-    try {
-      const [header, stat] = await Promise.all([readHeader(source.modelPath), Deno.stat(source.modelPath)]);
-      model = headerModel(header, stat.size);
-    } catch {
-      return 8192;
-    }
-  }
-  return defaultPool(model, spec, o);
+  const model = "model" in source ? source.model : await fileModel(source.modelPath);
+  return model ? defaultPool(model, spec, o) : 8192;
 }
