@@ -6,11 +6,12 @@
 import { referenceBeside } from "../../server/model/reference-file.ts";
 import { cacheDir } from "../../server/paths.ts";
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
-import { up } from "../../server/up/up.ts";
+import { up, type UpOptions } from "../../server/up/up.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import { prefilled, stepTogether } from "./route-throughput.ts";
 import { PARITY_QUESTIONS } from "../parity/prompts.ts";
 import { timedChat } from "./timed-chat.ts";
+import { formatRange, parseLayerRange } from "../../src/engine/layer-range.ts";
 
 export interface BigBenchOptions {
   readonly sizeBytes: number;
@@ -76,43 +77,18 @@ export async function benchBigModel(o: BigBenchOptions) {
   tok.close();
   const whole = await wholeModel(model, prompts, o);
 
+  const name = model.split("/").pop()!;
   const dir = await Deno.makeTempDir({ prefix: "strata-bench-big-" });
-  const net = await up({
-    model,
-    split: [],
-    routes: 1,
-    backend: "cpu",
-    threads: o.threads,
-    gatewayListen: "127.0.0.1:0",
-    apiKeys: [],
-    leaseMs: 10_000,
-    dbPath: `${dir}/tracker.db`,
-    kvCells: 4096,
-    maxSessions: o.sessions,
-    // a tab takes 8 sessions at once: the rest wait their turn in the gateway's queue
-    admission: { maxWaiting: 64, timeoutMs: 3_600_000 },
-    placed: { capBytes: o.capBytes, tabs: 1, wasm: 1 },
-    progress: (w) => console.error(`  ${w}`),
-  });
   try {
-    const name = model.split("/").pop()!;
-    const tabs = await Promise.all(net.tabs.map((t) => t.state()));
-    const members = [
-      ...tabs.map((s) => `${s.name} ${s.assignment?.range.start}:${s.assignment?.range.end} (tab)`),
-      ...net.nodes.map((n) => `${n.name} ${n.layers}`),
-    ];
-    await timedChat(net.gateway, "Hello", 2, name); // warm-up
-    const one = await timedChat(net.gateway, PARITY_QUESTIONS[0], o.newTokens, name);
-    const oneTokS = (one.at.length - 1) / ((one.at.at(-1)! - one.at[0]) / 1000);
-    // all sessions at once: tokens over the time from the first to the last token anywhere
-    const many = await Promise.all(
-      prompts.map((_, i) =>
-        timedChat(net.gateway, PARITY_QUESTIONS[i % PARITY_QUESTIONS.length], o.newTokens, name)
-      ),
+    const mixed = await served(
+      { ...upBase(model, dir, o), placed: { capBytes: o.capBytes, tabs: 1, wasm: 1 } },
+      name,
+      o,
     );
-    const first = Math.min(...many.map((c) => c.at[0]));
-    const last = Math.max(...many.map((c) => c.at.at(-1)!));
-    const tokens = many.reduce((n, c) => n + c.at.length, 0);
+    // the same ranges, every one a native node: what the engines cost against the mix
+    const ranges = mixed.ranges.map((r) => parseLayerRange(r)).sort((a, b) => a.start - b.start);
+    say(`all-native route ${ranges.map(formatRange).join(",")}`);
+    const native = await served({ ...upBase(model, dir, o), split: ranges }, name, o);
     return {
       model: name,
       file_bytes: (await Deno.stat(model)).size,
@@ -124,18 +100,72 @@ export async function benchBigModel(o: BigBenchOptions) {
         peak_rss_bytes: certified.peak_rss_bytes,
         base_rss_bytes: certified.base_rss_bytes,
       },
-      members,
-      route: {
-        one_session_tok_s: oneTokS,
-        aggregate_tok_s: tokens / ((last - first) / 1000),
-        sessions: o.sessions,
-      },
+      members: mixed.members,
+      route: mixed.rates,
+      all_native: { ranges: ranges.map(formatRange), ...native.rates },
       whole,
     };
   } finally {
-    await net.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
+}
+
+/** A network up, its members and ranges, one session's rate and the aggregate of many; then down. */
+async function served(options: UpOptions, name: string, o: BigBenchOptions) {
+  const net = await up(options);
+  try {
+    const tabs = await Promise.all(net.tabs.map((t) => t.state()));
+    const tabRanges = tabs.map((s) => `${s.assignment?.range.start}:${s.assignment?.range.end}`);
+    return {
+      members: [
+        ...tabs.map((s, i) => `${s.name} ${tabRanges[i]} (tab)`),
+        ...net.nodes.map((n) => `${n.name} ${n.layers}`),
+      ],
+      ranges: [...tabRanges, ...net.nodes.map((n) => n.layers)],
+      rates: await oneAndMany(net.gateway, name, o),
+    };
+  } finally {
+    await net.stop();
+  }
+}
+
+const say = (w: string) => console.error(`  ${w}`);
+
+function upBase(model: string, dir: string, o: BigBenchOptions): UpOptions {
+  return {
+    model,
+    split: [],
+    routes: 1,
+    backend: "cpu",
+    threads: o.threads,
+    gatewayListen: "127.0.0.1:0",
+    apiKeys: [],
+    leaseMs: 10_000,
+    dbPath: `${dir}/tracker-${crypto.randomUUID()}.db`,
+    kvCells: 4096,
+    maxSessions: o.sessions,
+    // a tab takes 8 sessions at once: the rest wait their turn in the gateway's queue
+    admission: { maxWaiting: 64, timeoutMs: 3_600_000 },
+    progress: say,
+  };
+}
+
+/** One session's decode tok/s, then the aggregate of `o.sessions` at once through the gateway. */
+async function oneAndMany(gateway: string, name: string, o: BigBenchOptions) {
+  await timedChat(gateway, "Hello", 2, name); // warm-up
+  const one = await timedChat(gateway, PARITY_QUESTIONS[0], o.newTokens, name);
+  const oneTokS = (one.at.length - 1) / ((one.at.at(-1)! - one.at[0]) / 1000);
+  // all sessions at once: tokens over the time from the first to the last token anywhere
+  const many = await Promise.all(
+    Array.from(
+      { length: o.sessions },
+      (_, i) => timedChat(gateway, PARITY_QUESTIONS[i % PARITY_QUESTIONS.length], o.newTokens, name),
+    ),
+  );
+  const first = Math.min(...many.map((c) => c.at[0]));
+  const last = Math.max(...many.map((c) => c.at.at(-1)!));
+  const tokens = many.reduce((n, c) => n + c.at.length, 0);
+  return { one_session_tok_s: oneTokS, aggregate_tok_s: tokens / ((last - first) / 1000), sessions: o.sessions };
 }
 
 /** Whole-model llama.cpp in one process: one session, then all of them batched step by step. */
@@ -180,6 +210,14 @@ export function printBigBench(r: Awaited<ReturnType<typeof benchBigModel>>): str
     } tok/s (${(r.route.one_session_tok_s / r.whole.one_session_tok_s).toFixed(2)}×)`,
     `decode, ${r.route.sessions} sessions: route ${r.route.aggregate_tok_s.toFixed(2)} tok/s, whole model ${
       r.whole.aggregate_tok_s.toFixed(2)
-    } tok/s (${(r.route.aggregate_tok_s / r.whole.aggregate_tok_s).toFixed(2)}×)`,
+    } tok/s (${(r.route.aggregate_tok_s / r.whole.aggregate_tok_s).toFixed(2)}×); ${
+      (r.route.aggregate_tok_s / r.route.one_session_tok_s).toFixed(2)
+    }× its one session`,
+    `all-native route ${r.all_native.ranges.join(",")}: 1 session ${r.all_native.one_session_tok_s.toFixed(2)} tok/s, ${
+      r.all_native.sessions
+    } sessions ${r.all_native.aggregate_tok_s.toFixed(2)} tok/s (${
+      (r.all_native.aggregate_tok_s / r.whole.aggregate_tok_s).toFixed(2)
+    }× whole, ${(r.all_native.aggregate_tok_s / r.all_native.one_session_tok_s).toFixed(2)}× its one session)`,
+    `whole model: ${r.whole.sessions} sessions ${(r.whole.aggregate_tok_s / r.whole.one_session_tok_s).toFixed(2)}× one`,
   ].join("\n");
 }

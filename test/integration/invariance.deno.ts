@@ -4,24 +4,33 @@
 // holes, in a KV pool a released sequence left a hole in, while its own context crosses 512
 // cells. Then the same session in a pool so small that it must compact under it, and (MODEL=
 // synth, a tiny synthetic llama trained for 16K) a session past 8192 positions. Batch-invariant
-// engines must give the same logits bit for bit. ENGINE=native|wasm. Prints one JSON object.
+// engines must give the same logits bit for bit. ENGINE=native|wasm|webgpu (WebGPU on a
+// software adapter runs a small synthetic llama, shorter). Prints one JSON object.
 import type { RangeEngine, SeqId, ShardSpec } from "../../src/engine/range-engine.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { loadWasmEngine } from "../../server/engine/wasm/load.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { synthModel } from "../../src/model/synth.ts";
 
-const wasm = Deno.env.get("ENGINE") === "wasm";
+const kind = Deno.env.get("ENGINE") ?? "native";
+const webgpu = kind === "webgpu";
+const wasm = kind === "wasm" || webgpu;
 const invariant = Deno.env.get("INVARIANT") !== "0";
 const long = Deno.env.get("MODEL") === "synth";
-// SmolLM2: + STEPS crosses 512 cells; the synthetic model: crosses 8192 positions
-const PROMPT = long ? 8200 : 490;
-const STEPS = long ? 16 : 40;
-const modelPath = long ? await Deno.makeTempFile({ suffix: ".gguf" }) : defaultModelPath();
+// MODEL=q8_0: a small synthetic llama in Q8_0, whose matmuls take llamafile's sgemm on x86
+const q8 = Deno.env.get("MODEL") === "q8_0";
+// SmolLM2: + STEPS crosses 512 cells; the synthetic model: crosses 8192 positions; WebGPU on
+// lavapipe takes seconds a step of SmolLM2, so a small synthetic llama (still crossing 256 cells)
+const PROMPT = long ? 8200 : webgpu ? 240 : 490;
+const STEPS = long ? 16 : webgpu ? 24 : 40;
+const synthetic = long || q8 || webgpu;
+const modelPath = synthetic ? await Deno.makeTempFile({ suffix: ".gguf" }) : defaultModelPath();
 // two layers of two heads: its 8200-token prompts take seconds
-const synth = { arch: "llama", nCtx: 16384, nLayer: 2, nHead: 2, nHeadKv: 1, seed: 5 } as const;
-if (long) await Deno.writeFile(modelPath, synthModel(synth));
-const vocab = long ? 384 : 49152;
+const synth = long
+  ? { arch: "llama", nCtx: 16384, nLayer: 2, nHead: 2, nHeadKv: 1, seed: 5 } as const
+  : { arch: "llama", nCtx: 4096, nLayer: 2, weightType: "q8_0", seed: 5 } as const;
+if (synthetic) await Deno.writeFile(modelPath, synthModel(synth));
+const vocab = synthetic ? 384 : 49152;
 const spec = (kvCells: number, maxSequences: number): ShardSpec => ({
   modelPath,
   range: "whole",
@@ -31,7 +40,8 @@ const spec = (kvCells: number, maxSequences: number): ShardSpec => ({
   threads: 1,
   batchInvariant: invariant,
 });
-const load = (s: ShardSpec): Promise<RangeEngine> => wasm ? loadWasmEngine(s) : NativeEngine.load(s, "cpu");
+const load = (s: ShardSpec): Promise<RangeEngine> =>
+  wasm ? loadWasmEngine(s, { webgpu }) : NativeEngine.load(s, "cpu");
 const engine = await load(spec(long ? 32 * 1024 : 16 * 1024, 16));
 const argmax = (r: Float32Array) => r.reduce((b, v, i) => (v > r[b] ? i : b), 0);
 const prompt = (n: number, salt: number) =>
@@ -221,7 +231,7 @@ const slotRuns = await slotPasses(Object.values(slots));
 const passesBySlots = Object.fromEntries(Object.keys(slots).map((k, i) => [k, slotRuns[i]]));
 const memory = await engine.memory();
 await engine.close();
-if (long) await Deno.remove(modelPath);
+if (synthetic) await Deno.remove(modelPath);
 console.log(JSON.stringify({
   engine: engine.backend,
   invariant,

@@ -5,9 +5,14 @@ import { join } from "node:path";
 import { denoRun, root } from "./strata.ts";
 
 const wasmDir = join(process.env.STRATA_CACHE ?? join(homedir(), ".cache", "strata"), "wasm");
-const wasmBuilt = existsSync(wasmDir) &&
-  readdirSync(wasmDir).some((d) => d.startsWith("cpu-") && existsSync(join(wasmDir, d, "strata.wasm")));
+const flavorBuilt = (flavor: string) =>
+  existsSync(wasmDir) &&
+  readdirSync(wasmDir).some((d) => d.startsWith(`${flavor}-`) && existsSync(join(wasmDir, d, "strata.wasm")));
+const wasmBuilt = flavorBuilt("cpu");
 if (!wasmBuilt) console.warn("WASM invariance skipped: no WASM build (needs emscripten)");
+// WebGPU under Deno: lavapipe (software Vulkan) is the adapter here
+const webgpuReady = flavorBuilt("webgpu") && existsSync("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
+if (!webgpuReady) console.warn("WebGPU invariance skipped: no webgpu WASM build or no lavapipe");
 
 interface Result {
   mates: number;
@@ -65,6 +70,13 @@ describe("batch-invariant decoding: a session's logits do not depend on who else
     expectIdentical(out.results);
   });
 
+  it("native CPU, Q8_0 weights (llamafile's sgemm for every row count): bit-identical, the same runs", async () => {
+    const out = await invariance("native", { model: "q8_0" });
+    expect(out.kv_layout).toBe("ordered");
+    expect(out.results.map((r) => r.pool ?? r.mates)).toEqual([1, 3, 15, "compacted"]);
+    expectIdentical(out.results);
+  });
+
   it("native CPU without it (--no-batch-invariant): the same runs part", async () => {
     // the checks above are not vacuous: the shared pool and the fast kernels do change the logits
     const out = await invariance("native", { invariant: false });
@@ -78,5 +90,25 @@ describe("batch-invariant decoding: a session's logits do not depend on who else
     expect(out.kv_layout).toBe("ordered");
     expectIdentical(out.results);
     expect(out.passes_by_slots).toEqual({ in_order: 1, scattered: 1, reversed: 1 });
+  });
+
+  it.skipIf(!webgpuReady)(
+    "WebGPU: bit-identical alone and batched (matmuls one column a workgroup, gathered attention), the same runs on a small synthetic llama",
+    async () => {
+      const out = await invariance("webgpu");
+      expect(out.engine).toBe("wasm-webgpu");
+      expect(out.kv_layout).toBe("ordered");
+      expect(out.cells_crossed).toBeGreaterThan(256);
+      expect(out.results.map((r) => r.pool ?? r.mates)).toEqual([1, 3, 15, "compacted"]);
+      expectIdentical(out.results);
+      expect(out.passes_by_slots).toEqual({ in_order: 1, scattered: 1, reversed: 1 });
+      expect(out.kv_cells_used_at_end).toBe(0);
+    },
+  );
+
+  it.skipIf(!webgpuReady)("WebGPU without it: the same runs part", async () => {
+    const out = await invariance("webgpu", { invariant: false });
+    expect(out.engine).toBe("wasm-webgpu");
+    expect(out.results.some((r) => r.first_diff_step >= 0)).toBe(true);
   });
 });

@@ -47,7 +47,8 @@ export async function loadWasmEngine(
 ): Promise<WorkerEngine> {
   // before the file is read: the module checks again, with what it can address
   const capBytes = Math.min(spec.memoryCapBytes || Infinity, addressLimit(o.memory64 ? "wasm64" : "wasm32"));
-  await checkFileMemory(spec, { capBytes, flashAttention: !o.webgpu });
+  // fused attention on CPU and on WebGPU alike (its gathered kernel runs on every adapter)
+  await checkFileMemory(spec, { capBytes, flashAttention: true });
   if (o.webgpu) quietVulkan();
   const worker = new Worker(new URL("./engine-worker.ts", import.meta.url), { type: "module" });
   const { engine, fallback } = await WorkerEngine.start(worker, cachedWasmFiles({ memory64: o.memory64 }), {

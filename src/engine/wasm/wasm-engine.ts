@@ -87,7 +87,8 @@ export class WasmEngine extends StrataEngine<number> {
     if (facts) {
       checkMemoryCap(facts, spec, {
         capBytes: Math.min(spec.memoryCapBytes || Infinity, memoryCap),
-        flashAttention: gpuLayers === 0,
+        // fused attention on CPU and on WebGPU alike (its gathered kernel runs on every adapter)
+        flashAttention: true,
       });
     }
     if (spec.threads < 1 || spec.threads > WASM_MAX_THREADS) {
