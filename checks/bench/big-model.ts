@@ -7,6 +7,7 @@ import { referenceBeside } from "../../server/model/reference-file.ts";
 import { cacheDir } from "../../server/paths.ts";
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
 import { up, type UpOptions } from "../../server/up/up.ts";
+import { trackerClient } from "../../server/tracker/client.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import { prefilled, stepTogether } from "./route-throughput.ts";
 import { PARITY_QUESTIONS } from "../parity/prompts.ts";
@@ -114,6 +115,10 @@ export async function benchBigModel(o: BigBenchOptions) {
 async function served(options: UpOptions, name: string, o: BigBenchOptions) {
   const net = await up(options);
   try {
+    // the tracker rebalances a placed network once speeds are measured and the plan is quiet
+    // (30 s): nodes reload their new ranges (minutes at 2 GB) and the route is incomplete
+    // meanwhile. Measure once every node holds one range a while, all admitted.
+    if (options.placed) await settled(net.tracker);
     const tabs = await Promise.all(net.tabs.map((t) => t.state()));
     const tabRanges = tabs.map((s) => `${s.assignment?.range.start}:${s.assignment?.range.end}`);
     return {
@@ -122,7 +127,11 @@ async function served(options: UpOptions, name: string, o: BigBenchOptions) {
         ...net.nodes.map((n) => `${n.name} ${n.layers}`),
       ],
       ranges: [...tabRanges, ...net.nodes.map((n) => n.layers)],
-      rates: await oneAndMany(net.gateway, name, o),
+      rates: await oneAndMany(net.gateway, name, o).catch(async (e) => {
+        throw new Error(
+          `${e instanceof Error ? e.message : e}; the tracker's nodes: ${await nodesNow(net.tracker)}`,
+        );
+      }),
     };
   } finally {
     await net.stop();
@@ -140,7 +149,9 @@ function upBase(model: string, dir: string, o: BigBenchOptions): UpOptions {
     threads: o.threads,
     gatewayListen: "127.0.0.1:0",
     apiKeys: [],
-    leaseMs: 10_000,
+    // six processes and a browser on two cores: a node busy loading its 2 GB range can miss
+    // a short lease's heartbeats and leave the route incomplete
+    leaseMs: 60_000,
     dbPath: `${dir}/tracker-${crypto.randomUUID()}.db`,
     kvCells: 4096,
     maxSessions: o.sessions,
@@ -165,7 +176,11 @@ async function oneAndMany(gateway: string, name: string, o: BigBenchOptions) {
   const first = Math.min(...many.map((c) => c.at[0]));
   const last = Math.max(...many.map((c) => c.at.at(-1)!));
   const tokens = many.reduce((n, c) => n + c.at.length, 0);
-  return { one_session_tok_s: oneTokS, aggregate_tok_s: tokens / ((last - first) / 1000), sessions: o.sessions };
+  return {
+    one_session_tok_s: oneTokS,
+    aggregate_tok_s: tokens / ((last - first) / 1000),
+    sessions: o.sessions,
+  };
 }
 
 /** Whole-model llama.cpp in one process: one session, then all of them batched step by step. */
@@ -213,11 +228,56 @@ export function printBigBench(r: Awaited<ReturnType<typeof benchBigModel>>): str
     } tok/s (${(r.route.aggregate_tok_s / r.whole.aggregate_tok_s).toFixed(2)}×); ${
       (r.route.aggregate_tok_s / r.route.one_session_tok_s).toFixed(2)
     }× its one session`,
-    `all-native route ${r.all_native.ranges.join(",")}: 1 session ${r.all_native.one_session_tok_s.toFixed(2)} tok/s, ${
-      r.all_native.sessions
-    } sessions ${r.all_native.aggregate_tok_s.toFixed(2)} tok/s (${
+    `all-native route ${r.all_native.ranges.join(",")}: 1 session ${
+      r.all_native.one_session_tok_s.toFixed(2)
+    } tok/s, ${r.all_native.sessions} sessions ${r.all_native.aggregate_tok_s.toFixed(2)} tok/s (${
       (r.all_native.aggregate_tok_s / r.whole.aggregate_tok_s).toFixed(2)
-    }× whole, ${(r.all_native.aggregate_tok_s / r.all_native.one_session_tok_s).toFixed(2)}× its one session)`,
-    `whole model: ${r.whole.sessions} sessions ${(r.whole.aggregate_tok_s / r.whole.one_session_tok_s).toFixed(2)}× one`,
+    }× whole, ${
+      (r.all_native.aggregate_tok_s / r.all_native.one_session_tok_s).toFixed(2)
+    }× its one session)`,
+    `whole model: ${r.whole.sessions} sessions ${
+      (r.whole.aggregate_tok_s / r.whole.one_session_tok_s).toFixed(2)
+    }× one`,
   ].join("\n");
+}
+
+/** Each node as the tracker sees it: live, admitted, its range (what a failed run needs). */
+async function nodesNow(trackerUrl: string): Promise<string> {
+  const t = trackerClient(trackerUrl);
+  try {
+    const { nodes } = await t.client.nodes({}, { timeoutMs: 5000 });
+    return nodes.map((n) =>
+      `${n.node} ${n.shard?.range?.start}:${n.shard?.range?.end} ${
+        n.live ? "live" : "not live"
+      } ${n.admission}`
+    ).join("; ");
+  } catch (e) {
+    return `unreachable (${e instanceof Error ? e.message : e})`;
+  } finally {
+    t.close();
+  }
+}
+
+/** Waits until every live node is admitted and no node's range has changed for `quietMs`. */
+async function settled(trackerUrl: string, quietMs = 45_000, timeoutMs = 1_800_000): Promise<void> {
+  const t = trackerClient(trackerUrl);
+  try {
+    let last = "";
+    let since = Date.now();
+    for (const t0 = Date.now(); Date.now() - t0 < timeoutMs; await new Promise((r) => setTimeout(r, 1000))) {
+      const { nodes } = await t.client.nodes({}, { timeoutMs: 5000 });
+      const live = nodes.filter((n) => n.live);
+      const now = live.map((n) => `${n.node}@${n.shard?.range?.start}:${n.shard?.range?.end}/${n.admission}`)
+        .sort().join(" ");
+      if (now !== last) {
+        last = now;
+        since = Date.now();
+        say(`placement: ${now}`);
+      }
+      if (live.every((n) => n.admission === "admitted") && Date.now() - since >= quietMs) return;
+    }
+    throw new Error(`the placement did not settle within ${timeoutMs / 1000} s: ${last}`);
+  } finally {
+    t.close();
+  }
 }

@@ -102,7 +102,11 @@ async function churn(e: RangeEngine, calls: number) {
     if (batch.length >= 2) passes.push(r.passes ?? 0);
   }
   for (const s of live) await e.releaseSequence(s.seq);
-  return { calls: passes.length, passes_per_call: passes.reduce((a, b) => a + b, 0) / passes.length, max: Math.max(...passes) };
+  return {
+    calls: passes.length,
+    passes_per_call: passes.reduce((a, b) => a + b, 0) / passes.length,
+    max: Math.max(...passes),
+  };
 }
 
 /** Prefill tokens a second of one prompt of n tokens, and the time to its first token. */
@@ -116,7 +120,14 @@ async function prefill(e: RangeEngine, n: number, batchTokens: number) {
 }
 
 export async function benchKvPool(o: KvPoolOptions, progress: (s: string) => void = () => {}) {
-  const runs: Array<{ invariant: boolean; round: number; slots: Awaited<ReturnType<typeof slotTable>>; prefill: Record<number, { tok_s: number; ttft_ms: number }> }> = [];
+  const runs: Array<
+    {
+      invariant: boolean;
+      round: number;
+      slots: Awaited<ReturnType<typeof slotTable>>;
+      prefill: Record<number, { tok_s: number; ttft_ms: number }>;
+    }
+  > = [];
   let churned: Awaited<ReturnType<typeof churn>> | undefined;
   for (let round = 0; round < o.rounds; round++) {
     // the lane that goes first moves each round
@@ -144,12 +155,14 @@ export async function benchKvPool(o: KvPoolOptions, progress: (s: string) => voi
   }
   const med = (inv: boolean, f: (r: (typeof runs)[number]) => number) =>
     quantile(runs.filter((r) => r.invariant === inv).map(f), 0.5);
-  const slots = Object.fromEntries(Object.keys(SLOT_PATTERNS).map((k) => [k, {
-    on_ms: med(true, (r) => r.slots[k].ms),
-    off_ms: med(false, (r) => r.slots[k].ms),
-    on_passes: med(true, (r) => r.slots[k].passes),
-    off_passes: med(false, (r) => r.slots[k].passes),
-  }]));
+  const slots = Object.fromEntries(
+    Object.keys(SLOT_PATTERNS).map((k) => [k, {
+      on_ms: med(true, (r) => r.slots[k].ms),
+      off_ms: med(false, (r) => r.slots[k].ms),
+      on_passes: med(true, (r) => r.slots[k].passes),
+      off_passes: med(false, (r) => r.slots[k].passes),
+    }]),
+  );
   const prefillRates = Object.fromEntries(o.prompts.map((n) => {
     const on = med(true, (r) => r.prefill[n].tok_s), off = med(false, (r) => r.prefill[n].tok_s);
     return [n, {
@@ -160,7 +173,15 @@ export async function benchKvPool(o: KvPoolOptions, progress: (s: string) => voi
       ttft_off_ms: med(false, (r) => r.prefill[n].ttft_ms),
     }];
   }));
-  return { model: o.modelPath, threads: o.threads, rounds: o.rounds, slots, churn: churned, prefill: prefillRates, runs };
+  return {
+    model: o.modelPath,
+    threads: o.threads,
+    rounds: o.rounds,
+    slots,
+    churn: churned,
+    prefill: prefillRates,
+    runs,
+  };
 }
 
 export function printKvPool(r: Awaited<ReturnType<typeof benchKvPool>>): string {
@@ -168,14 +189,29 @@ export function printKvPool(r: Awaited<ReturnType<typeof benchKvPool>>): string 
   lines.push("| slots in the batch | invariance on, ms a step | passes | off, ms a step | passes |");
   lines.push("| --- | --- | --- | --- | --- |");
   for (const [k, v] of Object.entries(r.slots)) {
-    lines.push(`| ${k} | ${v.on_ms.toFixed(1)} | ${v.on_passes} | ${v.off_ms.toFixed(1)} | ${v.off_passes} |`);
+    lines.push(
+      `| ${k} | ${v.on_ms.toFixed(1)} | ${v.on_passes} | ${v.off_ms.toFixed(1)} | ${v.off_passes} |`,
+    );
   }
   if (r.churn) {
-    lines.push("", `churn: ${r.churn.calls} calls of 2-16 decode steps, ${r.churn.passes_per_call.toFixed(3)} graph passes a call (most ${r.churn.max})`);
+    lines.push(
+      "",
+      `churn: ${r.churn.calls} calls of 2-16 decode steps, ${
+        r.churn.passes_per_call.toFixed(3)
+      } graph passes a call (most ${r.churn.max})`,
+    );
   }
-  lines.push("", "| prompt | prefill on, tok/s | off, tok/s | on/off | TTFT on, ms | TTFT off, ms |", "| --- | --- | --- | --- | --- | --- |");
+  lines.push(
+    "",
+    "| prompt | prefill on, tok/s | off, tok/s | on/off | TTFT on, ms | TTFT off, ms |",
+    "| --- | --- | --- | --- | --- | --- |",
+  );
   for (const [n, v] of Object.entries(r.prefill)) {
-    lines.push(`| ${n} | ${v.on_tok_s.toFixed(1)} | ${v.off_tok_s.toFixed(1)} | ${v.ratio.toFixed(3)} | ${v.ttft_on_ms.toFixed(0)} | ${v.ttft_off_ms.toFixed(0)} |`);
+    lines.push(
+      `| ${n} | ${v.on_tok_s.toFixed(1)} | ${v.off_tok_s.toFixed(1)} | ${v.ratio.toFixed(3)} | ${
+        v.ttft_on_ms.toFixed(0)
+      } | ${v.ttft_off_ms.toFixed(0)} |`,
+    );
   }
   return lines.join("\n");
 }

@@ -50,12 +50,29 @@ export async function benchLongContext(o: LongContextOptions) {
   const long = messageOf(tok, o.longTokens, 0);
   const shorter = Array.from({ length: o.concurrent }, (_, i) => messageOf(tok, o.concurrentTokens, i + 1));
   say(`whole-model llama.cpp on the ${long.ids.length}-token prompt`);
-  const [reference] = await wholeGreedy(o.modelPath, [long.ids], o.maxTokens, (t) => tok.isEndOfGeneration(t));
-  const referenceText = tok.detokenize(reference.map((s) => s.token).filter((t) => !tok.isEndOfGeneration(t)));
+  const [reference] = await wholeGreedy(
+    o.modelPath,
+    [long.ids],
+    o.maxTokens,
+    (t) => tok.isEndOfGeneration(t),
+  );
+  const referenceText = tok.detokenize(
+    reference.map((s) => s.token).filter((t) => !tok.isEndOfGeneration(t)),
+  );
 
   say("strata up");
-  const net = await ServiceProcess.start("strata up", ["up", "--port", "0", ...(o.upArgs ?? [])], {}, 600_000);
-  const client = new OpenAI({ baseURL: `${net.ready.gateway}/v1`, apiKey: "none", maxRetries: 0, timeout: 3_600_000 });
+  const net = await ServiceProcess.start(
+    "strata up",
+    ["up", "--port", "0", ...(o.upArgs ?? [])],
+    {},
+    600_000,
+  );
+  const client = new OpenAI({
+    baseURL: `${net.ready.gateway}/v1`,
+    apiKey: "none",
+    maxRetries: 0,
+    timeout: 3_600_000,
+  });
   const seams = new GrpcSeams();
   const chat = async (content: string, stream: boolean) => {
     const t0 = performance.now();
@@ -87,7 +104,12 @@ export async function benchLongContext(o: LongContextOptions) {
       }
       return { text, finish, ttftMs: firstMs, ms: performance.now() - t0 };
     } catch (e) {
-      return { text: "", finish: null, error: e instanceof Error ? e.message : String(e), ms: performance.now() - t0 };
+      return {
+        text: "",
+        finish: null,
+        error: e instanceof Error ? e.message : String(e),
+        ms: performance.now() - t0,
+      };
     }
   };
   try {

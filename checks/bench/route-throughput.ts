@@ -224,7 +224,9 @@ export function printRouteBench(r: Awaited<ReturnType<typeof benchRoute>>): stri
     }× whole)`,
     `route, ${r.route_n_sessions} sessions (aggregate):     ${f(r.route_n_sessions_aggregate_tok_s)} tok/s (${
       f(r.aggregate_ratio_n_vs_1, 2)
-    }× one session; up to ${r.max_batch_sessions_seen} a batch, ${f(r.graph_passes_per_call, 2)} graph passes a call)`,
+    }× one session; up to ${r.max_batch_sessions_seen} a batch, ${
+      f(r.graph_passes_per_call, 2)
+    } graph passes a call)`,
     `decode step round trip:           p50 ${f(r.step_ms_p50, 2)} ms, p95 ${f(r.step_ms_p95, 2)} ms`,
     `seam overhead per step per hop:   p50 ${f(r.seam_overhead_per_step_per_hop_ms.p50, 3)} ms, p95 ${
       f(r.seam_overhead_per_step_per_hop_ms.p95, 3)

@@ -8,6 +8,13 @@ export interface GreedyStep {
   readonly token: number;
   /** the whole model's top-2 gap at this step, in σ of its logits */
   readonly gapSigma: number;
+  /** log-softmax of the logits at the token (max + log Σ exp(l - max), in index order) */
+  readonly logprob: number;
+}
+
+export interface GreedyOptions {
+  /** a token whose logit is -∞ at every step (OpenAI's logit_bias of -100) */
+  readonly banned?: number;
 }
 
 /** Per prompt, the greedy steps up to `newTokens` or the first token `isEnd` says ends it (kept). */
@@ -16,6 +23,7 @@ export async function wholeGreedy(
   prompts: readonly Int32Array[],
   newTokens: number,
   isEnd: (token: number) => boolean,
+  o: GreedyOptions = {},
 ): Promise<GreedyStep[][]> {
   const longest = Math.max(...prompts.map((p) => p.length));
   const whole = await EngineProcess.spawn({
@@ -42,8 +50,13 @@ export async function wholeGreedy(
           new Int32Array(n).fill(seq),
           Uint8Array.from({ length: n }, (_, k) => (k === n - 1 ? 1 : 0)),
         );
+        if (o.banned !== undefined) r.data[o.banned] = -Infinity;
         const best = top2(r.data);
-        steps.push({ token: best.best, gapSigma: best.gap / sigma(r.data) });
+        steps.push({
+          token: best.best,
+          gapSigma: best.gap / sigma(r.data),
+          logprob: logSoftmaxAt(r.data, best.best),
+        });
         if (isEnd(best.best)) break;
         at += n;
         input = Int32Array.of(best.best);
@@ -55,4 +68,12 @@ export async function wholeGreedy(
   } finally {
     await whole.close();
   }
+}
+
+function logSoftmaxAt(logits: Float32Array, token: number): number {
+  let max = -Infinity;
+  for (const l of logits) if (l > max) max = l;
+  let sum = 0;
+  for (const l of logits) sum += Math.exp(l - max);
+  return logits[token] - (max + Math.log(sum));
 }

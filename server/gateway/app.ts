@@ -2,8 +2,9 @@
 // chat template, asks the tracker for a route (waiting in a fair queue while every route is
 // busy), drives it, streams SSE, and reports Generation Telemetry in each response and on
 // /metrics.
-import { Hono } from "hono";
-import { streamSSE } from "hono/streaming";
+import { type Context, Hono, type Next } from "hono";
+import { cors } from "hono/cors";
+import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { ApiError, type GenerationRequest, parseRequest, RateLimited } from "../../src/gateway/openai.ts";
 import { type ClientLimitOptions, ClientLimits, NO_CLIENT_LIMITS } from "../../src/gateway/client-limits.ts";
 import { type AdmissionOptions, DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
@@ -21,11 +22,15 @@ import { Dialer } from "../seam/dialer.ts";
 import { log } from "../log/log.ts";
 import { NodeWatch } from "../../src/gateway/node-watch.ts";
 import { ActiveRoutes } from "../../src/gateway/active-routes.ts";
-import { offeredContext } from "../../src/route/context-window.ts";
+import { networkStatus } from "../../src/gateway/network-status.ts";
 import { networkPageRoutes } from "./network-page.ts";
-import { generate, type GenerationContext, promptTokens, routeError } from "./generate.ts";
+import { tokenRoutes } from "./token-routes.ts";
+import { generate, type GenerationContext, promptTokens, routeWindow } from "../../src/gateway/generation.ts";
+import { routeError } from "../../src/gateway/route-errors.ts";
+import { ResponseShape, usageOf } from "../../src/gateway/responses.ts";
 import { Metrics } from "./metrics.ts";
 import { RouteGate } from "./route-gate.ts";
+import type { RouteLease } from "../../src/gateway/lease.ts";
 
 /** The admission line repairs wait in, beside each client key's line (and the keyless one). */
 const REPAIR_LINE = "repair:";
@@ -54,9 +59,9 @@ export interface GatewayOptions {
   readonly clientLimits?: ClientLimitOptions;
   /** serve HTTPS with this certificate */
   readonly tls?: CertPair;
+  /** browser origins that may call the API (CORS; "*" for any) */
+  readonly corsOrigins?: readonly string[];
 }
-
-const now = () => Math.floor(Date.now() / 1000);
 
 /** The client's address, from what Deno.serve hands the app (hono's env). */
 const remoteHost = (env: unknown) => {
@@ -76,7 +81,8 @@ export async function startGateway(o: GatewayOptions) {
   const limits = new ClientLimits(o.clientLimits ?? NO_CLIENT_LIMITS);
   const ctx: GenerationContext = {
     tokenizer,
-    dialer,
+    dial: dialer.dial,
+    log: (message, fields) => log.info(message, fields),
     artifact,
     nCtxTrain: facts.nCtxTrain,
     routes: new ActiveRoutes(),
@@ -109,10 +115,22 @@ export async function startGateway(o: GatewayOptions) {
   });
   app.notFound((c) => c.json(new ApiError(404, `no route ${c.req.method} ${c.req.path}`).body(), 404));
 
+  /** The tracker's nodes now, and what they can serve (undefined: the tracker did not answer). */
+  const status = async () => {
+    const r = await tracker.client.nodes({}, { timeoutMs: 5000 }).catch(() => undefined);
+    return r && networkStatus(r.nodes, facts.nLayer, facts.nCtxTrain);
+  };
+
+  // 200 only when a client's request could be served now: the tracker answers and a complete
+  // route of admitted, live nodes exists; 503 with the reason otherwise (load balancers ask this)
   app.get("/health", async (c) => {
-    const { nodes } = await tracker.client.nodes({}, { timeoutMs: 5000 }).catch(() => ({ nodes: [] }));
-    const admitted = nodes.filter((n) => n.live && n.admission === "admitted").length;
-    return c.json({ ok: true, model: o.modelName, nodes_admitted: admitted });
+    const s = await status();
+    const body = { model: o.modelName, nodes_admitted: s?.nodesAdmitted ?? 0 };
+    if (!s) return c.json({ ok: false, ...body, reason: "the tracker does not answer" }, 503);
+    if (s.contextLength === 0) {
+      return c.json({ ok: false, ...body, reason: "no complete route of admitted, live nodes" }, 503);
+    }
+    return c.json({ ok: true, ...body, context_length: s.contextLength, free_sessions: s.freeSessions });
   });
   app.route("/", artifactRoutes([{ path: o.modelPath, manifest }]));
   await chatPageRoutes(app);
@@ -129,7 +147,18 @@ export async function startGateway(o: GatewayOptions) {
     (c) => c.text(metrics.text(gate.admission.stats()), 200, { "content-type": "text/plain; version=0.0.4" }),
   );
 
-  app.use("/v1/*", async (c, next) => {
+  const apiPaths = ["/v1/*", "/tokenize", "/detokenize"];
+  if (o.corsOrigins?.length) {
+    const origins = [...o.corsOrigins];
+    for (const path of apiPaths) {
+      app.use(path, cors({ origin: origins.includes("*") ? "*" : origins, maxAge: 600 }));
+    }
+  }
+  for (const path of apiPaths) app.use(path, requireKey);
+
+  tokenRoutes(app, tokenizer);
+
+  async function requireKey(c: Context, next: Next) {
     if (o.apiKeys.length === 0) return await next();
     const auth = c.req.header("authorization") ?? "";
     const key = auth.startsWith("Bearer ") ? auth.slice(7) : "";
@@ -140,16 +169,11 @@ export async function startGateway(o: GatewayOptions) {
       return c.json(new ApiError(401, msg, "invalid_request_error", "invalid_api_key").body(), 401);
     }
     await next();
-  });
+  }
 
   const started = Math.floor(Date.now() / 1000);
   app.get("/v1/models", async (c) => {
-    const { nodes } = await tracker.client.nodes({}, { timeoutMs: 5000 }).catch(() => ({ nodes: [] }));
-    const shards = nodes.filter((n) => n.live && n.admission === "admitted" && n.shard?.range).map((n) => ({
-      start: n.shard!.range!.start,
-      end: n.shard!.range!.end,
-      sessionCells: n.shard!.sessionCells,
-    }));
+    const s = await status();
     return c.json({
       object: "list",
       data: [{
@@ -158,7 +182,10 @@ export async function startGateway(o: GatewayOptions) {
         created: started,
         owned_by: "strata",
         // the longest prompt + completion a route offers now (0: no complete route yet)
-        context_length: offeredContext(shards, facts.nLayer, facts.nCtxTrain),
+        context_length: s?.contextLength ?? 0,
+        // what the network could take now: sessions it could open, its admitted nodes
+        free_sessions: s?.freeSessions ?? 0,
+        nodes_admitted: s?.nodesAdmitted ?? 0,
       }],
     });
   });
@@ -210,34 +237,6 @@ export async function startGateway(o: GatewayOptions) {
     return req.stream ? await stream(c, req, ids, key, charge) : await complete(c, req, ids, key, charge);
   }
 
-  const chunk = (
-    req: GenerationRequest,
-    id: string,
-    created: number,
-    text: string | null,
-    finish: string | null,
-    role = false,
-  ) =>
-    req.kind === "chat"
-      ? {
-        id,
-        object: "chat.completion.chunk",
-        created,
-        model: o.modelName,
-        choices: [{
-          index: 0,
-          delta: text === null ? {} : role ? { role: "assistant", content: text } : { content: text },
-          finish_reason: finish,
-        }],
-      }
-      : {
-        id,
-        object: "text_completion",
-        created,
-        model: o.modelName,
-        choices: [{ index: 0, text: text ?? "", finish_reason: finish, logprobs: null }],
-      };
-
   /** Whose line a request waits in: its API key when the gateway checks keys, else everyone's. */
   const apiKeyOf = (auth: string | undefined) => {
     const key = auth?.startsWith("Bearer ") ? auth.slice(7) : "";
@@ -254,8 +253,13 @@ export async function startGateway(o: GatewayOptions) {
     }
   }
 
-  // The route is taken before the event stream starts: a refusal is a real 429 with
-  // Retry-After (clients retry those), and the client sees no 200 it must then take back.
+  /** Choice i of a request with `n` > 1 samples with seed + i: each alone gives the same answer. */
+  const choiceRequests = (req: GenerationRequest) =>
+    Array.from({ length: req.n }, (_, i) => ({ ...req, seed: req.seed + BigInt(i) }));
+
+  // The routes are taken before the event stream starts: a refusal is a real 429 with
+  // Retry-After (clients retry those), a prompt past a route's context a real 400, and the
+  // client sees no 200 it must then take back.
   async function stream(
     // deno-lint-ignore no-explicit-any
     c: any,
@@ -264,57 +268,60 @@ export async function startGateway(o: GatewayOptions) {
     key: string,
     charge: (tokens: number) => void,
   ) {
-    const held = await lease(req.kind, key, c.req.raw.signal);
-    const id = `${req.kind === "chat" ? "chatcmpl" : "cmpl"}-${crypto.randomUUID()}`;
-    const created = now();
+    const held: RouteLease[] = [];
+    try {
+      for (const _ of choiceRequests(req)) {
+        held.push(await lease(req.kind, key, c.req.raw.signal));
+        routeWindow(ctx, held[held.length - 1], ids, req);
+      }
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 400) metrics.request(req.kind, 400);
+      await Promise.all(held.map((l) => l.end()));
+      throw e;
+    }
+    const shape = new ResponseShape(req, o.modelName);
+    const send = (sse: SSEStreamingApi, data: unknown) => sse.writeSSE({ data: JSON.stringify(data) });
     return streamSSE(c, async (sse) => {
       const gone = new AbortController();
       sse.onAbort(() => gone.abort());
-      let used = ids.length;
+      let used = 0;
+      const usage = { prompt: ids.length, completion: 0 };
       try {
-        if (req.kind === "chat") {
-          // not awaited: this first write waits until the server starts sending the response,
-          // and the route need not wait with it (writes still go out in order)
-          void sse.writeSSE({ data: JSON.stringify(chunk(req, id, created, "", null, true)) });
-        }
-        const g = await generate(
-          ctx,
-          held,
-          req,
-          ids,
-          gone.signal,
-          (piece) => sse.writeSSE({ data: JSON.stringify(chunk(req, id, created, piece, null)) }),
-        );
-        const usage = {
-          prompt_tokens: g.promptTokens,
-          completion_tokens: g.completionTokens,
-          total_tokens: g.promptTokens + g.completionTokens,
-        };
-        used = usage.total_tokens;
-        const summary = g.telemetry.summary();
-        await sse.writeSSE({
-          data: JSON.stringify({
-            ...chunk(req, id, created, null, g.finishReason),
-            strata: summary,
+        await Promise.all(
+          choiceRequests(req).map(async (one, index) => {
+            used += ids.length;
+            if (req.kind === "chat") {
+              // not awaited: this first write waits until the server starts sending the response,
+              // and the route need not wait with it (writes still go out in order)
+              void send(sse, shape.chunk(index, "", null, { role: true }));
+            }
+            let offset = 0;
+            const g = await generate(ctx, held[index], one, ids, gone.signal, (piece, logprobs) => {
+              const chunk = shape.chunk(index, piece, null, { logprobs, offset });
+              offset += piece.length;
+              return send(sse, chunk);
+            });
+            used += g.completionTokens;
+            usage.completion += g.completionTokens;
+            const summary = g.telemetry.summary();
+            await send(sse, { ...shape.chunk(index, null, g.finishReason), strata: summary });
+            metrics.generation(summary, g.promptTokens, g.completionTokens);
           }),
-        });
-        if (req.includeUsage) {
-          await sse.writeSSE({
-            data: JSON.stringify({ ...chunk(req, id, created, null, null), choices: [], usage }),
-          });
-        }
+        );
+        if (req.includeUsage) await send(sse, shape.usageChunk(usageOf(usage.prompt, usage.completion)));
         metrics.request(req.kind, 200);
-        metrics.generation(summary, g.promptTokens, g.completionTokens);
       } catch (e) {
         const err = routeError(e);
         metrics.request(req.kind, err.status);
         log.warn("generation failed", { error: err.message });
-        if (!gone.signal.aborted) await sse.writeSSE({ data: JSON.stringify(err.body()) });
+        // the other choices end with this one
+        gone.abort();
+        if (!sse.aborted) await send(sse, err.body());
       } finally {
         charge(used);
-        await held.end();
+        await Promise.all(held.map((l) => l.end()));
       }
-      if (!gone.signal.aborted) await sse.writeSSE({ data: "[DONE]" });
+      if (!sse.aborted) await sse.writeSSE({ data: "[DONE]" });
     });
   }
 
@@ -327,52 +334,56 @@ export async function startGateway(o: GatewayOptions) {
     charge: (tokens: number) => void,
   ) {
     // aborts when the client disconnects (deno.json opts out of Deno.serve's legacy abort on
-    // success): its route is cancelled, or it leaves the queue
+    // success): its routes are cancelled, or it leaves the queue
     const gone: AbortSignal = c.req.raw.signal;
-    // nothing has reached the client yet: a route that fails is retried once on other nodes
-    let g;
-    let attempts = 0;
+    const settled = await Promise.allSettled(
+      choiceRequests(req).map((one) => completeOne(one, ids, key, gone)),
+    );
+    const used = settled.reduce(
+      (n, r) => n + (r.status === "fulfilled" ? ids.length + r.value.g.completionTokens : 0),
+      0,
+    );
+    charge(used);
+    const failed = settled.find((r) => r.status === "rejected");
+    if (failed) {
+      const err = routeError(failed.reason);
+      metrics.request(req.kind, err.status);
+      throw err;
+    }
+    const done = settled.map((r) =>
+      (r as PromiseFulfilledResult<Awaited<ReturnType<typeof completeOne>>>).value
+    );
+    metrics.request(req.kind, 200);
+    const summaries = done.map(({ g, attempts }) => {
+      const summary = { ...g.telemetry.summary(), attempts };
+      metrics.generation(summary, g.promptTokens, g.completionTokens);
+      return summary;
+    });
+    const shape = new ResponseShape(req, o.modelName);
+    const completion = done.reduce((n, { g }) => n + g.completionTokens, 0);
+    return c.json({
+      ...shape.completion(done.map(({ g }) => g), usageOf(ids.length, completion)),
+      // one choice: its telemetry; several: each choice's
+      strata: summaries.length === 1 ? summaries[0] : summaries,
+    });
+  }
+
+  /** One choice of a request that does not stream: a route that fails first is retried once on other nodes. */
+  async function completeOne(req: GenerationRequest, ids: Int32Array, key: string, gone: AbortSignal) {
     const avoid: string[] = [];
     for (let attempt = 0;; attempt++) {
-      attempts = attempt + 1;
       const held = await lease(req.kind, key, gone, avoid);
       try {
-        g = await generate(ctx, held, req, ids, gone, () => {});
-        break;
+        return { g: await generate(ctx, held, req, ids, gone, () => {}), attempts: attempt + 1 };
       } catch (e) {
         const err = routeError(e);
-        if (attempt > 0 || err.code !== "route_failed") {
-          metrics.request(req.kind, err.status);
-          throw err;
-        }
+        if (attempt > 0 || err.code !== "route_failed") throw err;
         avoid.push(...(await failedNodes(err.message)));
         log.warn("route failed, retrying on other nodes", { error: err.message, avoid });
       } finally {
         await held.end();
       }
     }
-    charge(g.promptTokens + g.completionTokens);
-    const summary = { ...g.telemetry.summary(), attempts };
-    metrics.request(req.kind, 200);
-    metrics.generation(summary, g.promptTokens, g.completionTokens);
-    const usage = {
-      prompt_tokens: g.promptTokens,
-      completion_tokens: g.completionTokens,
-      total_tokens: g.promptTokens + g.completionTokens,
-    };
-    const id = `${req.kind === "chat" ? "chatcmpl" : "cmpl"}-${crypto.randomUUID()}`;
-    const choice = req.kind === "chat"
-      ? { index: 0, message: { role: "assistant", content: g.text }, finish_reason: g.finishReason }
-      : { index: 0, text: g.text, finish_reason: g.finishReason, logprobs: null };
-    return c.json({
-      id,
-      object: req.kind === "chat" ? "chat.completion" : "text_completion",
-      created: now(),
-      model: o.modelName,
-      choices: [choice],
-      usage,
-      strata: summary,
-    });
   }
 
   /** Nodes the tracker no longer sees as live, or named in the failure. */

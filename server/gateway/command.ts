@@ -66,6 +66,10 @@ export function gatewayCommand(): Command {
       30_000,
     )
     .option(
+      "--cors <origins>",
+      "let browser pages of these origins call /v1, /tokenize and /detokenize (comma-separated, or *)",
+    )
+    .option(
       "--no-repair-resume",
       "repairs re-prefill the whole new route instead of rebuilding only the lost hop (to compare)",
     )
@@ -103,6 +107,7 @@ export function gatewayCommand(): Command {
         repairResume: o.repairResume !== false,
         clientLimits: clientLimitsOf(o),
         tls: await tlsOf(o),
+        corsOrigins: o.cors ? String(o.cors).split(",").map((x: string) => x.trim()).filter(Boolean) : [],
       });
       console.log(JSON.stringify({ event: "ready", url: g.url, pid: Deno.pid }));
       await untilSignal();

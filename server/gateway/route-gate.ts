@@ -10,28 +10,9 @@ import {
   QueueRefused,
 } from "../../src/gateway/admission.ts";
 import type { Route } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
+import type { RepairAsk, RouteLease } from "../../src/gateway/lease.ts";
 import { sessionEnds, type trackerClient } from "../tracker/client.ts";
 import { log } from "../log/log.ts";
-
-/** A route held for one session until `end()`. */
-export interface RouteLease {
-  readonly sessionId: string;
-  readonly route: Route;
-  /** the session is over (released, cancelled, failed or never opened) */
-  end(): Promise<void>;
-}
-
-/**
- * A route for a session whose route broke: its own id (nodes that still hold the session know
- * it by it), without the lost nodes, keeping the others where it can.
- */
-export interface RepairAsk {
-  readonly sessionId?: string;
-  readonly avoid?: readonly string[];
-  readonly keep?: readonly string[];
-  /** the route epoch the session had: the new one is above it */
-  readonly afterEpoch?: bigint;
-}
 
 export class RouteGate {
   readonly admission: Admission<Route>;

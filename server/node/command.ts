@@ -178,7 +178,10 @@ export function nodeCommand(): Command {
         ));
         if (manifest) {
           // refused before any of the range's bytes are downloaded
-          checkMemoryCap(manifestModel(manifest), { ...settings, kvCells, range }, { capBytes, flashAttention });
+          checkMemoryCap(manifestModel(manifest), { ...settings, kvCells, range }, {
+            capBytes,
+            flashAttention,
+          });
           const shard = await fetchShardFile(o.model, range, {
             tracker: o.tracker,
             relay: relay && { ...relay, peer: shared?.relay?.peer },

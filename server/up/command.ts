@@ -43,6 +43,7 @@ export function upCommand(): Command {
     .option("--threads <n>", "engine threads per node", int("threads"), 1)
     .option("--port <n>", "gateway port (0: any free port)", (v) => Number(v), 8080)
     .option("--api-key <key>", "require this bearer key at the gateway (repeatable)", collect)
+    .option("--cors <origins>", "browser origins that may call the gateway's API (comma-separated, or *)")
     .option("--lease-ms <n>", "node lease at the tracker", int("lease-ms"), 5000)
     .option(
       "--max-sessions <n>",
@@ -174,6 +175,9 @@ export function upCommand(): Command {
         threads: o.threads,
         gatewayListen: `127.0.0.1:${o.port}`,
         apiKeys: o.apiKey ?? [],
+        corsOrigins: o.cors
+          ? String(o.cors).split(",").map((x: string) => x.trim()).filter(Boolean)
+          : undefined,
         leaseMs: o.leaseMs,
         maxSessions: o.maxSessions,
         kvCells: o.kvCells,

@@ -8,7 +8,7 @@ import { trackerClient } from "../tracker/client.ts";
 import { gaps, type Span } from "../../src/tracker/placement.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
 import { trackedNodeArgs } from "./node-args.ts";
-import { gatewayProcess, type NodeProc, type UpOptions, type UpPlane, waitAdmitted } from "./up.ts";
+import { gatewayProcess, type NodeProc, pagesOf, type UpOptions, type UpPlane, waitAdmitted } from "./up.ts";
 import type { KeepUp } from "./keep-up.ts";
 
 /** More native nodes than this and the cap is too small for the model. */
@@ -27,7 +27,7 @@ export async function placedNetwork(
   started.push(gateway);
   const gatewayUrl = String(gateway.ready.url);
   keep.watch(gateway, gatewayUrl, (listen) => gatewayProcess({ ...o, gatewayListen: listen }, at, "auto"));
-  say(`gateway  ${gatewayUrl}`);
+  say(`gateway  ${gatewayUrl} (pages: ${pagesOf(gatewayUrl)})`);
   let members = 0;
   for (let i = 0; i < nTabs; i++) {
     // one Chromium for all of them

@@ -64,6 +64,8 @@ export interface UpOptions {
    * headless tabs, `wasm` Deno WASM nodes, then native nodes until every layer is covered
    */
   readonly placed?: { readonly capBytes: number; readonly tabs: number; readonly wasm: number };
+  /** browser origins that may call the gateway's API (CORS) */
+  readonly corsOrigins?: readonly string[];
   /** TLS on every seam, the relay, the tracker and the gateway, with a CA made in this folder */
   readonly tlsDir?: string;
 }
@@ -225,7 +227,7 @@ export async function up(o: UpOptions): Promise<Network> {
       gatewayUrl,
       (listen) => gatewayProcess({ ...o, gatewayListen: listen }, plane, offered),
     );
-    say(`gateway  ${gatewayUrl} (volunteer page ${gatewayUrl}/volunteer/)`);
+    say(`gateway  ${gatewayUrl} (pages: ${pagesOf(gatewayUrl)})`);
     if (o.browserShard) {
       browser = await openVolunteerTab(gatewayUrl, {
         layers: formatRange(o.browserShard),
@@ -307,8 +309,13 @@ export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: stri
     ...(o.repairDeadlineMs !== undefined ? ["--repair-deadline-ms", String(o.repairDeadlineMs)] : []),
     ...(o.repairResume === false ? ["--no-repair-resume"] : []),
     ...(o.clientLimits ? clientLimitArgs(o.clientLimits) : []),
+    ...(o.corsOrigins?.length ? ["--cors", o.corsOrigins.join(",")] : []),
     ...tlsArgs(at.tls, "gateway"),
     "--volunteers",
     volunteers,
   ], { STRATA_RELAY_SECRET: at.relaySecret, STRATA_NODE_TOKEN: at.nodeToken });
 }
+
+/** The gateway's three pages, as `strata up` prints them. */
+export const pagesOf = (gatewayUrl: string) =>
+  ["chat", "volunteer", "network"].map((p) => `${gatewayUrl}/${p}/`).join(", ");

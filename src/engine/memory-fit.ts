@@ -163,7 +163,9 @@ export function shardMemory(
     kvCells,
     streams,
     sequences: budget?.maxSequences,
-    computeBytes: budget ? computeBytes(model.graph ?? graphShape(m.tensors), at, { ...budget, kvCells }, streams) : 0,
+    computeBytes: budget
+      ? computeBytes(model.graph ?? graphShape(m.tensors), at, { ...budget, kvCells }, streams)
+      : 0,
   });
 }
 

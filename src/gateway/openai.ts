@@ -42,7 +42,47 @@ export interface GenerationRequest {
   readonly stop: string[];
   readonly stream: boolean;
   readonly includeUsage: boolean;
+  /** drop candidates below this share of the best one's probability (0 = off) */
+  readonly minP: number;
+  readonly presencePenalty: number;
+  readonly frequencyPenalty: number;
+  /** llama-server's repeat_penalty (1 = off) */
+  readonly repeatPenalty: number;
+  /** token id → bias added to its logit (-100 bans it) */
+  readonly logitBias: { [token: number]: number };
+  /** report the chosen tokens' log-probabilities, and this many alternatives each */
+  readonly logprobs: boolean;
+  readonly topLogprobs: number;
+  /** answers to the same prompt: choice i samples with seed + i */
+  readonly n: number;
 }
+
+/** The most choices one request may ask for. */
+export const MAX_CHOICES = 8;
+
+/**
+ * Fields that would change the answer and that this gateway does not honour yet: a request
+ * naming one is refused (400, the field named) rather than answered as if it had not. Fields
+ * not listed and not parsed below (user, metadata, store, service_tier, …) change nothing and
+ * are ignored.
+ */
+const UNSUPPORTED: Record<string, (v: unknown) => boolean> = {
+  tools: (v) => Array.isArray(v) && v.length > 0,
+  tool_choice: (v) => v !== "none" && v !== "auto",
+  functions: (v) => Array.isArray(v) && v.length > 0,
+  function_call: (v) => v !== "none" && v !== "auto",
+  response_format: (v) => !(v && typeof v === "object" && (v as { type?: unknown }).type === "text"),
+  best_of: (v) => v !== 1,
+  echo: (v) => v !== false,
+  suffix: (v) => v !== "",
+  audio: () => true,
+  modalities: (v) => !(Array.isArray(v) && v.every((m) => m === "text")),
+  prediction: () => true,
+  grammar: () => true,
+  json_schema: () => true,
+  mirostat: (v) => v !== 0,
+  typical_p: (v) => v !== 1,
+};
 
 const bad = (param: string, message: string) =>
   new ApiError(400, message, "invalid_request_error", null, param);
@@ -105,8 +145,14 @@ export function parseRequest(kind: "chat" | "completion", raw: unknown): Generat
     if (typeof p !== "string") throw bad("prompt", "'prompt' must be a string");
     prompt = p;
   }
-  const n = int(b, "n", 1);
-  if (n !== undefined && n !== 1) throw bad("n", "only n = 1 is supported");
+  for (const [field, changes] of Object.entries(UNSUPPORTED)) {
+    if (b[field] !== undefined && b[field] !== null && changes(b[field])) {
+      throw bad(field, `'${field}' is not supported by this gateway`);
+    }
+  }
+  const n = int(b, "n", 1) ?? 1;
+  if (n > MAX_CHOICES) throw bad("n", `'n' must be from 1 to ${MAX_CHOICES}`);
+  const { logprobs, topLogprobs } = kind === "chat" ? chatLogprobs(b) : completionLogprobs(b);
   let stop: string[] = [];
   if (typeof b.stop === "string") stop = [b.stop];
   else if (Array.isArray(b.stop)) {
@@ -134,5 +180,50 @@ export function parseRequest(kind: "chat" | "completion", raw: unknown): Generat
     stop,
     stream: b.stream === true,
     includeUsage: (b.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,
+    minP: num(b, "min_p", 0, 1, 0),
+    presencePenalty: num(b, "presence_penalty", -2, 2, 0),
+    frequencyPenalty: num(b, "frequency_penalty", -2, 2, 0),
+    repeatPenalty: num(b, "repeat_penalty", 0, 10, 1),
+    logitBias: logitBias(b.logit_bias),
+    logprobs,
+    topLogprobs,
+    n,
   };
+}
+
+/** Chat: `logprobs` true, and `top_logprobs` alternatives (0–20) that need it. */
+function chatLogprobs(b: Record<string, unknown>) {
+  if (b.logprobs !== undefined && b.logprobs !== null && typeof b.logprobs !== "boolean") {
+    throw bad("logprobs", "'logprobs' must be a boolean");
+  }
+  const logprobs = b.logprobs === true;
+  const top = int(b, "top_logprobs", 0) ?? 0;
+  if (top > 20) throw bad("top_logprobs", "'top_logprobs' must be an integer from 0 to 20");
+  if (top > 0 && !logprobs) throw bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  return { logprobs, topLogprobs: top };
+}
+
+/** Completions: `logprobs` is the number of alternatives (0–5), null for none. */
+function completionLogprobs(b: Record<string, unknown>) {
+  const top = int(b, "logprobs", 0);
+  if (top !== undefined && top > 5) throw bad("logprobs", "'logprobs' must be an integer from 0 to 5");
+  return { logprobs: top !== undefined, topLogprobs: top ?? 0 };
+}
+
+/** `logit_bias`: token ids (as JSON keys) to biases from -100 to 100. */
+function logitBias(v: unknown): { [token: number]: number } {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== "object" || Array.isArray(v)) throw bad("logit_bias", "'logit_bias' must be an object");
+  const out: { [token: number]: number } = {};
+  for (const [k, bias] of Object.entries(v)) {
+    const t = Number(k);
+    if (!/^\d+$/.test(k) || !Number.isSafeInteger(t)) {
+      throw bad("logit_bias", `'logit_bias' keys are token ids; got '${k}'`);
+    }
+    if (typeof bias !== "number" || !Number.isFinite(bias) || bias < -100 || bias > 100) {
+      throw bad("logit_bias", `'logit_bias' values must be numbers from -100 to 100`);
+    }
+    out[t] = bias;
+  }
+  return out;
 }

@@ -20,6 +20,9 @@ import type { RangeEngine } from "../engine/range-engine.ts";
 import { engineLabel } from "../engine/recipe.ts";
 import { verifyTicket } from "../route/ticket.ts";
 import { choose } from "../sampling/sampler.ts";
+
+/** the most alternatives a step's logprobs name (OpenAI's top_logprobs bound) */
+const MAX_TOP_LOGPROBS = 20;
 import { Batcher, type BatcherLimits, type Step, type StepResult } from "../scheduler/batcher.ts";
 import { SeamError } from "../seam/errors.ts";
 import { checkFrame } from "../seam/frame.ts";
@@ -488,7 +491,7 @@ export class ShardNode {
     }
     const t0 = performance.now();
     const sampled = r.rows === 1
-      ? create(SampledSchema, choose(r.data, s.open.sampling, start + count - 1))
+      ? create(SampledSchema, this.#sample(s, r.data, start + count - 1))
       : undefined;
     telemetry.sampleMs = performance.now() - t0;
     const owner = this.#ownerOf(s);
@@ -503,6 +506,22 @@ export class ShardNode {
     });
     s.answer(reply, owner?.send);
     s.lastEncodeMs = codecMs(reply);
+  }
+
+  /** The session's token at `position`: its penalties count what it sampled before there. */
+  #sample(s: NodeSession, logits: Float32Array, position: number) {
+    const policy = s.open.sampling;
+    const earlier: number[] = [];
+    if (policy && (policy.presencePenalty || policy.frequencyPenalty || policy.repeatPenalty)) {
+      for (const [at, t] of s.sampledAt) if (at < position) earlier.push(t);
+    }
+    // a peer's sizes are not trusted: OpenAI's bound on alternatives
+    const bounded = policy && policy.topLogprobs > MAX_TOP_LOGPROBS
+      ? { ...policy, topLogprobs: MAX_TOP_LOGPROBS }
+      : policy;
+    const c = choose(logits, bounded, position, earlier);
+    s.sampledAt.set(position, c.token);
+    return c;
   }
 
   #stepFailed(s: NodeSession, f: SeamFrame, e: unknown): void {

@@ -23,7 +23,6 @@ import type { SeamDialer, SeamLink, SeamTransport } from "../seam/link.ts";
 import { packTensor } from "../seam/tensor.ts";
 import { unixMs } from "../seam/clock.ts";
 
-
 /** How long a step may go unanswered by default: what an OpenAI client waits for a reply. */
 export const STEP_TIMEOUT_MS = 600_000;
 export interface RouteHop {
@@ -78,6 +77,9 @@ export interface SessionOptions {
 export interface StepReply {
   readonly token: number;
   readonly margin: number;
+  /** with Sampling.logprobs: the token's log-probability, and the likeliest alternatives' */
+  readonly logprob?: number;
+  readonly top?: ReadonlyArray<{ readonly token: number; readonly logprob: number }>;
   /** one entry per node, last shard first */
   readonly telemetry: NodeTelemetry[];
   /** from sending the step to its reply */
@@ -471,6 +473,8 @@ export class RouteSession {
     return {
       token: f.sampled.token,
       margin: f.sampled.margin,
+      logprob: f.sampled.logprob,
+      top: f.sampled.top.map((t) => ({ token: t.token, logprob: t.logprob })),
       telemetry: f.telemetry,
       ms,
       crossings: f.crossings,

@@ -231,7 +231,8 @@ function writeFrame(w: Writer, f: SeamFrame): void {
   for (const t of f.tensors) writeTensor(w, t);
   for (const t of f.telemetry) writeTelemetry(w, t);
   if (f.sampled) {
-    if (f.sampled.$unknown) throw ASIDE;
+    // logprobs are rare: protobuf-es writes those frames
+    if (f.sampled.$unknown || f.sampled.logprob !== 0 || f.sampled.top.length) throw ASIDE;
     const m = w.open(19);
     if (f.sampled.token !== 0) (w.tag(1, VARINT), w.i32(f.sampled.token));
     putF32(w, 2, f.sampled.margin);
@@ -491,7 +492,7 @@ function readTelemetry(r: Reader): NodeTelemetry {
 }
 
 function readSampled(r: Reader): Sampled {
-  const m: Sampled = { $typeName: "strata.seam.v1.Sampled", token: 0, margin: 0 };
+  const m: Sampled = { $typeName: "strata.seam.v1.Sampled", token: 0, margin: 0, logprob: 0, top: [] };
   fields(r, r.sub(), (no, w) => {
     if (no === 1) (wire(w, VARINT), (m.token = r.varint() | 0));
     else if (no === 2) (wire(w, I32), (m.margin = r.f32()));

@@ -24,7 +24,9 @@ describe("native engine: bad input is a clear error, never a crash", () => {
     const perSeq = Number(out.kv_per_sequence);
     expect(perSeq).toBe(256);
     expect(out.kv_cells_exhausted).toBe(
-      `kv_full: KV budget exhausted: no room for 40 tokens in a pool of ${perSeq} cells (${perSeq - 10} in use)`,
+      `kv_full: KV budget exhausted: no room for 40 tokens in a pool of ${perSeq} cells (${
+        perSeq - 10
+      } in use)`,
     );
     expect(out.other_sequence_still_fits).toBe("1");
     expect(out.sequences_exhausted).toMatch(/^kv_full: all 2 sequence slots are in use/);

@@ -59,7 +59,9 @@ describe("batch-invariant decoding: a session's logits do not depend on who else
     expect(out.results.map((r) => r.pool ?? r.mates)).toEqual([1, 3, 15, "compacted"]);
     expectIdentical(out.results);
     // however the batch's sequences lie in the slot table, one pass over the weights
-    for (const r of out.results.filter((x) => x.passes_per_call !== undefined)) expect(r.passes_per_call).toBe(1);
+    for (const r of out.results.filter((x) => x.passes_per_call !== undefined)) {
+      expect(r.passes_per_call).toBe(1);
+    }
     expect(out.passes_by_slots).toEqual({ in_order: 1, scattered: 1, reversed: 1 });
     expect(out.kv_cells_used_at_end).toBe(0);
   });

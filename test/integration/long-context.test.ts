@@ -7,8 +7,12 @@ describe("long contexts on strata up's defaults (the openai client)", () => {
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
     console.log(
-      `context ${out.context_length}; long chat ${out.long.prompt_tokens} tokens in ${Math.round(out.long.ms)} ms; ` +
-        `${out.concurrent.sessions} at once in ${Math.round(out.concurrent.wall_ms)} ms; nodes ${JSON.stringify(out.nodes_after)}`,
+      `context ${out.context_length}; long chat ${out.long.prompt_tokens} tokens in ${
+        Math.round(out.long.ms)
+      } ms; ` +
+        `${out.concurrent.sessions} at once in ${Math.round(out.concurrent.wall_ms)} ms; nodes ${
+          JSON.stringify(out.nodes_after)
+        }`,
     );
     // the model's trained context, not n_ctx / n_seq_max
     expect(out.context_length).toBe(8192);

@@ -17,7 +17,18 @@ beforeAll(async () => {
   node = (
     cap,
     more = [],
-  ) => ["node", "--layers", "0:30", "--listen", "127.0.0.1:0", "--route-key", key, "--memory-cap", cap, ...more];
+  ) => [
+    "node",
+    "--layers",
+    "0:30",
+    "--listen",
+    "127.0.0.1:0",
+    "--route-key",
+    key,
+    "--memory-cap",
+    cap,
+    ...more,
+  ];
 });
 
 describe("a node's memory cap", () => {

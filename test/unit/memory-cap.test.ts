@@ -8,11 +8,11 @@ import {
   type EngineBudget,
   headerModel,
   kvCellsAllocated,
+  kvStreams,
   manifestModel,
   memoryMisfit,
   parseMemorySize,
   rangeMemory,
-  kvStreams,
   specMemory,
 } from "../../src/engine/memory-fit.ts";
 import type { GraphShape } from "../../src/gguf/graph-shape.ts";
@@ -203,7 +203,15 @@ describe("a range's memory from the model's header", () => {
 });
 
 describe("a node's KV pool", () => {
-  const llama = synthModel({ arch: "llama", nLayer: 8, nEmbd: 512, nHead: 8, nHeadKv: 8, nFf: 1536, nVocab: 4096 });
+  const llama = synthModel({
+    arch: "llama",
+    nLayer: 8,
+    nEmbd: 512,
+    nHead: 8,
+    nHeadKv: 8,
+    nFf: 1536,
+    nVocab: 4096,
+  });
   const model = headerModel(parseGgufHeader(llama), llama.length);
   const spec = { range: layerRange(0, 8, 8), maxSequences: 16, batchTokens: 512, batchInvariant: true };
   const fits = (cells: number) => specMemory(model, { ...spec, kvCells: cells }, true).total;

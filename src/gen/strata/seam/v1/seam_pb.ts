@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/seam/v1/seam.proto.
  */
 export const file_strata_seam_v1_seam: GenFile = /*@__PURE__*/
-  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIksKCFNhbXBsaW5nEhMKC3RlbXBlcmF0dXJlGAEgASgCEg0KBXRvcF9rGAIgASgNEg0KBXRvcF9wGAMgASgCEgwKBHNlZWQYBCABKAQiYQoDSG9wEgsKA3VybBgBIAEoCRIpCgVyYW5nZRgCIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USFAoMcm91dGVfdGlja2V0GAMgASgMEgwKBG5vZGUYBCABKAkimAIKBE9wZW4SFAoMcm91dGVfdGlja2V0GAEgASgMEioKCHNhbXBsaW5nGAIgASgLMhguc3RyYXRhLnNlYW0udjEuU2FtcGxpbmcSJgoJbmV4dF9ob3BzGAMgAygLMhMuc3RyYXRhLnNlYW0udjEuSG9wEhAKCGt2X2NlbGxzGAQgASgNEjUKEHNlYW1fY29tcHJlc3Npb24YBSABKA4yGy5zdHJhdGEuc2VhbS52MS5Db21wcmVzc2lvbhINCgVwcm9iZRgGIAEoCBIOCgZyZXN1bWUYByABKAgSFAoMcGFya19vbl9sb3NzGAggASgIEhIKCnJlcGx5X2xpbmsYCSABKAgSFAoMcm91dGVfc2hhcmRzGAogASgNIicKBlN0YXR1cxIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkivwIKDU5vZGVUZWxlbWV0cnkSDAoEbm9kZRgBIAEoCRIpCgVyYW5nZRgCIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USEAoIcXVldWVfbXMYAyABKAISEgoKY29tcHV0ZV9tcxgEIAEoAhIWCg5iYXRjaF9zZXNzaW9ucxgFIAEoDRIUCgxiYXRjaF90b2tlbnMYBiABKA0SEAoIYnl0ZXNfaW4YByABKA0SEQoJYnl0ZXNfb3V0GAggASgNEhEKCXNhbXBsZV9tcxgJIAEoAhIRCgl0cmFuc3BvcnQYCiABKAkSEAoIY29kZWNfbXMYCyABKAISGAoQcmVjZWl2ZWRfdW5peF9tcxgMIAEoARIUCgxzZW50X3VuaXhfbXMYDSABKAESFAoMYmF0Y2hfcGFzc2VzGA4gASgNIigKB1NhbXBsZWQSDQoFdG9rZW4YASABKAUSDgoGbWFyZ2luGAIgASgCIoQFCglTZWFtRnJhbWUSFgoOc2NoZW1hX3ZlcnNpb24YASABKA0SDwoHd29ya19pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEhMKC3JvdXRlX2Vwb2NoGAQgASgEEhcKD2FydGlmYWN0X3NoYTI1NhgFIAEoDBIaChJyZWNpcGVfZmluZ2VycHJpbnQYBiABKAwSKQoFcmFuZ2UYByABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlEiQKBXBoYXNlGAggASgOMhUuc3RyYXRhLnNlYW0udjEuUGhhc2USLAoJcG9zaXRpb25zGAkgASgLMhkuc3RyYXRhLnNlYW0udjEuUG9zaXRpb25zEg8KB3N0ZXBfaWQYCiABKAQSFAoMY2FjaGVfZXhwZWN0GAsgASgNEhQKDGNhY2hlX3Jlc3VsdBgMIAEoDRITCgtjaHVua19pbmRleBgNIAEoDRITCgtjaHVua19jb3VudBgOIAEoDRInCgd0ZW5zb3JzGA8gAygLMhYuc3RyYXRhLnNlYW0udjEuVGVuc29yEiIKBG9wZW4YECABKAsyFC5zdHJhdGEuc2VhbS52MS5PcGVuEiYKBnN0YXR1cxgRIAEoCzIWLnN0cmF0YS5zZWFtLnYxLlN0YXR1cxIwCgl0ZWxlbWV0cnkYEiADKAsyHS5zdHJhdGEuc2VhbS52MS5Ob2RlVGVsZW1ldHJ5EigKB3NhbXBsZWQYEyABKAsyFy5zdHJhdGEuc2VhbS52MS5TYW1wbGVkEg8KB3JlYnVpbGQYFCABKAgSFQoNaG9wX3Bvc2l0aW9ucxgVIAMoDRIRCgljcm9zc2luZ3MYFiABKA0iDQoLSW5mb1JlcXVlc3Qi0wQKCE5vZGVJbmZvEgwKBG5vZGUYASABKAkSFwoPYXJ0aWZhY3Rfc2hhMjU2GAIgASgMEhoKEnJlY2lwZV9maW5nZXJwcmludBgDIAEoDBIpCgVyYW5nZRgEIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USDwoHbl9sYXllchgFIAEoDRIOCgZuX2VtYmQYBiABKA0SDwoHbl92b2NhYhgHIAEoDRIOCgZlbmdpbmUYCCABKAkSEAoIa3ZfY2VsbHMYCSABKA0SFQoNa3ZfY2VsbHNfdXNlZBgKIAEoDRIZChFrdl9jZWxsc19yZXNlcnZlZBgLIAEoDRIQCghzZXNzaW9ucxgMIAEoDRIUCgxtYXhfc2Vzc2lvbnMYDSABKA0SDgoGcXVldWVkGA4gASgNEg8KB2JhdGNoZXMYDyABKAQSGwoTbGFzdF9iYXRjaF9zZXNzaW9ucxgQIAEoDRIaChJtYXhfYmF0Y2hfc2Vzc2lvbnMYESABKA0SFgoOcHJlZmlsbF90b2tlbnMYEiABKAQSFQoNZGVjb2RlX3Rva2VucxgTIAEoBBIVCg1zZWFtX2J5dGVzX2luGBQgASgEEhYKDnNlYW1fYnl0ZXNfb3V0GBUgASgEEhYKDnJlZnVzZWRfZnJhbWVzGBYgASgEEhcKD3Nlc3Npb25zX3NlcnZlZBgXIAEoBBIZChFzb2xvX3Rva2Vuc19wZXJfcxgYIAEoAhIUCgxncmFwaF9wYXNzZXMYGSABKAQSEQoJa3ZfbGF5b3V0GBogASgJIqcBChFSb3V0ZVRpY2tldENsYWltcxISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3JvdXRlX2Vwb2NoGAIgASgEEhcKD2FydGlmYWN0X3NoYTI1NhgDIAEoDBIpCgVyYW5nZRgEIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USFQoNZXhwaXJlc19hdF9tcxgFIAEoBBIOCgZpc3N1ZXIYBiABKAkiMAoLUm91dGVUaWNrZXQSDgoGY2xhaW1zGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDCp4CgVQaGFzZRIVChFQSEFTRV9VTlNQRUNJRklFRBAAEg4KClBIQVNFX09QRU4QARIRCg1QSEFTRV9QUkVGSUxMEAISEAoMUEhBU0VfREVDT0RFEAMSEQoNUEhBU0VfUkVMRUFTRRAEEhAKDFBIQVNFX0NBTkNFTBAFKm0KC0VsZW1lbnRUeXBlEhwKGEVMRU1FTlRfVFlQRV9VTlNQRUNJRklFRBAAEhQKEEVMRU1FTlRfVFlQRV9GMzIQARIUChBFTEVNRU5UX1RZUEVfRjE2EAISFAoQRUxFTUVOVF9UWVBFX0kzMhADKmAKCUJ5dGVPcmRlchIaChZCWVRFX09SREVSX1VOU1BFQ0lGSUVEEAASHAoYQllURV9PUkRFUl9MSVRUTEVfRU5ESUFOEAESGQoVQllURV9PUkRFUl9CSUdfRU5ESUFOEAIqdAoLQ29tcHJlc3Npb24SGwoXQ09NUFJFU1NJT05fVU5TUEVDSUZJRUQQABIUChBDT01QUkVTU0lPTl9OT05FEAESFgoSQ09NUFJFU1NJT05fUThfUk9XEAISGgoWQ09NUFJFU1NJT05fUThfQkxPQ0szMhADMpABCgtTZWFtU2VydmljZRJCCgZTdHJlYW0SGS5zdHJhdGEuc2VhbS52MS5TZWFtRnJhbWUaGS5zdHJhdGEuc2VhbS52MS5TZWFtRnJhbWUoATABEj0KBEluZm8SGy5zdHJhdGEuc2VhbS52MS5JbmZvUmVxdWVzdBoYLnN0cmF0YS5zZWFtLnYxLk5vZGVJbmZvYgZwcm90bzM");
+  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIs8CCghTYW1wbGluZxITCgt0ZW1wZXJhdHVyZRgBIAEoAhINCgV0b3BfaxgCIAEoDRINCgV0b3BfcBgDIAEoAhIMCgRzZWVkGAQgASgEEg0KBW1pbl9wGAUgASgCEhgKEHByZXNlbmNlX3BlbmFsdHkYBiABKAISGQoRZnJlcXVlbmN5X3BlbmFsdHkYByABKAISFgoOcmVwZWF0X3BlbmFsdHkYCCABKAISOwoKbG9naXRfYmlhcxgJIAMoCzInLnN0cmF0YS5zZWFtLnYxLlNhbXBsaW5nLkxvZ2l0Qmlhc0VudHJ5Eg8KB2hpc3RvcnkYCiADKAUSEAoIbG9ncHJvYnMYCyABKAgSFAoMdG9wX2xvZ3Byb2JzGAwgASgNGjAKDkxvZ2l0Qmlhc0VudHJ5EgsKA2tleRgBIAEoBRINCgV2YWx1ZRgCIAEoAjoCOAEiLgoMVG9rZW5Mb2dwcm9iEg0KBXRva2VuGAEgASgFEg8KB2xvZ3Byb2IYAiABKAIiYQoDSG9wEgsKA3VybBgBIAEoCRIpCgVyYW5nZRgCIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USFAoMcm91dGVfdGlja2V0GAMgASgMEgwKBG5vZGUYBCABKAkimAIKBE9wZW4SFAoMcm91dGVfdGlja2V0GAEgASgMEioKCHNhbXBsaW5nGAIgASgLMhguc3RyYXRhLnNlYW0udjEuU2FtcGxpbmcSJgoJbmV4dF9ob3BzGAMgAygLMhMuc3RyYXRhLnNlYW0udjEuSG9wEhAKCGt2X2NlbGxzGAQgASgNEjUKEHNlYW1fY29tcHJlc3Npb24YBSABKA4yGy5zdHJhdGEuc2VhbS52MS5Db21wcmVzc2lvbhINCgVwcm9iZRgGIAEoCBIOCgZyZXN1bWUYByABKAgSFAoMcGFya19vbl9sb3NzGAggASgIEhIKCnJlcGx5X2xpbmsYCSABKAgSFAoMcm91dGVfc2hhcmRzGAogASgNIicKBlN0YXR1cxIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkivwIKDU5vZGVUZWxlbWV0cnkSDAoEbm9kZRgBIAEoCRIpCgVyYW5nZRgCIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USEAoIcXVldWVfbXMYAyABKAISEgoKY29tcHV0ZV9tcxgEIAEoAhIWCg5iYXRjaF9zZXNzaW9ucxgFIAEoDRIUCgxiYXRjaF90b2tlbnMYBiABKA0SEAoIYnl0ZXNfaW4YByABKA0SEQoJYnl0ZXNfb3V0GAggASgNEhEKCXNhbXBsZV9tcxgJIAEoAhIRCgl0cmFuc3BvcnQYCiABKAkSEAoIY29kZWNfbXMYCyABKAISGAoQcmVjZWl2ZWRfdW5peF9tcxgMIAEoARIUCgxzZW50X3VuaXhfbXMYDSABKAESFAoMYmF0Y2hfcGFzc2VzGA4gASgNImQKB1NhbXBsZWQSDQoFdG9rZW4YASABKAUSDgoGbWFyZ2luGAIgASgCEg8KB2xvZ3Byb2IYAyABKAISKQoDdG9wGAQgAygLMhwuc3RyYXRhLnNlYW0udjEuVG9rZW5Mb2dwcm9iIoQFCglTZWFtRnJhbWUSFgoOc2NoZW1hX3ZlcnNpb24YASABKA0SDwoHd29ya19pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEhMKC3JvdXRlX2Vwb2NoGAQgASgEEhcKD2FydGlmYWN0X3NoYTI1NhgFIAEoDBIaChJyZWNpcGVfZmluZ2VycHJpbnQYBiABKAwSKQoFcmFuZ2UYByABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlEiQKBXBoYXNlGAggASgOMhUuc3RyYXRhLnNlYW0udjEuUGhhc2USLAoJcG9zaXRpb25zGAkgASgLMhkuc3RyYXRhLnNlYW0udjEuUG9zaXRpb25zEg8KB3N0ZXBfaWQYCiABKAQSFAoMY2FjaGVfZXhwZWN0GAsgASgNEhQKDGNhY2hlX3Jlc3VsdBgMIAEoDRITCgtjaHVua19pbmRleBgNIAEoDRITCgtjaHVua19jb3VudBgOIAEoDRInCgd0ZW5zb3JzGA8gAygLMhYuc3RyYXRhLnNlYW0udjEuVGVuc29yEiIKBG9wZW4YECABKAsyFC5zdHJhdGEuc2VhbS52MS5PcGVuEiYKBnN0YXR1cxgRIAEoCzIWLnN0cmF0YS5zZWFtLnYxLlN0YXR1cxIwCgl0ZWxlbWV0cnkYEiADKAsyHS5zdHJhdGEuc2VhbS52MS5Ob2RlVGVsZW1ldHJ5EigKB3NhbXBsZWQYEyABKAsyFy5zdHJhdGEuc2VhbS52MS5TYW1wbGVkEg8KB3JlYnVpbGQYFCABKAgSFQoNaG9wX3Bvc2l0aW9ucxgVIAMoDRIRCgljcm9zc2luZ3MYFiABKA0iDQoLSW5mb1JlcXVlc3Qi0wQKCE5vZGVJbmZvEgwKBG5vZGUYASABKAkSFwoPYXJ0aWZhY3Rfc2hhMjU2GAIgASgMEhoKEnJlY2lwZV9maW5nZXJwcmludBgDIAEoDBIpCgVyYW5nZRgEIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USDwoHbl9sYXllchgFIAEoDRIOCgZuX2VtYmQYBiABKA0SDwoHbl92b2NhYhgHIAEoDRIOCgZlbmdpbmUYCCABKAkSEAoIa3ZfY2VsbHMYCSABKA0SFQoNa3ZfY2VsbHNfdXNlZBgKIAEoDRIZChFrdl9jZWxsc19yZXNlcnZlZBgLIAEoDRIQCghzZXNzaW9ucxgMIAEoDRIUCgxtYXhfc2Vzc2lvbnMYDSABKA0SDgoGcXVldWVkGA4gASgNEg8KB2JhdGNoZXMYDyABKAQSGwoTbGFzdF9iYXRjaF9zZXNzaW9ucxgQIAEoDRIaChJtYXhfYmF0Y2hfc2Vzc2lvbnMYESABKA0SFgoOcHJlZmlsbF90b2tlbnMYEiABKAQSFQoNZGVjb2RlX3Rva2VucxgTIAEoBBIVCg1zZWFtX2J5dGVzX2luGBQgASgEEhYKDnNlYW1fYnl0ZXNfb3V0GBUgASgEEhYKDnJlZnVzZWRfZnJhbWVzGBYgASgEEhcKD3Nlc3Npb25zX3NlcnZlZBgXIAEoBBIZChFzb2xvX3Rva2Vuc19wZXJfcxgYIAEoAhIUCgxncmFwaF9wYXNzZXMYGSABKAQSEQoJa3ZfbGF5b3V0GBogASgJIqcBChFSb3V0ZVRpY2tldENsYWltcxISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3JvdXRlX2Vwb2NoGAIgASgEEhcKD2FydGlmYWN0X3NoYTI1NhgDIAEoDBIpCgVyYW5nZRgEIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USFQoNZXhwaXJlc19hdF9tcxgFIAEoBBIOCgZpc3N1ZXIYBiABKAkiMAoLUm91dGVUaWNrZXQSDgoGY2xhaW1zGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDCp4CgVQaGFzZRIVChFQSEFTRV9VTlNQRUNJRklFRBAAEg4KClBIQVNFX09QRU4QARIRCg1QSEFTRV9QUkVGSUxMEAISEAoMUEhBU0VfREVDT0RFEAMSEQoNUEhBU0VfUkVMRUFTRRAEEhAKDFBIQVNFX0NBTkNFTBAFKm0KC0VsZW1lbnRUeXBlEhwKGEVMRU1FTlRfVFlQRV9VTlNQRUNJRklFRBAAEhQKEEVMRU1FTlRfVFlQRV9GMzIQARIUChBFTEVNRU5UX1RZUEVfRjE2EAISFAoQRUxFTUVOVF9UWVBFX0kzMhADKmAKCUJ5dGVPcmRlchIaChZCWVRFX09SREVSX1VOU1BFQ0lGSUVEEAASHAoYQllURV9PUkRFUl9MSVRUTEVfRU5ESUFOEAESGQoVQllURV9PUkRFUl9CSUdfRU5ESUFOEAIqdAoLQ29tcHJlc3Npb24SGwoXQ09NUFJFU1NJT05fVU5TUEVDSUZJRUQQABIUChBDT01QUkVTU0lPTl9OT05FEAESFgoSQ09NUFJFU1NJT05fUThfUk9XEAISGgoWQ09NUFJFU1NJT05fUThfQkxPQ0szMhADMpABCgtTZWFtU2VydmljZRJCCgZTdHJlYW0SGS5zdHJhdGEuc2VhbS52MS5TZWFtRnJhbWUaGS5zdHJhdGEuc2VhbS52MS5TZWFtRnJhbWUoATABEj0KBEluZm8SGy5zdHJhdGEuc2VhbS52MS5JbmZvUmVxdWVzdBoYLnN0cmF0YS5zZWFtLnYxLk5vZGVJbmZvYgZwcm90bzM");
 
 /**
  * One named tensor of a bundle ("hidden_states", "token_ids", "logits", ...).
@@ -150,6 +150,61 @@ export type Sampling = Message<"strata.seam.v1.Sampling"> & {
    * @generated from field: uint64 seed = 4;
    */
   seed: bigint;
+
+  /**
+   * candidates below min_p times the best one's probability are dropped (0 = off)
+   *
+   * @generated from field: float min_p = 5;
+   */
+  minP: number;
+
+  /**
+   * OpenAI's penalties over the tokens this session has generated: each token's logit less
+   * frequency_penalty per time it appeared and presence_penalty once it appeared (0 = off)
+   *
+   * @generated from field: float presence_penalty = 6;
+   */
+  presencePenalty: number;
+
+  /**
+   * @generated from field: float frequency_penalty = 7;
+   */
+  frequencyPenalty: number;
+
+  /**
+   * llama.cpp's: a generated token's logit divided by it when positive, times it when not
+   * (0 or 1 = off)
+   *
+   * @generated from field: float repeat_penalty = 8;
+   */
+  repeatPenalty: number;
+
+  /**
+   * added to the logits of these tokens before anything else (OpenAI's logit_bias)
+   *
+   * @generated from field: map<int32, float> logit_bias = 9;
+   */
+  logitBias: { [key: number]: number };
+
+  /**
+   * tokens the session generated before this route took it over (a repair): the penalties
+   * count them too
+   *
+   * @generated from field: repeated int32 history = 10;
+   */
+  history: number[];
+
+  /**
+   * the chosen token's log-probability and this many of the likeliest alternatives' (0-20)
+   *
+   * @generated from field: bool logprobs = 11;
+   */
+  logprobs: boolean;
+
+  /**
+   * @generated from field: uint32 top_logprobs = 12;
+   */
+  topLogprobs: number;
 };
 
 /**
@@ -158,6 +213,30 @@ export type Sampling = Message<"strata.seam.v1.Sampling"> & {
  */
 export const SamplingSchema: GenMessage<Sampling> = /*@__PURE__*/
   messageDesc(file_strata_seam_v1_seam, 3);
+
+/**
+ * A token and its log-probability under the sampled distribution's logits.
+ *
+ * @generated from message strata.seam.v1.TokenLogprob
+ */
+export type TokenLogprob = Message<"strata.seam.v1.TokenLogprob"> & {
+  /**
+   * @generated from field: int32 token = 1;
+   */
+  token: number;
+
+  /**
+   * @generated from field: float logprob = 2;
+   */
+  logprob: number;
+};
+
+/**
+ * Describes the message strata.seam.v1.TokenLogprob.
+ * Use `create(TokenLogprobSchema)` to create a new message.
+ */
+export const TokenLogprobSchema: GenMessage<TokenLogprob> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 4);
 
 /**
  * One shard further down the route: where to reach it and its own ticket.
@@ -195,7 +274,7 @@ export type Hop = Message<"strata.seam.v1.Hop"> & {
  * Use `create(HopSchema)` to create a new message.
  */
 export const HopSchema: GenMessage<Hop> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 4);
+  messageDesc(file_strata_seam_v1_seam, 5);
 
 /**
  * @generated from message strata.seam.v1.Open
@@ -285,7 +364,7 @@ export type Open = Message<"strata.seam.v1.Open"> & {
  * Use `create(OpenSchema)` to create a new message.
  */
 export const OpenSchema: GenMessage<Open> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 5);
+  messageDesc(file_strata_seam_v1_seam, 6);
 
 /**
  * @generated from message strata.seam.v1.Status
@@ -309,7 +388,7 @@ export type Status = Message<"strata.seam.v1.Status"> & {
  * Use `create(StatusSchema)` to create a new message.
  */
 export const StatusSchema: GenMessage<Status> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 6);
+  messageDesc(file_strata_seam_v1_seam, 7);
 
 /**
  * What one node spent on one step: each node adds its own to the step frame it sends on, and
@@ -411,7 +490,7 @@ export type NodeTelemetry = Message<"strata.seam.v1.NodeTelemetry"> & {
  * Use `create(NodeTelemetrySchema)` to create a new message.
  */
 export const NodeTelemetrySchema: GenMessage<NodeTelemetry> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 7);
+  messageDesc(file_strata_seam_v1_seam, 8);
 
 /**
  * The last shard's choice for a step.
@@ -431,6 +510,21 @@ export type Sampled = Message<"strata.seam.v1.Sampled"> & {
    * @generated from field: float margin = 2;
    */
   margin: number;
+
+  /**
+   * with Sampling.logprobs: the chosen token's log-probability (log-softmax of the logits
+   * after logit_bias and the penalties, before temperature and truncation)
+   *
+   * @generated from field: float logprob = 3;
+   */
+  logprob: number;
+
+  /**
+   * with Sampling.top_logprobs: the likeliest tokens by the same measure, best first
+   *
+   * @generated from field: repeated strata.seam.v1.TokenLogprob top = 4;
+   */
+  top: TokenLogprob[];
 };
 
 /**
@@ -438,7 +532,7 @@ export type Sampled = Message<"strata.seam.v1.Sampled"> & {
  * Use `create(SampledSchema)` to create a new message.
  */
 export const SampledSchema: GenMessage<Sampled> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 8);
+  messageDesc(file_strata_seam_v1_seam, 9);
 
 /**
  * @generated from message strata.seam.v1.SeamFrame
@@ -589,7 +683,7 @@ export type SeamFrame = Message<"strata.seam.v1.SeamFrame"> & {
  * Use `create(SeamFrameSchema)` to create a new message.
  */
 export const SeamFrameSchema: GenMessage<SeamFrame> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 9);
+  messageDesc(file_strata_seam_v1_seam, 10);
 
 /**
  * @generated from message strata.seam.v1.InfoRequest
@@ -602,7 +696,7 @@ export type InfoRequest = Message<"strata.seam.v1.InfoRequest"> & {
  * Use `create(InfoRequestSchema)` to create a new message.
  */
 export const InfoRequestSchema: GenMessage<InfoRequest> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 10);
+  messageDesc(file_strata_seam_v1_seam, 11);
 
 /**
  * @generated from message strata.seam.v1.NodeInfo
@@ -755,7 +849,7 @@ export type NodeInfo = Message<"strata.seam.v1.NodeInfo"> & {
  * Use `create(NodeInfoSchema)` to create a new message.
  */
 export const NodeInfoSchema: GenMessage<NodeInfo> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 11);
+  messageDesc(file_strata_seam_v1_seam, 12);
 
 /**
  * What a route ticket grants: one session, at one epoch, on one artifact's layer range,
@@ -802,7 +896,7 @@ export type RouteTicketClaims = Message<"strata.seam.v1.RouteTicketClaims"> & {
  * Use `create(RouteTicketClaimsSchema)` to create a new message.
  */
 export const RouteTicketClaimsSchema: GenMessage<RouteTicketClaims> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 12);
+  messageDesc(file_strata_seam_v1_seam, 13);
 
 /**
  * @generated from message strata.seam.v1.RouteTicket
@@ -826,7 +920,7 @@ export type RouteTicket = Message<"strata.seam.v1.RouteTicket"> & {
  * Use `create(RouteTicketSchema)` to create a new message.
  */
 export const RouteTicketSchema: GenMessage<RouteTicket> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 13);
+  messageDesc(file_strata_seam_v1_seam, 14);
 
 /**
  * @generated from enum strata.seam.v1.Phase

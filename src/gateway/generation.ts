@@ -1,28 +1,30 @@
-// One generation for the gateway: the prompt through a route the tracker handed out, tokens
-// turned into text (held back at a possible stop sequence or a split UTF-8 character), and
-// the session released or cancelled.
+// One generation: the prompt through a route the tracker handed out, tokens turned into text
+// (held back at a possible stop sequence or a split UTF-8 character), a route that loses a node
+// repaired, and the session released or cancelled. Runtime-agnostic: the seams come in as a
+// dial function, and notes go to the host's log.
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Tokenizer } from "../../src/engine/tokenizer.ts";
-import { ApiError, type GenerationRequest, RateLimited } from "../../src/gateway/openai.ts";
-import { ClientLeft, QueueRefused } from "../../src/gateway/admission.ts";
-import { StopMatcher } from "../../src/gateway/stop.ts";
-import { GenerationTelemetry } from "../../src/gateway/telemetry.ts";
-import { contextCap, contextWindow } from "../../src/route/context-window.ts";
-import { RouteSession } from "../../src/route/route-session.ts";
-import { SeamError } from "../../src/seam/errors.ts";
-import type { Dialer } from "../seam/dialer.ts";
-import type { RepairAsk, RouteLease } from "./route-gate.ts";
-import type { NodeWatch } from "../../src/gateway/node-watch.ts";
-import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
-import { blamedHops, repairable } from "../../src/gateway/repair.ts";
-import { log } from "../log/log.ts";
+import type { Tokenizer } from "../engine/tokenizer.ts";
+import { ApiError, type GenerationRequest } from "./openai.ts";
+import { StopMatcher } from "./stop.ts";
+import { GenerationTelemetry } from "./telemetry.ts";
+import { contextCap, contextWindow } from "../route/context-window.ts";
+import { RouteSession, type SamplingPolicy, type StepReply } from "../route/route-session.ts";
+import { SeamError } from "../seam/errors.ts";
+import type { SeamLink } from "../seam/link.ts";
+import type { RepairAsk, RouteLease } from "./lease.ts";
+import type { NodeWatch } from "./node-watch.ts";
+import type { ActiveRoutes } from "./active-routes.ts";
+import { blamedHops, repairable } from "./repair.ts";
 
 /** A step in flight this long (or 4 usual steps) through a node that left: the route is stuck. */
 const STUCK_MS = 2_000;
 
 export interface GenerationContext {
   readonly tokenizer: Tokenizer;
-  readonly dialer: Dialer;
+  /** a seam to a hop's URL */
+  readonly dial: (url: string) => SeamLink;
+  /** the host's structured log (repairs are worth a line) */
+  readonly log: (message: string, fields: Record<string, unknown>) => void;
   readonly artifact: Uint8Array;
   readonly nCtxTrain: number;
   /** the tracker's word on the nodes of open sessions */
@@ -45,8 +47,18 @@ export interface RepairPort {
   readonly resume: boolean;
 }
 
+/** One generated token's log-probability and the likeliest alternatives', as text pieces. */
+export interface TokenLogprobs {
+  readonly token: string;
+  readonly bytes: number[];
+  readonly logprob: number;
+  readonly top: ReadonlyArray<{ readonly token: string; readonly bytes: number[]; readonly logprob: number }>;
+}
+
 export interface Generated {
   readonly text: string;
+  /** with `req.logprobs`: one entry per token of `text` */
+  readonly logprobs: TokenLogprobs[];
   readonly finishReason: "stop" | "length";
   readonly promptTokens: number;
   readonly completionTokens: number;
@@ -67,22 +79,25 @@ export function promptTokens(tok: Tokenizer, req: GenerationRequest): Int32Array
   return tok.tokenize(req.prompt!, { addSpecial: true, parseSpecial: false });
 }
 
-/** Maps a route failure to the OpenAI error a client sees. */
-export function routeError(e: unknown): ApiError {
-  if (e instanceof ApiError) return e;
-  if (e instanceof QueueRefused) return new RateLimited(e.message, e.retryAfterS);
-  if (e instanceof ClientLeft) return new ApiError(499, e.message, "server_error", "cancelled");
-  if (e instanceof ConnectError) {
-    return new ApiError(503, `no route: ${e.rawMessage}`, "server_error", "no_route");
+/**
+ * What the prompt and `max_tokens` take of the lease's route: the 400 a client gets past the
+ * route's context, which a streamed request needs before its first byte.
+ */
+export function routeWindow(
+  ctx: Pick<GenerationContext, "nCtxTrain">,
+  lease: Pick<RouteLease, "route">,
+  ids: Int32Array,
+  req: GenerationRequest,
+) {
+  const window = contextWindow(
+    ids.length,
+    req.maxNewTokens,
+    contextCap(ctx.nCtxTrain, lease.route.maxSessionCells),
+  );
+  if ("refused" in window) {
+    throw new ApiError(400, window.refused, "invalid_request_error", "context_length_exceeded", "max_tokens");
   }
-  if (e instanceof SeamError) {
-    if (e.code === "kv_full" || e.code === "overloaded") {
-      return new ApiError(503, e.message, "server_error", e.code);
-    }
-    if (e.code === "cancelled") return new ApiError(499, e.message, "server_error", "cancelled");
-    return new ApiError(502, `the route failed: ${e.code}: ${e.message}`, "server_error", "route_failed");
-  }
-  return new ApiError(500, e instanceof Error ? e.message : String(e), "server_error");
+  return window;
 }
 
 /**
@@ -97,16 +112,9 @@ export async function generate(
   req: GenerationRequest,
   ids: Int32Array,
   signal: AbortSignal,
-  onText: (piece: string) => void | Promise<void>,
+  onText: (piece: string, logprobs: TokenLogprobs[]) => void | Promise<void>,
 ): Promise<Generated> {
-  const window = contextWindow(
-    ids.length,
-    req.maxNewTokens,
-    contextCap(ctx.nCtxTrain, lease.route.maxSessionCells),
-  );
-  if ("refused" in window) {
-    throw new ApiError(400, window.refused, "invalid_request_error", "context_length_exceeded", "max_tokens");
-  }
+  const window = routeWindow(ctx, lease, ids, req);
   if (signal.aborted) throw new SeamError("cancelled", "the client went away");
   const telemetry = new GenerationTelemetry(lease.route.name);
   const tok = ctx.tokenizer;
@@ -116,9 +124,14 @@ export async function generate(
   let clean = "";
   let base = 0;
   let shown = "";
+  // tokens whose text is not out yet, and every entry of the text that is
+  const pending: TokenLogprobs[] = [];
+  const logprobs: TokenLogprobs[] = [];
   const show = async (piece: string) => {
     shown += piece;
-    await onText(piece);
+    const entries = pending.splice(0);
+    logprobs.push(...entries);
+    await onText(piece, entries);
   };
   let finishReason: "stop" | "length" = "length";
   let hitStop = false;
@@ -142,7 +155,7 @@ export async function generate(
         const prefix = out.length ? Int32Array.from([...ids, ...out]) : ids;
         // a repair with tokens sent resumes: the route holds the prefix but its last token
         const held = broken?.parked ? prefix.subarray(0, prefix.length - 1) : undefined;
-        on = await onRoute(ctx, route, req, window.kvCells, signal, held);
+        on = await onRoute(ctx, route, req, window.kvCells, signal, out, held);
         if (broken) broken.opened = performance.now();
         if (broken?.parked) releaseParked(ctx, broken.parked, [...broken.nodes, ...nodesOf(route)]);
         let first = true;
@@ -180,6 +193,7 @@ export async function generate(
             break;
           }
           out.push(r.token);
+          if (req.logprobs) pending.push(tokenLogprobs(tok, r));
           const tail = tok.detokenize(out.slice(base));
           if (tail.endsWith("\uFFFD")) continue; // a character split across tokens
           clean += tail;
@@ -217,7 +231,10 @@ export async function generate(
           releaseParked(ctx, broken.parked, broken.nodes);
           broken.parked = undefined;
         }
-        if (!repairing) throw e;
+        if (!repairing) {
+          // what a cancelled session's steps answer with is the client's leaving
+          throw signal.aborted ? new SeamError("cancelled", "the client went away") : e;
+        }
         if (full) {
           refusedFull++;
           await new Promise((r) => setTimeout(r, FULL_PAUSE_MS));
@@ -239,7 +256,7 @@ export async function generate(
         ];
         const parked = resumable && failed ? route : broken?.parked;
         broken = { at, why: `${e.code}: ${e.message}`, nodes, parked };
-        log.info("repairing a route", {
+        ctx.log("repairing a route", {
           session: route.sessionId,
           route: route.route.name,
           avoid: nodes,
@@ -281,8 +298,10 @@ export async function generate(
     await route.end?.();
   }
   return {
-    // what was shown, and (without a stop) a character the stream ended inside of
-    text: hitStop || base === out.length ? shown : shown + tok.detokenize(out.slice(base)),
+    // what was shown: a character the last tokens only began (max_tokens cut it) is left out,
+    // streamed or not, so both answers are the same bytes
+    text: shown,
+    logprobs,
     finishReason,
     promptTokens: ids.length,
     completionTokens: out.length,
@@ -339,7 +358,7 @@ function releaseParked(ctx: GenerationContext, parked: Lease, skip: readonly str
   const o = { sessionId: parked.sessionId, epoch: parked.route.epoch, artifactSha256: ctx.artifact };
   const hops = hopsOf(parked);
   parked.route.hops.forEach((h, i) => {
-    if (!skip.includes(h.node)) void RouteSession.releaseParked(ctx.dialer.dial, hops[i], o);
+    if (!skip.includes(h.node)) void RouteSession.releaseParked(ctx.dial, hops[i], o);
   });
 }
 
@@ -364,6 +383,7 @@ async function onRoute(
   req: GenerationRequest,
   kvCells: number,
   signal: AbortSignal,
+  generated: readonly number[],
   held?: Int32Array,
 ): Promise<OnRoute> {
   const { sessionId, route } = lease;
@@ -372,7 +392,7 @@ async function onRoute(
     sessionId,
     epoch: route.epoch,
     artifactSha256: ctx.artifact,
-    sampling: { temperature: req.temperature, topK: req.topK, topP: req.topP, seed: req.seed },
+    sampling: samplingOf(req, generated),
     kvCells,
     // the tracker's choice for this route (q8 rows through the relay)
     compression: route.seamCompression,
@@ -384,10 +404,10 @@ async function onRoute(
   let session: RouteSession | undefined;
   let notResumed: string | undefined;
   if (held?.length) {
-    session = await RouteSession.resume(ctx.dialer.dial, hops, options, held).then((r) => r.session, (e) => {
+    session = await RouteSession.resume(ctx.dial, hops, options, held).then((r) => r.session, (e) => {
       // a route that cannot go on from there re-prefills the whole prefix instead
       if (e instanceof SeamError && e.code === "resume_failed") {
-        log.info("repair re-prefills the whole route", { session: sessionId, why: e.message });
+        ctx.log("repair re-prefills the whole route", { session: sessionId, why: e.message });
         notResumed = e.message;
         return undefined;
       }
@@ -396,7 +416,7 @@ async function onRoute(
   }
   const resumed = session !== undefined;
   // the prompt follows OPEN at once: the OPEN round trip leaves TTFT
-  session ??= await RouteSession.open(ctx.dialer.dial, hops, { ...options, pipelineOpen: true });
+  session ??= await RouteSession.open(ctx.dial, hops, { ...options, pipelineOpen: true });
   const abort = () => void session.cancel();
   signal.addEventListener("abort", abort);
   // a node of the route that left the tracker ends the session, even if its seam said
@@ -432,4 +452,31 @@ async function onRoute(
     },
     close,
   };
+}
+
+/** The policy the last shard samples by; `generated`: tokens sent before (a repair's route counts them). */
+function samplingOf(req: GenerationRequest, generated: readonly number[]): SamplingPolicy {
+  return {
+    temperature: req.temperature,
+    topK: req.topK,
+    topP: req.topP,
+    seed: req.seed,
+    minP: req.minP,
+    presencePenalty: req.presencePenalty,
+    frequencyPenalty: req.frequencyPenalty,
+    repeatPenalty: req.repeatPenalty,
+    logitBias: req.logitBias,
+    history: [...generated],
+    logprobs: req.logprobs,
+    topLogprobs: req.topLogprobs,
+  };
+}
+
+/** A step's logprobs as OpenAI shows them: each token as its text and its UTF-8 bytes. */
+function tokenLogprobs(tok: Tokenizer, r: StepReply): TokenLogprobs {
+  const entry = (token: number, logprob: number) => {
+    const text = tok.piece(token);
+    return { token: text, bytes: [...new TextEncoder().encode(text)], logprob };
+  };
+  return { ...entry(r.token, r.logprob ?? 0), top: (r.top ?? []).map((t) => entry(t.token, t.logprob)) };
 }

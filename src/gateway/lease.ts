@@ -1,0 +1,22 @@
+// What the gateway holds for one session: a route the tracker handed out, until it ends.
+import type { Route } from "../gen/strata/tracker/v1/tracker_pb.ts";
+
+/** A route held for one session until `end()`. */
+export interface RouteLease {
+  readonly sessionId: string;
+  readonly route: Route;
+  /** the session is over (released, cancelled, failed or never opened) */
+  end(): Promise<void>;
+}
+
+/**
+ * A route for a session whose route broke: its own id (nodes that still hold the session know
+ * it by it), without the lost nodes, keeping the others where it can.
+ */
+export interface RepairAsk {
+  readonly sessionId?: string;
+  readonly avoid?: readonly string[];
+  readonly keep?: readonly string[];
+  /** the route epoch the session had: the new one is above it */
+  readonly afterEpoch?: bigint;
+}

@@ -1,0 +1,134 @@
+// The OpenAI response shapes for one request: streamed chunks and the whole completion, chat or
+// text, with usage and logprobs. The gateway's HTTP side only writes what these return.
+import type { TokenLogprobs } from "./generation.ts";
+import type { GenerationRequest } from "./openai.ts";
+
+export interface Usage {
+  readonly prompt_tokens: number;
+  readonly completion_tokens: number;
+  readonly total_tokens: number;
+}
+
+export const usageOf = (promptTokens: number, completionTokens: number): Usage => ({
+  prompt_tokens: promptTokens,
+  completion_tokens: completionTokens,
+  total_tokens: promptTokens + completionTokens,
+});
+
+export type FinishReason = "stop" | "length";
+
+/** One choice's whole answer. */
+export interface ChoiceAnswer {
+  readonly text: string;
+  readonly finishReason: FinishReason;
+  readonly logprobs: TokenLogprobs[];
+}
+
+/** One request's id, creation time and model, and the objects its answer is made of. */
+export class ResponseShape {
+  readonly id: string;
+  readonly created = Math.floor(Date.now() / 1000);
+
+  constructor(readonly req: GenerationRequest, readonly model: string) {
+    this.id = `${req.kind === "chat" ? "chatcmpl" : "cmpl"}-${crypto.randomUUID()}`;
+  }
+
+  /**
+   * A streamed chunk of choice `index`: the role (chat, first), a piece of text with its tokens'
+   * logprobs, or the end with its reason.
+   */
+  chunk(index: number, text: string | null, finish: FinishReason | null, o: ChunkExtras = {}) {
+    const head = { id: this.id, created: this.created, model: this.model };
+    if (this.req.kind === "chat") {
+      const delta = text === null ? {} : o.role ? { role: "assistant", content: text } : { content: text };
+      return {
+        ...head,
+        object: "chat.completion.chunk",
+        choices: [{
+          index,
+          delta,
+          ...(this.req.logprobs && o.logprobs?.length ? { logprobs: this.#chatLogprobs(o.logprobs) } : {}),
+          finish_reason: finish,
+        }],
+      };
+    }
+    return {
+      ...head,
+      object: "text_completion",
+      choices: [{
+        index,
+        text: text ?? "",
+        finish_reason: finish,
+        logprobs: this.req.logprobs ? this.#textLogprobs(o.logprobs ?? [], o.offset ?? 0) : null,
+      }],
+    };
+  }
+
+  /** The last streamed chunk (`stream_options.include_usage`): no choices, the usage. */
+  usageChunk(usage: Usage) {
+    return { ...this.chunk(0, null, null), choices: [], usage };
+  }
+
+  /** The whole answer of a request that did not stream. */
+  completion(answers: readonly ChoiceAnswer[], usage: Usage) {
+    const choices = answers.map((a, index) =>
+      this.req.kind === "chat"
+        ? {
+          index,
+          message: { role: "assistant", content: a.text },
+          logprobs: this.req.logprobs ? this.#chatLogprobs(a.logprobs) : null,
+          finish_reason: a.finishReason,
+        }
+        : {
+          index,
+          text: a.text,
+          finish_reason: a.finishReason,
+          logprobs: this.req.logprobs ? this.#textLogprobs(a.logprobs, 0) : null,
+        }
+    );
+    return {
+      id: this.id,
+      object: this.req.kind === "chat" ? "chat.completion" : "text_completion",
+      created: this.created,
+      model: this.model,
+      choices,
+      usage,
+    };
+  }
+
+  #chatLogprobs(entries: readonly TokenLogprobs[]) {
+    return {
+      content: entries.map((e) => ({
+        token: e.token,
+        logprob: e.logprob,
+        bytes: e.bytes,
+        top_logprobs: e.top.slice(0, this.req.topLogprobs),
+      })),
+    };
+  }
+
+  /** The legacy completions shape; `offset`: where this chunk's text starts in the answer. */
+  #textLogprobs(entries: readonly TokenLogprobs[], offset: number) {
+    const textOffset: number[] = [];
+    let at = offset;
+    for (const e of entries) {
+      textOffset.push(at);
+      at += e.token.length;
+    }
+    return {
+      tokens: entries.map((e) => e.token),
+      token_logprobs: entries.map((e) => e.logprob),
+      top_logprobs: entries.map((e) => Object.fromEntries(e.top.map((t) => [t.token, t.logprob]))),
+      text_offset: textOffset,
+    };
+  }
+}
+
+export interface ChunkExtras {
+  /** chat: the first chunk names the role */
+  readonly role?: boolean;
+  /** the tokens whose text this chunk carries */
+  readonly logprobs?: readonly TokenLogprobs[];
+  /** completions: where this chunk's text starts in the whole answer */
+  readonly offset?: number;
+}

@@ -1,0 +1,162 @@
+// The OpenAI API beyond plain chat, through the official `openai` npm client on `strata up`
+// (route of 2) against whole-model llama.cpp: logprobs (streamed and not) equal to the
+// log-softmax of the whole model's logits; logit_bias -100 bans a token; n = 3 with a seed,
+// each choice equal to its own seed alone; a streamed request past the context gets its 400
+// before any stream byte; an unsupported field is a 400 that names it; /tokenize, /detokenize,
+// /v1/models' capacity; /health 200, then 503 once a node is gone. Prints one JSON object;
+// openai-api.test.ts asserts on it.
+import OpenAI from "openai";
+import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
+import { defaultModelPath } from "../../server/model/fetch.ts";
+import { ServiceProcess } from "../../server/process/service-process.ts";
+import { wholeGreedy } from "../../checks/engine-host/whole-greedy.ts";
+import { cacheDir } from "../../server/paths.ts";
+
+const KEY = "test-key";
+const MAX = 8;
+const model = defaultModelPath();
+const tok = await NativeTokenizer.load(model);
+const question = "What is the capital of France?";
+const messages = [{ role: "user" as const, content: question }];
+const ids = tok.tokenize(tok.applyChat(messages), { addSpecial: true, parseSpecial: true });
+const isEnd = (t: number) => tok.isEndOfGeneration(t);
+const [whole] = await wholeGreedy(model, [ids], MAX, isEnd);
+const banned = whole[0].token;
+const [wholeBanned] = await wholeGreedy(model, [ids], MAX, isEnd, { banned });
+const textOf = (steps: typeof whole) => tok.detokenize(steps.map((s) => s.token).filter((t) => !isEnd(t)));
+
+const net = await ServiceProcess.start(
+  "strata up",
+  ["up", "--port", "0", "--api-key", KEY, "--lease-ms", "3000"],
+  {},
+  600_000,
+);
+const gw = String(net.ready.gateway);
+const nodes = net.ready.nodes as Array<{ name: string; pid: number }>;
+const client = new OpenAI({ baseURL: `${gw}/v1`, apiKey: KEY, maxRetries: 0, timeout: 600_000 });
+const auth = { authorization: `Bearer ${KEY}`, "content-type": "application/json" };
+const report: Record<string, unknown> = {};
+try {
+  const base = { model: "smollm2", messages, temperature: 0, max_tokens: MAX };
+
+  // 1. logprobs, greedy: each step's token, its logprob, its top 5; and streamed
+  const lp = await client.chat.completions.create({ ...base, logprobs: true, top_logprobs: 5 });
+  const content = lp.choices[0].logprobs?.content ?? [];
+  const stream = await client.chat.completions.create({
+    ...base,
+    logprobs: true,
+    top_logprobs: 5,
+    stream: true,
+  });
+  const streamed: typeof content = [];
+  for await (const c of stream) streamed.push(...(c.choices[0]?.logprobs?.content ?? []));
+  report.logprobs = {
+    text: lp.choices[0].message.content,
+    whole_text: textOf(whole),
+    steps: content.map((c, i) => ({
+      token: c.token,
+      whole_token: tok.piece(whole[i]?.token ?? -1),
+      logprob: c.logprob,
+      // the node sends a float32: the whole model's value rounded the same way
+      whole_logprob: whole[i] ? Math.fround(whole[i].logprob) : null,
+      top: c.top_logprobs.map((t) => [t.token, t.logprob]),
+    })),
+    streamed_same: JSON.stringify(streamed) === JSON.stringify(content),
+  };
+
+  // 2. logit_bias -100 on the first token of the greedy answer
+  const biased = await client.chat.completions.create({ ...base, logit_bias: { [banned]: -100 } });
+  report.logit_bias = {
+    banned: tok.piece(banned),
+    text: biased.choices[0].message.content,
+    whole_text: textOf(wholeBanned),
+    plain_text: textOf(whole),
+  };
+
+  // 3. n = 3 with a seed: choice i equals the same request alone with seed + i
+  const sampled = { model: "smollm2", messages, temperature: 1, max_tokens: 12 };
+  const three = await client.chat.completions.create({ ...sampled, n: 3, seed: 7 });
+  const alone = await Promise.all(
+    [7, 8, 9].map(async (seed) =>
+      (await client.chat.completions.create({ ...sampled, seed })).choices[0].message.content
+    ),
+  );
+  report.n = { choices: three.choices.map((c) => [c.index, c.message.content]), alone };
+
+  // 4. a streamed request past the context: a 400 before any stream byte
+  const past = await fetch(`${gw}/v1/chat/completions`, {
+    method: "POST",
+    headers: auth,
+    body: JSON.stringify({ ...base, max_tokens: 10_000_000, stream: true }),
+  });
+  report.stream_past_context = {
+    status: past.status,
+    content_type: past.headers.get("content-type"),
+    body: await past.json(),
+  };
+
+  // 5. a field that would change the answer and is not honoured
+  const refused = await client.chat.completions.create({ ...base, response_format: { type: "json_object" } })
+    .then(() => undefined, (e) => ({ status: e.status, param: e.param, message: e.message }));
+  report.unsupported = refused;
+
+  // 6. tokens both ways, and what the network offers
+  const tokenized = await (await fetch(`${gw}/tokenize`, {
+    method: "POST",
+    headers: auth,
+    body: JSON.stringify({ content: question }),
+  })).json();
+  const detokenized = await (await fetch(`${gw}/detokenize`, {
+    method: "POST",
+    headers: auth,
+    body: JSON.stringify({ tokens: tokenized.tokens }),
+  })).json();
+  report.tokenize = {
+    tokens: tokenized.tokens,
+    ours: [...tok.tokenize(question, { addSpecial: false, parseSpecial: false })],
+    content: detokenized.content,
+  };
+  report.models = (await client.models.list()).data;
+
+  // 7. the same through the Python package, installed with pip into a cached virtualenv
+  report.python = await pythonSdk(gw);
+
+  // 8. /health while the route is complete, then with a node gone
+  const healthy = await fetch(`${gw}/health`);
+  report.health_up = { status: healthy.status, body: await healthy.json() };
+  Deno.kill(nodes[0].pid, "SIGKILL");
+  let down = { status: 0, body: {} as unknown };
+  for (const t0 = Date.now(); Date.now() - t0 < 30_000; await new Promise((r) => setTimeout(r, 500))) {
+    const h = await fetch(`${gw}/health`);
+    down = { status: h.status, body: await h.json() };
+    if (h.status === 503) break;
+  }
+  report.health_down = down;
+} finally {
+  await net.stop();
+  tok.close();
+}
+console.log(JSON.stringify(report));
+Deno.exit(0);
+
+/** Runs openai_sdk.py with the Python `openai` package (pip-installed once into the cache). */
+async function pythonSdk(gateway: string) {
+  const venv = cacheDir("python", "openai-sdk");
+  const python = `${venv}/bin/python`;
+  const run = async (cmd: string, args: string[], env: Record<string, string> = {}) => {
+    const o = await new Deno.Command(cmd, { args, env, stdout: "piped", stderr: "piped" }).output();
+    const text = new TextDecoder().decode(o.stdout);
+    if (o.code !== 0) {
+      throw new Error(`${cmd} ${args.join(" ")}: ${new TextDecoder().decode(o.stderr).slice(-2000)}`);
+    }
+    return text;
+  };
+  try {
+    await Deno.stat(python);
+  } catch {
+    await run("python3", ["-m", "venv", venv]);
+    await run(`${venv}/bin/pip`, ["install", "--quiet", "openai>=1.50"]);
+  }
+  const script = new URL("./openai_sdk.py", import.meta.url).pathname;
+  return JSON.parse(await run(python, [script], { STRATA_GATEWAY: gateway, STRATA_KEY: KEY }));
+}
