@@ -23,6 +23,7 @@ import { log } from "../log/log.ts";
 import { NodeWatch } from "../../src/gateway/node-watch.ts";
 import { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 import { networkStatus } from "../../src/gateway/network-status.ts";
+import { LoadHistory } from "../../src/gateway/load-history.ts";
 import { networkPageRoutes } from "./network-page.ts";
 import { tokenRoutes } from "./token-routes.ts";
 import { generate, type GenerationContext, promptTokens, routeWindow } from "../../src/gateway/generation.ts";
@@ -79,7 +80,9 @@ export async function startGateway(o: GatewayOptions) {
   const dialer = await Dialer.connect(o.relay);
   const gate = new RouteGate(tracker.client, artifact, { ...DEFAULT_ADMISSION, ...o.admission });
   const limits = new ClientLimits(o.clientLimits ?? NO_CLIENT_LIMITS);
+  const history = new LoadHistory();
   const ctx: GenerationContext = {
+    history,
     tokenizer,
     dial: dialer.dial,
     log: (message, fields) => log.info(message, fields),
@@ -106,6 +109,8 @@ export async function startGateway(o: GatewayOptions) {
     },
   };
   const metrics = new Metrics();
+  // the admission queue's depth, a second at a time, beside what generations record
+  const sampleQueue = setInterval(() => history.queue(Date.now(), gate.admission.stats().waiting), 1000);
   const app = new Hono();
 
   app.onError((e, c) => {
@@ -140,7 +145,7 @@ export async function startGateway(o: GatewayOptions) {
     graph: headerGraphShape(facts.header),
     name: o.modelName,
   };
-  await networkPageRoutes(app, { model, tracker: tracker.client, routes: ctx.routes });
+  await networkPageRoutes(app, { model, tracker: tracker.client, routes: ctx.routes, history });
   if (o.volunteer) await volunteerRoutes(app, o.volunteer, model, tracker.client);
   app.get(
     "/metrics",
@@ -398,6 +403,7 @@ export async function startGateway(o: GatewayOptions) {
   return {
     url,
     close: async () => {
+      clearInterval(sampleQueue);
       gate.admission.close();
       ctx.watch.close();
       await server.close();

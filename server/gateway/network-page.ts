@@ -1,9 +1,11 @@
 // The gateway's network page (/network/): every node as a bar over the model's layers, the
 // coverage with its gaps and thin spots, the routes in use and placement moves as they happen,
-// from what the tracker knows, looked at once a second.
+// from what the tracker knows, looked at once a second; and charts of the gateway's load over
+// the last minutes.
 import type { Hono } from "hono";
 import { join } from "node:path";
 import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
+import type { LoadHistory } from "../../src/gateway/load-history.ts";
 import type { NetworkState } from "../../src/gateway/network-view.ts";
 import { rangeMemoryOf, type RangeModel } from "../../src/tracker/range-memory.ts";
 import type { trackerClient } from "../tracker/client.ts";
@@ -16,12 +18,18 @@ export async function networkPageRoutes(
     readonly model: RangeModel & { readonly name: string };
     readonly tracker: ReturnType<typeof trackerClient>["client"];
     readonly routes: ActiveRoutes;
+    readonly history: LoadHistory;
   },
 ): Promise<void> {
-  const [page, bundle] = await Promise.all([
+  const [page, bundle, chartCss] = await Promise.all([
     Deno.readTextFile(join(repoRoot, "web", "network", "index.html")),
     bundleWebEntry("web/network/main.ts"),
+    // the charting library's own stylesheet
+    Deno.readTextFile(join(repoRoot, "node_modules", "uplot", "dist", "uPlot.min.css")),
   ]);
+  app.get("/network/uplot.css", (c) => c.body(chartCss, 200, { "Content-Type": "text/css" }));
+  // the last ten minutes, a point a second (the charts)
+  app.get("/network/api/load", (c) => c.json(o.history.series(Date.now())));
   app.get("/network", (c) => c.redirect("/network/"));
   app.get("/network/", (c) => c.html(page));
   app.get("/network/main.js", (c) => c.body(bundle, 200, { "Content-Type": "text/javascript" }));

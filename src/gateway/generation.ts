@@ -15,6 +15,7 @@ import type { RepairAsk, RouteLease } from "./lease.ts";
 import type { NodeWatch } from "./node-watch.ts";
 import type { ActiveRoutes } from "./active-routes.ts";
 import { blamedHops, repairable } from "./repair.ts";
+import type { LoadHistory } from "./load-history.ts";
 
 /** A step in flight this long (or 4 usual steps) through a node that left: the route is stuck. */
 const STUCK_MS = 2_000;
@@ -33,6 +34,8 @@ export interface GenerationContext {
   readonly routes: ActiveRoutes;
   /** how a session whose route lost a node goes on (none: the failure ends it) */
   readonly repair?: RepairPort;
+  /** the gateway's load over time (the network page's charts) */
+  readonly history?: LoadHistory;
 }
 
 /** What a repair asks of the gateway. */
@@ -117,6 +120,9 @@ export async function generate(
   const window = routeWindow(ctx, lease, ids, req);
   if (signal.aborted) throw new SeamError("cancelled", "the client went away");
   const telemetry = new GenerationTelemetry(lease.route.name);
+  const started = performance.now();
+  // a repaired route's first reply is not the request's first token
+  let sentAny = false;
   const tok = ctx.tokenizer;
   const out: number[] = [];
   const stop = new StopMatcher(req.stop);
@@ -187,6 +193,11 @@ export async function generate(
           }
           first = false;
           progressed = true;
+          if (ctx.history) {
+            if (!sentAny) ctx.history.firstToken(Date.now(), performance.now() - started);
+            ctx.history.step(Date.now(), r.telemetry);
+          }
+          sentAny = true;
           telemetry.step(r.telemetry, r.crossings);
           if (tok.isEndOfGeneration(r.token)) {
             finishReason = "stop";

@@ -126,6 +126,8 @@ export class TrackerCore {
   #replanTimer: ReturnType<typeof setTimeout> | undefined;
   // bumped whenever the routable network may have changed: the pool rebuilds after it
   #version = 0;
+  /** live, admitted holders of each layer and whether any node has sessions (see #mayLeave) */
+  #cover: { second: number; holders: number[]; busy: boolean } | undefined;
   // nodes a gateway found gone (named in a request's avoid list), and when: no route takes
   // them until they beat again, so a dead node does not keep drawing sessions for a lease
   readonly #suspects = new Map<string, number>();
@@ -213,14 +215,46 @@ export class TrackerCore {
       sessions: req.sessions,
       sessionIds: req.sessionIds,
     });
-    // a placed node whose plan changed is told where to go now
+    // a placed node whose plan changed is told where to go now, unless leaving would break the
+    // network's last route while it serves sessions (it waits for another holder, or for quiet)
     const place = this.#placer.places(req.node) ? this.#placer.placeOf(req.node, now) : undefined;
-    const moved = place && (place.start !== rec.start || place.end !== rec.end);
+    const moved = place && (place.start !== rec.start || place.end !== rec.end) && this.#mayLeave(rec, now);
     return create(HeartbeatResponseSchema, {
       known: true,
       admission: rec.admission,
       place: moved ? place : undefined,
     });
+  }
+
+  /**
+   * Whether a node may leave the range it holds now. A node reloading another range serves
+   * nothing for minutes with a large model; a rebalance that took the only holder of some
+   * layers away while sessions ran left every request without a route meanwhile (seen with
+   * 2 GB ranges on a busy machine). So an admitted, live node leaves a layer nobody else holds
+   * only while no node of the network has sessions.
+   */
+  #mayLeave(rec: NodeRecord, now: number): boolean {
+    if (rec.admission !== "admitted" || !this.#registry.isLive(rec.node, now)) return true;
+    // holders per layer and whether any node has sessions, looked at once a second at most
+    // (a rebalance of thousands of nodes asks this for each)
+    const second = Math.floor(now / 1000);
+    if (this.#cover?.second !== second) {
+      const holders = new Array<number>(this.#o.model.nLayer).fill(0);
+      let busy = false;
+      for (const r of this.#registry.records()) {
+        if (r.admission !== "admitted" || !this.#registry.isLive(r.node, now)) continue;
+        for (let l = r.start; l < r.end; l++) holders[l]++;
+        busy ||= this.#loads.load(r.node, now) > 0;
+      }
+      this.#cover = { second, holders, busy };
+    }
+    const c = this.#cover;
+    let alone = false;
+    for (let l = rec.start; l < rec.end; l++) alone ||= c.holders[l] < 2;
+    if (alone && c.busy) return false;
+    // it leaves: the layers it held have one holder fewer until the next look
+    for (let l = rec.start; l < rec.end; l++) c.holders[l]--;
+    return true;
   }
 
   /** The range a node asking for one should hold; resource_exhausted when none fits it. */

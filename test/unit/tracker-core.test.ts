@@ -604,6 +604,32 @@ describe("tracker core: placement", () => {
     expect(gaps(6, [movedA!, movedB!])).toEqual([]);
   });
 
+  it("a rebalance waits while sessions run when a node would leave layers nobody else holds", async () => {
+    const { core, clock } = await tracker({ leaseMs: 60_000 });
+    const a = (await core.place(placeAsk("a"))).range!;
+    const b = (await core.place(placeAsk("b", BigInt(need(0, 5) + 1)))).range!;
+    for (const [node, r, tokensPerS] of [["a", a, 10], ["b", b, 100]] as const) {
+      const req = registration(node, r.start, r.end);
+      req.shard!.decodeTokensPerS = tokensPerS;
+      core.register(req);
+    }
+    await core.admissionsSettled();
+    // a session on the only route: the faster plan is made, but nobody is told to move
+    expect((await core.route(ask("s1"))).routes[0].name).toBe("a+b");
+    clock.now += 30_001;
+    core.heartbeat(beat("b", ["s1"]));
+    expect(core.heartbeat(beat("a", ["s1"])).place).toBeUndefined();
+    expect(core.heartbeat(beat("b", ["s1"])).place).toBeUndefined();
+    expect(span(core.placement().get("a"))).not.toBe(span(a));
+    // the session ends: the network is quiet, and the moves go out
+    core.done(create(DoneRequestSchema, { sessionId: "s1" }));
+    clock.now += 1_001;
+    const movedA = core.heartbeat(beat("a")).place;
+    const movedB = core.heartbeat(beat("b")).place;
+    expect(gaps(6, [movedA!, movedB!])).toEqual([]);
+    expect(span(movedA)).toBe(span(core.placement().get("a")));
+  });
+
   it("with replicas, one leads: a follower answers an ask with the leader's plan, the same everywhere", async () => {
     // what the database carries between them, moved by hand: asks to everyone, the plan out
     const asks: Array<{ req: ReturnType<typeof placeAsk>; at: number }> = [];

@@ -7,6 +7,8 @@ import {
   type NetworkState,
   type NodeView,
 } from "../../src/gateway/network-view.ts";
+import type { LoadSeries } from "../../src/gateway/load-history.ts";
+import { chartsShown, drawLoad } from "./charts.ts";
 
 const $ = (id: string) => document.getElementById(id)!;
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(0)} MiB`;
@@ -104,7 +106,15 @@ async function tick(): Promise<void> {
   }
 }
 
-// for tests: the page's last look and its change log
+async function loadTick(): Promise<void> {
+  try {
+    drawLoad(await (await fetch("/network/api/load")).json() as LoadSeries);
+  } catch {
+    // the next look tries again; the summary line says when the gateway does not answer
+  }
+}
+
+// for tests: the page's last look, its change log and its charts
 (globalThis as unknown as { strataNetwork: unknown }).strataNetwork = {
   get state() {
     return last;
@@ -112,6 +122,11 @@ async function tick(): Promise<void> {
   get changes() {
     return log.map((e) => e.change);
   },
+  get charts() {
+    return chartsShown();
+  },
 };
 void tick();
 setInterval(() => void tick(), 1000);
+void loadTick();
+setInterval(() => void loadTick(), 2000);
