@@ -98,6 +98,8 @@ try {
   await chat.fill("#prompt", questions[3]);
   await chat.click("#send");
   await chat.waitForSelector(".msg.assistant[data-done]", { timeout: 120_000 });
+  // the route's table is folded under the reply: unfold it, as a person would
+  await chat.click("details.route summary");
   await chat.waitForSelector(".route table");
   report.chatPage = {
     ...judge(3, (await chat.textContent(".msg.assistant")) ?? ""),
