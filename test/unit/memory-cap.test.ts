@@ -109,15 +109,12 @@ describe("the compute estimate", () => {
   });
 });
 
+/** The synthetic model docs/engine.md measures: 8 layers, 512 wide, 8 heads, 4096 tokens. */
+const MEASURED_SHAPE = { nLayer: 8, nEmbd: 512, nHead: 8, nHeadKv: 8, nFf: 1536, nVocab: 4096 } as const;
+
 describe("a range's memory from the model's header", () => {
-  // the synthetic model docs/engine.md measures: 8 layers, 512 wide, 8 heads, 4096 tokens
   const opts = {
-    nLayer: 8,
-    nEmbd: 512,
-    nHead: 8,
-    nHeadKv: 8,
-    nFf: 1536,
-    nVocab: 4096,
+    ...MEASURED_SHAPE,
     weightType: "q8_0" as const,
     draws: 1 as const,
   };
@@ -203,15 +200,7 @@ describe("a range's memory from the model's header", () => {
 });
 
 describe("a node's KV pool", () => {
-  const llama = synthModel({
-    arch: "llama",
-    nLayer: 8,
-    nEmbd: 512,
-    nHead: 8,
-    nHeadKv: 8,
-    nFf: 1536,
-    nVocab: 4096,
-  });
+  const llama = synthModel({ arch: "llama", ...MEASURED_SHAPE });
   const model = headerModel(parseGgufHeader(llama), llama.length);
   const spec = { range: layerRange(0, 8, 8), maxSequences: 16, batchTokens: 512, batchInvariant: true };
   const fits = (cells: number) => specMemory(model, { ...spec, kvCells: cells }, true).total;
