@@ -2,13 +2,14 @@
 // own: the yardstick of every check that chats through routes. Each prompt goes in as one
 // batch, then one token a step; each step's top-2 gap (in σ of the logits) comes with it.
 import { sigma, top2 } from "../../src/parity/compare.ts";
+import { logprobsOf } from "../../src/sampling/sampler.ts";
 import { EngineProcess } from "./engine-process.ts";
 
 export interface GreedyStep {
   readonly token: number;
   /** the whole model's top-2 gap at this step, in σ of its logits */
   readonly gapSigma: number;
-  /** log-softmax of the logits at the token (max + log Σ exp(l - max), in index order) */
+  /** log-softmax of the whole model's logits at the token */
   readonly logprob: number;
 }
 
@@ -55,7 +56,7 @@ export async function wholeGreedy(
         steps.push({
           token: best.best,
           gapSigma: best.gap / sigma(r.data),
-          logprob: logSoftmaxAt(r.data, best.best),
+          logprob: logprobsOf(r.data, best.best, 0).logprob,
         });
         if (isEnd(best.best)) break;
         at += n;
@@ -68,12 +69,4 @@ export async function wholeGreedy(
   } finally {
     await whole.close();
   }
-}
-
-function logSoftmaxAt(logits: Float32Array, token: number): number {
-  let max = -Infinity;
-  for (const l of logits) if (l > max) max = l;
-  let sum = 0;
-  for (const l of logits) sum += Math.exp(l - max);
-  return logits[token] - (max + Math.log(sum));
 }

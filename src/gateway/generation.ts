@@ -120,9 +120,6 @@ export async function generate(
   const window = routeWindow(ctx, lease, ids, req);
   if (signal.aborted) throw new SeamError("cancelled", "the client went away");
   const telemetry = new GenerationTelemetry(lease.route.name);
-  const started = performance.now();
-  // a repaired route's first reply is not the request's first token
-  let sentAny = false;
   const tok = ctx.tokenizer;
   const out: number[] = [];
   const stop = new StopMatcher(req.stop);
@@ -193,12 +190,14 @@ export async function generate(
           }
           first = false;
           progressed = true;
-          if (ctx.history) {
-            if (!sentAny) ctx.history.firstToken(Date.now(), performance.now() - started);
-            ctx.history.step(Date.now(), r.telemetry);
-          }
-          sentAny = true;
+          // the request's first token (a repaired route's first reply is not): the telemetry's TTFT
+          const firstToken = telemetry.ttftMs === undefined;
           telemetry.step(r.telemetry, r.crossings);
+          if (ctx.history) {
+            const now = Date.now();
+            if (firstToken) ctx.history.firstToken(now, telemetry.ttftMs!);
+            ctx.history.step(now, r.telemetry);
+          }
           if (tok.isEndOfGeneration(r.token)) {
             finishReason = "stop";
             break;
@@ -484,10 +483,12 @@ function samplingOf(req: GenerationRequest, generated: readonly number[]): Sampl
 }
 
 /** A step's logprobs as OpenAI shows them: each token as its text and its UTF-8 bytes. */
+const utf8 = new TextEncoder();
+
 function tokenLogprobs(tok: Tokenizer, r: StepReply): TokenLogprobs {
   const entry = (token: number, logprob: number) => {
     const text = tok.piece(token);
-    return { token: text, bytes: [...new TextEncoder().encode(text)], logprob };
+    return { token: text, bytes: [...utf8.encode(text)], logprob };
   };
   return { ...entry(r.token, r.logprob ?? 0), top: (r.top ?? []).map((t) => entry(t.token, t.logprob)) };
 }

@@ -37,7 +37,7 @@ export class NodeSession {
   /** rebuild frames this shard sent down, waiting for their replies */
   readonly rebuilds = new Map<bigint, { resolve: (f: SeamFrame) => void; reject: (e: unknown) => void }>();
   rebuildStep = 0n;
-  /** the last shard's tokens by the position they were sampled at (the penalties count them) */
+  /** a penalized session's tokens by the position the last shard sampled them at */
   readonly sampledAt = new Map<number, number>();
   /** when it was opened: a session that never takes a step is let go (ShardNodeOptions.unusedMs) */
   readonly openedAt = Date.now();

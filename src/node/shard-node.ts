@@ -511,16 +511,17 @@ export class ShardNode {
   /** The session's token at `position`: its penalties count what it sampled before there. */
   #sample(s: NodeSession, logits: Float32Array, position: number) {
     const policy = s.open.sampling;
+    // only a penalized session keeps its tokens: the others pay nothing per token for it
+    const penalized = !!policy &&
+      !!(policy.presencePenalty || policy.frequencyPenalty || policy.repeatPenalty);
     const earlier: number[] = [];
-    if (policy && (policy.presencePenalty || policy.frequencyPenalty || policy.repeatPenalty)) {
-      for (const [at, t] of s.sampledAt) if (at < position) earlier.push(t);
-    }
+    if (penalized) { for (const [at, t] of s.sampledAt) if (at < position) earlier.push(t); }
     // a peer's sizes are not trusted: OpenAI's bound on alternatives
     const bounded = policy && policy.topLogprobs > MAX_TOP_LOGPROBS
       ? { ...policy, topLogprobs: MAX_TOP_LOGPROBS }
       : policy;
     const c = choose(logits, bounded, position, earlier);
-    s.sampledAt.set(position, c.token);
+    if (penalized) s.sampledAt.set(position, c.token);
     return c;
   }
 
