@@ -72,7 +72,7 @@ describe("batch-invariant decoding: a session's logits do not depend on who else
     expectIdentical(out.results);
   });
 
-  it("native CPU, Q8_0 weights (llamafile's sgemm for every row count): bit-identical, the same runs", async () => {
+  it("native CPU, Q8_0 weights (llamafile's sgemm for batches, vec_dot for a lone row): bit-identical, the same runs", async () => {
     const out = await invariance("native", { model: "q8_0" });
     expect(out.kv_layout).toBe("ordered");
     expect(out.results.map((r) => r.pool ?? r.mates)).toEqual([1, 3, 15, "compacted"]);
