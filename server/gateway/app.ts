@@ -26,9 +26,10 @@ import { networkStatus } from "../../src/gateway/network-status.ts";
 import { LoadHistory } from "../../src/gateway/load-history.ts";
 import { networkPageRoutes } from "./network-page.ts";
 import { tokenRoutes } from "./token-routes.ts";
-import { generate, type GenerationContext, promptTokens, routeWindow } from "../../src/gateway/generation.ts";
+import { generate, type GenerationContext, routeWindow } from "../../src/gateway/generation.ts";
+import { planPrompt, type PromptPlan } from "../../src/gateway/prompt-plan.ts";
 import { routeError } from "../../src/gateway/route-errors.ts";
-import { ResponseShape, usageOf } from "../../src/gateway/responses.ts";
+import { choiceAnswer, ResponseShape, usageOf } from "../../src/gateway/responses.ts";
 import { Metrics } from "./metrics.ts";
 import { RouteGate } from "./route-gate.ts";
 import type { RouteLease } from "../../src/gateway/lease.ts";
@@ -238,8 +239,11 @@ export async function startGateway(o: GatewayOptions) {
         "model",
       );
     }
-    const ids = promptTokens(tokenizer, req);
-    return req.stream ? await stream(c, req, ids, key, charge) : await complete(c, req, ids, key, charge);
+    const plan = planPrompt(tokenizer, req);
+    const constrained = plan.grammar ? { ...req, grammar: plan.grammar } : req;
+    return req.stream
+      ? await stream(c, constrained, plan, key, charge)
+      : await complete(c, constrained, plan, key, charge);
   }
 
   /** Whose line a request waits in: its API key when the gateway checks keys, else everyone's. */
@@ -269,10 +273,11 @@ export async function startGateway(o: GatewayOptions) {
     // deno-lint-ignore no-explicit-any
     c: any,
     req: GenerationRequest,
-    ids: Int32Array,
+    plan: PromptPlan,
     key: string,
     charge: (tokens: number) => void,
   ) {
+    const ids = plan.ids;
     const held: RouteLease[] = [];
     try {
       for (const _ of choiceRequests(req)) {
@@ -302,14 +307,19 @@ export async function startGateway(o: GatewayOptions) {
             }
             let offset = 0;
             const g = await generate(ctx, held[index], one, ids, gone.signal, (piece, logprobs) => {
+              // the tool format's JSON is read once whole: calls or text go out at the end
+              if (plan.toolFormat) return;
               const chunk = shape.chunk(index, piece, null, { logprobs, offset });
               offset += piece.length;
               return send(sse, chunk);
             });
             used += g.completionTokens;
             usage.completion += g.completionTokens;
+            const a = choiceAnswer(g, plan.toolFormat);
+            if (a.toolCalls) await send(sse, shape.toolCallsChunk(index, a.toolCalls));
+            else if (plan.toolFormat && a.text) await send(sse, shape.chunk(index, a.text, null));
             const summary = g.telemetry.summary();
-            await send(sse, { ...shape.chunk(index, null, g.finishReason), strata: summary });
+            await send(sse, { ...shape.chunk(index, null, a.finishReason), strata: summary });
             metrics.generation(summary, g.promptTokens, g.completionTokens);
           }),
         );
@@ -334,10 +344,11 @@ export async function startGateway(o: GatewayOptions) {
     // deno-lint-ignore no-explicit-any
     c: any,
     req: GenerationRequest,
-    ids: Int32Array,
+    plan: PromptPlan,
     key: string,
     charge: (tokens: number) => void,
   ) {
+    const ids = plan.ids;
     // aborts when the client disconnects (deno.json opts out of Deno.serve's legacy abort on
     // success): its routes are cancelled, or it leaves the queue
     const gone: AbortSignal = c.req.raw.signal;
@@ -367,7 +378,10 @@ export async function startGateway(o: GatewayOptions) {
     const shape = new ResponseShape(req, o.modelName);
     const completion = done.reduce((n, { g }) => n + g.completionTokens, 0);
     return c.json({
-      ...shape.completion(done.map(({ g }) => g), usageOf(ids.length, completion)),
+      ...shape.completion(
+        done.map(({ g }) => choiceAnswer(g, plan.toolFormat)),
+        usageOf(ids.length, completion),
+      ),
       // one choice: its telemetry; several: each choice's
       strata: summaries.length === 1 ? summaries[0] : summaries,
     });

@@ -6,6 +6,7 @@ import type {
   DecodeBatch,
   DecodeOutputs,
   EngineMemory,
+  Grammar,
   ModelFacts,
   RangeEngine,
   SeqId,
@@ -90,6 +91,8 @@ export abstract class QueuedEngine implements RangeEngine {
   close(): Promise<void> {
     return this.queue.close(() => this.free());
   }
+
+  abstract grammar(text: string): Promise<Grammar>;
 
   /** A slot was claimed (an engine elsewhere mirrors it); nothing by default. */
   protected opened(_seq: SeqId): void {}

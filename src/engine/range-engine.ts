@@ -131,5 +131,19 @@ export interface RangeEngine {
   decode(batch: DecodeBatch): Promise<DecodeOutputs>;
   /** KV and sequence counts, read in the engine's queue (never during a decode). */
   memory(): Promise<EngineMemory>;
+  /**
+   * llama.cpp's grammar sampler (GBNF, root rule "root") over this model's vocabulary, for the
+   * shard that samples: EngineError bad_input when the text is no grammar.
+   */
+  grammar(text: string): Promise<Grammar>;
+  close(): Promise<void>;
+}
+
+/** One session's constraint on what it may sample next (llama.cpp's grammar state). */
+export interface Grammar {
+  /** Sets the logits of the tokens the grammar rejects next to -Infinity, in place. */
+  mask(logits: Float32Array): Promise<void>;
+  /** Advances past `token`: EngineError bad_input when the grammar does not allow it here. */
+  accept(token: number): Promise<void>;
   close(): Promise<void>;
 }

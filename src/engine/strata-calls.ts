@@ -46,4 +46,13 @@ export interface StrataCalls<H> {
   seqRelease(ctx: H, seq: number): number;
   /** strata_seq_trim: forget positions >= pos */
   seqTrim(ctx: H, seq: number, pos: number): number;
+  /** strata_grammar_new over the model's vocabulary */
+  grammarNew(model: H, text: string): Made<H>;
+  grammarFree(grammar: H): void;
+  /** the grammar's last error ("" when none) */
+  grammarError(grammar: H): string;
+  /** strata_grammar_apply on `logits` in place: tokens allowed, or a code */
+  grammarApply(grammar: H, logits: Float32Array): number | Promise<number>;
+  /** strata_grammar_accept: 0 or a code */
+  grammarAccept(grammar: H, token: number): number;
 }

@@ -4,7 +4,15 @@
 import { EngineError, type EngineErrorCode } from "./errors.ts";
 import { layerRange } from "./layer-range.ts";
 import { type KvCells, QueuedEngine } from "./queued-engine.ts";
-import type { DecodeBatch, DecodeOutputs, KvLayout, ModelFacts, SeqId, ShardSpec } from "./range-engine.ts";
+import type {
+  DecodeBatch,
+  DecodeOutputs,
+  Grammar,
+  KvLayout,
+  ModelFacts,
+  SeqId,
+  ShardSpec,
+} from "./range-engine.ts";
 import type { StrataCalls } from "./strata-calls.ts";
 
 /** strata.h's STRATA_KV_* */
@@ -130,6 +138,13 @@ export abstract class StrataEngine<H> extends QueuedEngine {
     };
   }
 
+  // not in the queue: a grammar reads the vocabulary only, never the context
+  grammar(text: string): Promise<Grammar> {
+    const made = this.calls.grammarNew(this.#model, text);
+    if (made.handle === null) return Promise.reject(new EngineError("bad_input", orUnknown(made.error)));
+    return Promise.resolve(new CallsGrammar(this.calls, made.handle));
+  }
+
   protected async free(): Promise<void> {
     await this.calls.ctxFree(this.ctx);
     await this.calls.modelFree(this.#model);
@@ -139,5 +154,51 @@ export abstract class StrataEngine<H> extends QueuedEngine {
   protected check(code: number): number {
     if (code >= 0) return code;
     throw new EngineError(CODE[code] ?? "engine_failed", orUnknown(this.calls.ctxError(this.ctx)));
+  }
+}
+
+/** A grammar handle of the C API. */
+class CallsGrammar<H> implements Grammar {
+  #closed = false;
+  #masking = 0;
+
+  constructor(private readonly calls: StrataCalls<H>, private readonly g: H) {}
+
+  async mask(logits: Float32Array): Promise<void> {
+    this.#open();
+    this.#masking++;
+    try {
+      if (this.#check(await this.calls.grammarApply(this.g, logits)) === 0) {
+        throw new EngineError("bad_input", "the grammar allows no token here");
+      }
+    } finally {
+      // freed once the last mask in flight is done (a native mask runs on another thread)
+      if (--this.#masking === 0 && this.#closed) this.calls.grammarFree(this.g);
+    }
+  }
+
+  accept(token: number): Promise<void> {
+    try {
+      this.#open();
+      this.#check(this.calls.grammarAccept(this.g, token));
+      return Promise.resolve();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  close(): Promise<void> {
+    if (!this.#closed && this.#masking === 0) this.calls.grammarFree(this.g);
+    this.#closed = true;
+    return Promise.resolve();
+  }
+
+  #open(): void {
+    if (this.#closed) throw new EngineError("bad_input", "the grammar is closed");
+  }
+
+  #check(code: number): number {
+    if (code >= 0) return code;
+    throw new EngineError(CODE[code] ?? "engine_failed", orUnknown(this.calls.grammarError(this.g)));
   }
 }

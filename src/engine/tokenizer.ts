@@ -22,5 +22,12 @@ export interface Tokenizer {
   readonly chatTemplate: string | undefined;
   /** Formats a conversation with the model's template, ending with the assistant's turn. */
   applyChat(messages: readonly ChatMessage[]): string;
+  /**
+   * A JSON Schema as a GBNF grammar, by llama.cpp's converter: EngineError bad_input with the
+   * reason when it cannot convert it.
+   */
+  schemaGrammar(schema: unknown): string;
+  /** Refuses (EngineError bad_input) a grammar llama.cpp cannot use over this vocabulary. */
+  checkGrammar(text: string): void;
   close(): void;
 }

@@ -68,20 +68,6 @@ export interface Generated {
   readonly telemetry: GenerationTelemetry;
 }
 
-export function promptTokens(tok: Tokenizer, req: GenerationRequest): Int32Array {
-  if (req.kind === "chat") {
-    if (!tok.chatTemplate) {
-      throw new ApiError(
-        400,
-        "this model has no chat template; use /v1/completions",
-        "invalid_request_error",
-      );
-    }
-    return tok.tokenize(tok.applyChat(req.messages!), { addSpecial: true, parseSpecial: true });
-  }
-  return tok.tokenize(req.prompt!, { addSpecial: true, parseSpecial: false });
-}
-
 /**
  * What the prompt and `max_tokens` take of the lease's route: the 400 a client gets past the
  * route's context, which a streamed request needs before its first byte.
@@ -479,6 +465,7 @@ function samplingOf(req: GenerationRequest, generated: readonly number[]): Sampl
     history: [...generated],
     logprobs: req.logprobs,
     topLogprobs: req.topLogprobs,
+    grammar: req.grammar,
   };
 }
 

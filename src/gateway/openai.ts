@@ -25,9 +25,41 @@ export class RateLimited extends ApiError {
 }
 
 export interface ChatMessage {
-  readonly role: "system" | "user" | "assistant" | "developer";
+  readonly role: "system" | "user" | "assistant" | "developer" | "tool";
+  /** "" for an assistant turn that only called tools */
   readonly content: string;
+  /** assistant: the calls it made */
+  readonly toolCalls?: ToolCall[];
+  /** tool: the call this is the result of */
+  readonly toolCallId?: string;
 }
+
+/** A function call as the API carries it: `arguments` is JSON text. */
+export interface ToolCall {
+  readonly id: string;
+  readonly name: string;
+  readonly arguments: string;
+}
+
+/** A function the model may call: `parameters` is the JSON Schema of its arguments. */
+export interface ToolSpec {
+  readonly name: string;
+  readonly description?: string;
+  readonly parameters: Record<string, unknown>;
+}
+
+export type ToolChoice = "none" | "auto" | "required" | { readonly name: string };
+
+/** `response_format`: free text, any JSON object, or JSON that follows a schema. */
+export type ResponseFormat =
+  | { readonly type: "text" }
+  | { readonly type: "json_object" }
+  | {
+    readonly type: "json_schema";
+    readonly name: string;
+    readonly schema: Record<string, unknown>;
+    readonly strict: boolean;
+  };
 
 export interface GenerationRequest {
   readonly kind: "chat" | "completion";
@@ -55,6 +87,13 @@ export interface GenerationRequest {
   readonly topLogprobs: number;
   /** answers to the same prompt: choice i samples with seed + i */
   readonly n: number;
+  /** chat: functions the model may call, and whether and which it must */
+  readonly tools: ToolSpec[];
+  readonly toolChoice: ToolChoice;
+  readonly parallelToolCalls: boolean;
+  readonly responseFormat: ResponseFormat;
+  /** GBNF the answer keeps to: set from the plan (prompt-plan.ts), never by a client */
+  readonly grammar?: string;
 }
 
 /** The most choices one request may ask for. */
@@ -67,11 +106,9 @@ export const MAX_CHOICES = 8;
  * are ignored.
  */
 const UNSUPPORTED: Record<string, (v: unknown) => boolean> = {
-  tools: (v) => Array.isArray(v) && v.length > 0,
-  tool_choice: (v) => v !== "none" && v !== "auto",
+  // the deprecated forms of tools and tool_choice
   functions: (v) => Array.isArray(v) && v.length > 0,
   function_call: (v) => v !== "none" && v !== "auto",
-  response_format: (v) => !(v && typeof v === "object" && (v as { type?: unknown }).type === "text"),
   best_of: (v) => v !== 1,
   echo: (v) => v !== false,
   suffix: (v) => v !== "",
@@ -132,14 +169,7 @@ export function parseRequest(kind: "chat" | "completion", raw: unknown): Generat
     if (!Array.isArray(b.messages) || b.messages.length === 0) {
       throw bad("messages", "'messages' must be a non-empty array");
     }
-    messages = b.messages.map((m, i) => {
-      if (!m || typeof m !== "object") throw bad(`messages[${i}]`, "a message must be an object");
-      const role = (m as { role?: unknown }).role;
-      if (role !== "system" && role !== "user" && role !== "assistant" && role !== "developer") {
-        throw bad(`messages[${i}].role`, "role must be system, developer, user or assistant");
-      }
-      return { role, content: text((m as { content?: unknown }).content, `messages[${i}].content`) };
-    });
+    messages = b.messages.map((m, i) => message(m, `messages[${i}]`));
   } else {
     const p = Array.isArray(b.prompt) && b.prompt.length === 1 ? b.prompt[0] : b.prompt;
     if (typeof p !== "string") throw bad("prompt", "'prompt' must be a string");
@@ -167,6 +197,24 @@ export function parseRequest(kind: "chat" | "completion", raw: unknown): Generat
     throw bad("stream", "'stream' must be a boolean");
   }
   const seed = int(b, "seed", 0);
+  const tools = kind === "chat" ? toolsOf(b.tools) : [];
+  if (kind === "completion" && b.tools !== undefined && b.tools !== null) {
+    throw bad("tools", "'tools' is for /v1/chat/completions");
+  }
+  const toolChoice = toolChoiceOf(b.tool_choice, tools);
+  if (
+    b.parallel_tool_calls !== undefined && b.parallel_tool_calls !== null &&
+    typeof b.parallel_tool_calls !== "boolean"
+  ) {
+    throw bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+  }
+  const responseFormat = responseFormatOf(b.response_format);
+  if (responseFormat.type !== "text" && tools.length && toolChoice !== "none") {
+    throw bad("response_format", "'response_format' with 'tools' is not supported: the answer is either");
+  }
+  if (logprobs && tools.length && toolChoice !== "none") {
+    throw bad("logprobs", "'logprobs' with 'tools' is not supported");
+  }
   return {
     kind,
     model: b.model,
@@ -188,6 +236,113 @@ export function parseRequest(kind: "chat" | "completion", raw: unknown): Generat
     logprobs,
     topLogprobs,
     n,
+    tools,
+    toolChoice,
+    parallelToolCalls: b.parallel_tool_calls !== false,
+    responseFormat,
+  };
+}
+
+const obj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
+
+function message(m: unknown, at: string): ChatMessage {
+  if (!obj(m)) throw bad(at, "a message must be an object");
+  const role = m.role;
+  if (role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.length) {
+    const toolCalls = m.tool_calls.map((c, i) => toolCall(c, `${at}.tool_calls[${i}]`));
+    const content = m.content === null || m.content === undefined ? "" : text(m.content, `${at}.content`);
+    return { role, content, toolCalls };
+  }
+  if (role === "tool") {
+    if (typeof m.tool_call_id !== "string" || !m.tool_call_id) {
+      throw bad(`${at}.tool_call_id`, "a tool message needs the 'tool_call_id' it answers");
+    }
+    return { role, content: text(m.content, `${at}.content`), toolCallId: m.tool_call_id };
+  }
+  if (role !== "system" && role !== "user" && role !== "assistant" && role !== "developer") {
+    throw bad(`${at}.role`, "role must be system, developer, user, assistant or tool");
+  }
+  return { role, content: text(m.content, `${at}.content`) };
+}
+
+function toolCall(c: unknown, at: string): ToolCall {
+  const f = obj(c) ? c.function : undefined;
+  if (!obj(c) || c.type !== "function" || typeof c.id !== "string" || !obj(f)) {
+    throw bad(at, 'a tool call is {id, type: "function", function: {name, arguments}}');
+  }
+  if (typeof f.name !== "string" || typeof f.arguments !== "string") {
+    throw bad(`${at}.function`, "a tool call's function has a 'name' and 'arguments' (JSON text)");
+  }
+  return { id: c.id, name: f.name, arguments: f.arguments };
+}
+
+/** OpenAI's rule for function names. */
+const FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+function toolsOf(v: unknown): ToolSpec[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw bad("tools", "'tools' must be an array");
+  if (v.length > 128) throw bad("tools", "'tools' may list up to 128 functions");
+  const names = new Set<string>();
+  return v.map((t, i) => {
+    const f = obj(t) ? t.function : undefined;
+    if (!obj(t) || t.type !== "function" || !obj(f)) {
+      throw bad(`tools[${i}]`, 'a tool is {type: "function", function: {name, description, parameters}}');
+    }
+    if (typeof f.name !== "string" || !FUNCTION_NAME.test(f.name)) {
+      throw bad(`tools[${i}].function.name`, "a function name is 1 to 64 letters, digits, _ or -");
+    }
+    if (names.has(f.name)) throw bad(`tools[${i}].function.name`, `'${f.name}' is listed twice`);
+    names.add(f.name);
+    if (f.description !== undefined && typeof f.description !== "string") {
+      throw bad(`tools[${i}].function.description`, "a description must be a string");
+    }
+    if (f.parameters !== undefined && !obj(f.parameters)) {
+      throw bad(`tools[${i}].function.parameters`, "parameters must be a JSON Schema object");
+    }
+    return {
+      name: f.name,
+      ...(f.description ? { description: f.description } : {}),
+      parameters: (f.parameters as Record<string, unknown> | undefined) ?? { type: "object", properties: {} },
+    };
+  });
+}
+
+function toolChoiceOf(v: unknown, tools: readonly ToolSpec[]): ToolChoice {
+  if (v === undefined || v === null) return tools.length ? "auto" : "none";
+  if (v === "none" || v === "auto" || v === "required") {
+    if (v === "required" && !tools.length) throw bad("tool_choice", "'required' needs 'tools'");
+    return v;
+  }
+  const f = obj(v) ? v.function : undefined;
+  if (obj(v) && v.type === "function" && obj(f) && typeof f.name === "string") {
+    if (!tools.some((t) => t.name === f.name)) {
+      throw bad("tool_choice", `'tool_choice' names '${f.name}', which 'tools' does not list`);
+    }
+    return { name: f.name };
+  }
+  throw bad("tool_choice", "'tool_choice' is none, auto, required or {type: \"function\", function: {name}}");
+}
+
+function responseFormatOf(v: unknown): ResponseFormat {
+  if (v === undefined || v === null) return { type: "text" };
+  if (!obj(v)) throw bad("response_format", "'response_format' must be an object");
+  if (v.type === "text" || v.type === "json_object") return { type: v.type };
+  if (v.type !== "json_schema") {
+    throw bad("response_format.type", "'response_format.type' is text, json_object or json_schema");
+  }
+  const s = v.json_schema;
+  if (!obj(s) || typeof s.name !== "string" || !FUNCTION_NAME.test(s.name)) {
+    throw bad("response_format.json_schema", "json_schema needs a 'name' (1 to 64 letters, digits, _ or -)");
+  }
+  if (s.schema !== undefined && !obj(s.schema)) {
+    throw bad("response_format.json_schema.schema", "'schema' must be a JSON Schema object");
+  }
+  return {
+    type: "json_schema",
+    name: s.name,
+    schema: (s.schema as Record<string, unknown> | undefined) ?? { type: "object" },
+    strict: s.strict === true,
   };
 }
 

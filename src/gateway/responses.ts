@@ -1,7 +1,8 @@
 // The OpenAI response shapes for one request: streamed chunks and the whole completion, chat or
 // text, with usage and logprobs. The gateway's HTTP side only writes what these return.
-import type { TokenLogprobs } from "./generation.ts";
-import type { GenerationRequest } from "./openai.ts";
+import type { Generated, TokenLogprobs } from "./generation.ts";
+import type { GenerationRequest, ToolCall } from "./openai.ts";
+import { readAnswer } from "./tool-format.ts";
 
 export interface Usage {
   readonly prompt_tokens: number;
@@ -15,13 +16,24 @@ export const usageOf = (promptTokens: number, completionTokens: number): Usage =
   total_tokens: promptTokens + completionTokens,
 });
 
-export type FinishReason = "stop" | "length";
+export type FinishReason = "stop" | "length" | "tool_calls";
 
 /** One choice's whole answer. */
 export interface ChoiceAnswer {
   readonly text: string;
   readonly finishReason: FinishReason;
   readonly logprobs: TokenLogprobs[];
+  /** the calls it makes (then `text` is "" and the message's content null) */
+  readonly toolCalls?: ToolCall[];
+}
+
+/** A generation as its choice's answer: in the generic tool format, read into calls or text. */
+export function choiceAnswer(g: Generated, toolFormat: boolean): ChoiceAnswer {
+  if (!toolFormat) return g;
+  const a = readAnswer(g.text);
+  if (!a.toolCalls.length) return { text: a.content ?? "", finishReason: g.finishReason, logprobs: [] };
+  // a cut answer does not parse: only a whole one has calls
+  return { text: "", finishReason: "tool_calls", logprobs: [], toolCalls: a.toolCalls };
 }
 
 /** One request's id, creation time and model, and the objects its answer is made of. */
@@ -64,6 +76,13 @@ export class ResponseShape {
     };
   }
 
+  /** A streamed chunk of a chat choice's tool calls, each whole. */
+  toolCallsChunk(index: number, calls: readonly ToolCall[]) {
+    const chunk = this.chunk(index, null, null);
+    const tool_calls = calls.map((c, i) => ({ index: i, ...toolCallObject(c) }));
+    return { ...chunk, choices: [{ ...chunk.choices[0], delta: { tool_calls } }] };
+  }
+
   /** The last streamed chunk (`stream_options.include_usage`): no choices, the usage. */
   usageChunk(usage: Usage) {
     return { ...this.chunk(0, null, null), choices: [], usage };
@@ -75,7 +94,9 @@ export class ResponseShape {
       this.req.kind === "chat"
         ? {
           index,
-          message: { role: "assistant", content: a.text },
+          message: a.toolCalls?.length
+            ? { role: "assistant", content: null, tool_calls: a.toolCalls.map(toolCallObject) }
+            : { role: "assistant", content: a.text },
           logprobs: this.req.logprobs ? this.#chatLogprobs(a.logprobs) : null,
           finish_reason: a.finishReason,
         }
@@ -132,3 +153,9 @@ export interface ChunkExtras {
   /** completions: where this chunk's text starts in the whole answer */
   readonly offset?: number;
 }
+
+const toolCallObject = (c: ToolCall) => ({
+  id: c.id,
+  type: "function",
+  function: { name: c.name, arguments: c.arguments },
+});

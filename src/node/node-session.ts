@@ -1,6 +1,7 @@
 // One Route Session as a shard node holds it: its epoch, where its cache stands, the
 // replies it may have to give again, and its stream to the next shard.
 import type { Open, SeamFrame, Tensor } from "../gen/strata/seam/v1/seam_pb.ts";
+import type { SessionGrammar } from "../sampling/session-grammar.ts";
 import type { SeamLink, SeamTransport } from "../seam/link.ts";
 
 /** Replies kept per session for duplicate step ids. */
@@ -39,6 +40,8 @@ export class NodeSession {
   rebuildStep = 0n;
   /** a penalized session's tokens by the position the last shard sampled them at */
   readonly sampledAt = new Map<number, number>();
+  /** the last shard's constraint on what the session samples (Sampling.grammar) */
+  grammar?: SessionGrammar;
   /** when it was opened: a session that never takes a step is let go (ShardNodeOptions.unusedMs) */
   readonly openedAt = Date.now();
 

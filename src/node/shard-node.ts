@@ -7,9 +7,11 @@ import {
   ElementType,
   type NodeInfo,
   NodeInfoSchema,
+  type NodeTelemetry,
   NodeTelemetrySchema,
   OpenSchema,
   Phase,
+  type Sampled,
   SampledSchema,
   type SeamFrame,
   SeamFrameSchema,
@@ -19,7 +21,8 @@ import { bytesToHex } from "../bytes/hex.ts";
 import type { RangeEngine } from "../engine/range-engine.ts";
 import { engineLabel } from "../engine/recipe.ts";
 import { verifyTicket } from "../route/ticket.ts";
-import { choose } from "../sampling/sampler.ts";
+import { adjusted, chooseAdjusted } from "../sampling/sampler.ts";
+import { SessionGrammar } from "../sampling/session-grammar.ts";
 
 /** the most alternatives a step's logprobs name (OpenAI's top_logprobs bound) */
 const MAX_TOP_LOGPROBS = 20;
@@ -293,6 +296,17 @@ export class ShardNode {
       f.recipeFingerprint,
       transport,
     );
+    if (!next && open.sampling?.grammar) {
+      // made now: a grammar (or history) the engine refuses fails the open, before any step
+      const text = open.sampling.grammar;
+      s.grammar = new SessionGrammar(() => this.engine.grammar(text), open.sampling.history);
+      try {
+        await s.grammar.ready();
+      } catch (e) {
+        void s.grammar.close();
+        throw new SeamError("malformed", errorText(e));
+      }
+    }
     if (existing && open.resume && await this.#adopt(existing, s, f.cacheExpect)) {
       this.#batcher.reroute(f.sessionId, open.routeShards);
     } else {
@@ -489,11 +503,30 @@ export class ShardNode {
       s.answer(replyTo(f, { cacheResult: start + count, rebuild: true, telemetry: [telemetry] }));
       return;
     }
+    if (r.rows === 1 && s.grammar) {
+      // the grammar is the engine's: a wait (a WASM worker's), then the reply
+      const t0 = performance.now();
+      this.#sample(s, r.data, start + count - 1).then(
+        (c) => {
+          if (s.closed) return;
+          telemetry.sampleMs = performance.now() - t0;
+          this.#sampled(s, f, telemetry, create(SampledSchema, c));
+        },
+        (e) => this.#stepFailed(s, f, e),
+      );
+      return;
+    }
     const t0 = performance.now();
     const sampled = r.rows === 1
-      ? create(SampledSchema, this.#sample(s, r.data, start + count - 1))
+      ? create(SampledSchema, this.#sampleNow(s, r.data, start + count - 1))
       : undefined;
     telemetry.sampleMs = performance.now() - t0;
+    this.#sampled(s, f, telemetry, sampled);
+  }
+
+  /** The last shard's reply to a step, with its token. */
+  #sampled(s: NodeSession, f: SeamFrame, telemetry: NodeTelemetry, sampled: Sampled | undefined): void {
+    const { start, count } = f.positions!;
     const owner = this.#ownerOf(s);
     telemetry.transport = owner?.transport ?? s.upstreamTransport;
     telemetry.sentUnixMs = unixMs();
@@ -509,20 +542,39 @@ export class ShardNode {
   }
 
   /** The session's token at `position`: its penalties count what it sampled before there. */
-  #sample(s: NodeSession, logits: Float32Array, position: number) {
+  #sampleNow(s: NodeSession, raw: Float32Array, position: number) {
+    const { policy, logits } = this.#adjusted(s, raw, position);
+    const c = chooseAdjusted(logits, policy, position);
+    if (this.#penalized(s)) s.sampledAt.set(position, c.token);
+    return c;
+  }
+
+  /** #sampleNow under the session's grammar, which rejects tokens before the choice. */
+  async #sample(s: NodeSession, raw: Float32Array, position: number) {
+    const { policy, logits } = this.#adjusted(s, raw, position);
+    const masked = logits === raw ? raw.slice() : logits;
+    await s.grammar!.mask(masked, position);
+    const c = chooseAdjusted(masked, policy, position);
+    await s.grammar!.accept(position, c.token);
+    if (this.#penalized(s)) s.sampledAt.set(position, c.token);
+    return c;
+  }
+
+  /** Only a penalized session keeps its tokens: the others pay nothing per token for it. */
+  #penalized(s: NodeSession): boolean {
+    const p = s.open.sampling;
+    return !!p && !!(p.presencePenalty || p.frequencyPenalty || p.repeatPenalty);
+  }
+
+  #adjusted(s: NodeSession, raw: Float32Array, position: number) {
     const policy = s.open.sampling;
-    // only a penalized session keeps its tokens: the others pay nothing per token for it
-    const penalized = !!policy &&
-      !!(policy.presencePenalty || policy.frequencyPenalty || policy.repeatPenalty);
     const earlier: number[] = [];
-    if (penalized) { for (const [at, t] of s.sampledAt) if (at < position) earlier.push(t); }
+    if (this.#penalized(s)) { for (const [at, t] of s.sampledAt) if (at < position) earlier.push(t); }
     // a peer's sizes are not trusted: OpenAI's bound on alternatives
     const bounded = policy && policy.topLogprobs > MAX_TOP_LOGPROBS
       ? { ...policy, topLogprobs: MAX_TOP_LOGPROBS }
       : policy;
-    const c = choose(logits, bounded, position, earlier);
-    if (penalized) s.sampledAt.set(position, c.token);
-    return c;
+    return { policy: bounded, logits: adjusted(raw, bounded, earlier) };
   }
 
   #stepFailed(s: NodeSession, f: SeamFrame, e: unknown): void {
@@ -608,6 +660,7 @@ export class ShardNode {
     if (old.closed || old.ending || old.nextPos < at) return false;
     old.closed = true; // its late results are dropped; its stream answers nothing more
     old.downstream?.abort("re-routed");
+    void old.grammar?.close();
     for (const w of old.rebuilds.values()) w.reject(new SeamError("cancelled", "re-routed"));
     try {
       await this.#batcher.trim(old.id, at);
@@ -714,6 +767,7 @@ export class ShardNode {
    *  (the oldest go first). */
   #retire(s: NodeSession, remember: boolean): void {
     if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id);
+    void s.grammar?.close();
     if (!remember) return;
     const before = this.#ended.get(s.id);
     this.#ended.delete(s.id);

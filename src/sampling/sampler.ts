@@ -1,11 +1,13 @@
 // The last shard's choice of token from its logits, under the policy sent at session open.
 //
-// Order of the transforms (what `logprobs` report is taken after the second):
+// Order of the transforms (what `logprobs` report is taken after the third):
 //   1. logit_bias: added to its tokens' logits (-100 bans a token);
 //   2. penalties over the tokens this session generated before this position: repeat_penalty
 //      (llama.cpp's: a positive logit divided by it, a negative one multiplied), then
 //      frequency_penalty per occurrence and presence_penalty once (OpenAI's);
-//   3. greedy (temperature 0) takes the best; otherwise temperature, top-k, top-p, min-p, and
+//   3. a grammar (constrained decoding) rejects what it does not allow next (-Infinity), at the
+//      node, between 2 and 4 (session-grammar.ts; `chooseAdjusted` takes the logits from there);
+//   4. greedy (temperature 0) takes the best; otherwise temperature, top-k, top-p, min-p, and
 //      a draw that depends on the seed and the position only (batch-invariant, reproducible).
 import { uniformAt } from "./draw.ts";
 
@@ -32,6 +34,8 @@ export interface Policy {
   readonly logprobs?: boolean;
   /** 0–20 */
   readonly topLogprobs?: number;
+  /** GBNF every sampled token must follow (the node's engine applies it: session-grammar.ts) */
+  readonly grammar?: string;
 }
 
 export interface TokenLogprob {
@@ -68,7 +72,11 @@ export function choose(
   position: number,
   generated: readonly number[] = [],
 ): Choice {
-  const logits = adjusted(raw, policy, generated);
+  return chooseAdjusted(adjusted(raw, policy, generated), policy, position);
+}
+
+/** `choose` on logits already through the bias, the penalties and any grammar. */
+export function chooseAdjusted(logits: Float32Array, policy: Policy | undefined, position: number): Choice {
   const choice = pick(logits, policy, position);
   if (!policy || (!policy.logprobs && !policy.topLogprobs)) return choice;
   return { ...choice, ...logprobsOf(logits, choice.token, policy.topLogprobs ?? 0) };

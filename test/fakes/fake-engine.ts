@@ -14,6 +14,7 @@ import type {
   DecodeBatch,
   DecodeOutputs,
   EngineMemory,
+  Grammar,
   KvLayout,
   ModelFacts,
   RangeEngine,
@@ -82,6 +83,7 @@ export class FakeEngine implements RangeEngine {
   readonly output: "logits" | "hidden";
   readonly calls: FakeCall[] = [];
   readonly released: SeqId[] = [];
+  readonly grammarTokens: number[] = [];
   readonly kvCells: number;
   readonly perSequence: number;
   readonly kvLayout: KvLayout;
@@ -207,6 +209,35 @@ export class FakeEngine implements RangeEngine {
       this.#seqs.commit(batch);
       this.#passes++;
       return { ...out, passes: 1 };
+    });
+  }
+
+  /**
+   * The fake's grammar: "allow 3 5 7" allows those tokens at every step (a real grammar needs a
+   * real vocabulary: the engine tests run llama.cpp's). Tokens it accepted go to `grammarTokens`.
+   */
+  grammar(text: string): Promise<Grammar> {
+    const m = /^allow((?: \d+)+)$/.exec(text);
+    if (!m) {
+      return Promise.reject(
+        new EngineError("bad_input", `the fake grammar reads "allow <ids>", not "${text}"`),
+      );
+    }
+    const allowed = new Set(m[1].trim().split(" ").map(Number));
+    const accepted = this.grammarTokens;
+    return Promise.resolve({
+      mask(logits: Float32Array) {
+        for (let t = 0; t < logits.length; t++) if (!allowed.has(t)) logits[t] = -Infinity;
+        return Promise.resolve();
+      },
+      accept(token: number) {
+        if (!allowed.has(token)) {
+          return Promise.reject(new EngineError("bad_input", `token ${token} not allowed`));
+        }
+        accepted.push(token);
+        return Promise.resolve();
+      },
+      close: () => Promise.resolve(),
     });
   }
 

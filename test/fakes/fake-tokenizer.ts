@@ -1,6 +1,7 @@
 // A tokenizer for the fake engine's 32-token vocabulary: letters, a space, a full stop, and the
 // two bytes of "é" as tokens of their own, so a character can be split across tokens as real
 // byte-level vocabularies split them.
+import { EngineError } from "../../src/engine/errors.ts";
 import type { ChatMessage, Tokenizer } from "../../src/engine/tokenizer.ts";
 
 export const BOS = 30, EOS = 31;
@@ -51,6 +52,15 @@ export class FakeTokenizer implements Tokenizer {
 
   applyChat(messages: readonly ChatMessage[]): string {
     return messages.map((m) => `${m.role} ${m.content}.`).join(" ") + " assistant ";
+  }
+
+  /** The fake's grammars are the fake engine's ("allow <ids>"): a schema has none. */
+  schemaGrammar(): string {
+    throw new EngineError("bad_input", "the fake tokenizer converts no JSON Schema");
+  }
+
+  checkGrammar(text: string): void {
+    if (!/^allow( \d+)+$/.test(text)) throw new EngineError("bad_input", `not a fake grammar: ${text}`);
   }
 
   close(): void {}

@@ -2,9 +2,11 @@
 // (route of 2) against whole-model llama.cpp: logprobs (streamed and not) equal to the
 // log-softmax of the whole model's logits; logit_bias -100 bans a token; n = 3 with a seed,
 // each choice equal to its own seed alone; a streamed request past the context gets its 400
-// before any stream byte; an unsupported field is a 400 that names it; /tokenize, /detokenize,
+// before any stream byte; an unsupported field is a 400 that names it; a get_weather tool round
+// trip; json_schema answers that validate (16 at once equal to each alone); /tokenize, /detokenize,
 // /v1/models' capacity; /health 200, then 503 once a node is gone. Prints one JSON object;
 // openai-api.test.ts asserts on it.
+import { Ajv } from "ajv";
 import OpenAI from "openai";
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
@@ -13,6 +15,36 @@ import { wholeGreedy } from "../../checks/engine-host/whole-greedy.ts";
 import { cacheDir } from "../../server/paths.ts";
 
 const KEY = "test-key";
+const WEATHER = {
+  type: "function" as const,
+  function: {
+    name: "get_weather",
+    description: "The current weather in a city",
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 40 } },
+      required: ["city"],
+      additionalProperties: false,
+    },
+  },
+};
+// nested objects, an enum and an array; strings bounded, so that a sampled answer ends
+const PERSON = {
+  type: "object",
+  properties: {
+    name: { type: "string", maxLength: 24 },
+    address: {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 24 }, zip: { type: "integer", minimum: 0 } },
+      required: ["city", "zip"],
+      additionalProperties: false,
+    },
+    color: { enum: ["red", "green", "blue"] },
+    tags: { type: "array", items: { type: "string", maxLength: 12 }, maxItems: 3 },
+  },
+  required: ["name", "address", "color", "tags"],
+  additionalProperties: false,
+};
 const MAX = 8;
 const model = defaultModelPath();
 const tok = await NativeTokenizer.load(model);
@@ -96,9 +128,19 @@ try {
   };
 
   // 5. a field that would change the answer and is not honoured
-  const refused = await client.chat.completions.create({ ...base, response_format: { type: "json_object" } })
-    .then(() => undefined, (e) => ({ status: e.status, param: e.param, message: e.message }));
-  report.unsupported = refused;
+  const refused = await fetch(`${gw}/v1/chat/completions`, {
+    method: "POST",
+    headers: auth,
+    body: JSON.stringify({ ...base, functions: [{ name: "f", parameters: { type: "object" } }] }),
+  });
+  report.unsupported = { status: refused.status, param: (await refused.json()).error?.param };
+
+  // 5a. a tool round trip: get_weather's call (not streamed, then streamed), its result, the answer
+  report.tools = await toolRoundTrip();
+
+  // 5b. response_format json_schema, strict: 20 seeded answers at temperature 1, each alone;
+  // then 16 of them at once (batched at the nodes), which must not change a byte
+  report.json_schema = await jsonSchemaAnswers();
 
   // 6. tokens both ways, and what the network offers
   const tokenized = await (await fetch(`${gw}/tokenize`, {
@@ -139,6 +181,105 @@ try {
 console.log(JSON.stringify(report));
 Deno.exit(0);
 
+/** get_weather called (tool_choice required, one call), streamed and not; its result; the answer. */
+async function toolRoundTrip() {
+  const ask = [{ role: "user" as const, content: "What is the weather like in Paris today?" }];
+  const common = {
+    model: "smollm2",
+    tools: [WEATHER],
+    parallel_tool_calls: false,
+    temperature: 0,
+    max_tokens: 100,
+  };
+  const r = await client.chat.completions.create({ ...common, messages: ask, tool_choice: "required" });
+  const call = r.choices[0].message.tool_calls?.[0];
+  const s = await client.chat.completions.create({
+    ...common,
+    messages: ask,
+    tool_choice: "required",
+    stream: true,
+  });
+  const chunks: unknown[] = [];
+  let streamedCall: { name?: string; arguments?: string } = {};
+  let streamedFinish: string | null = null;
+  for await (const c of s) {
+    chunks.push(c.choices[0]?.delta);
+    const d = c.choices[0]?.delta?.tool_calls?.[0];
+    if (d?.function) streamedCall = { name: d.function.name, arguments: d.function.arguments };
+    streamedFinish = c.choices[0]?.finish_reason ?? streamedFinish;
+  }
+  const validate = new Ajv().compile(WEATHER.function.parameters);
+  const args = call && call.type === "function" ? JSON.parse(call.function.arguments) : undefined;
+  const result = JSON.stringify({ city: args?.city, temperature_c: 18, sky: "sunny" });
+  const followUp = [
+    ...ask,
+    r.choices[0].message,
+    { role: "tool" as const, tool_call_id: call?.id ?? "", content: result },
+  ];
+  const final = await client.chat.completions.create({ ...common, messages: followUp, tool_choice: "none" });
+  // the question alone under the same choice: what the call and its result added to the prompt
+  const plain = await client.chat.completions.create({
+    ...common,
+    messages: ask,
+    tool_choice: "none",
+    max_tokens: 1,
+  });
+  return {
+    finish_reason: r.choices[0].finish_reason,
+    content: r.choices[0].message.content,
+    name: call?.type === "function" ? call.function.name : undefined,
+    arguments: args,
+    valid: args !== undefined && validate(args),
+    streamed: {
+      ...streamedCall,
+      finish_reason: streamedFinish,
+      same: streamedCall.arguments === call?.function.arguments,
+    },
+    final: { finish_reason: final.choices[0].finish_reason, content: final.choices[0].message.content },
+    prompt_tokens: { plain: plain.usage?.prompt_tokens, final: final.usage?.prompt_tokens },
+  };
+}
+
+/** 20 seeded json_schema answers alone, then 16 of them at once; each validated by Ajv. */
+async function jsonSchemaAnswers() {
+  const ask = (seed: number) =>
+    client.chat.completions.create({
+      model: "smollm2",
+      messages: [{ role: "user", content: "Describe a person, as JSON." }],
+      temperature: 1,
+      seed,
+      max_tokens: 400,
+      response_format: { type: "json_schema", json_schema: { name: "person", schema: PERSON, strict: true } },
+    });
+  const validate = new Ajv().compile(PERSON);
+  const alone: Array<{ text: string | null; finish: string }> = [];
+  for (let seed = 0; seed < 20; seed++) {
+    const r = await ask(seed);
+    alone.push({ text: r.choices[0].message.content, finish: r.choices[0].finish_reason });
+  }
+  const together = await Promise.all(Array.from({ length: 16 }, (_, seed) => ask(seed)));
+  // sessions per engine call at the last node, as each request saw them
+  const batched = together.map((r) => {
+    const nodes =
+      (r as unknown as { strata: { nodes: Array<{ steps: number; batch_sessions: number }> } }).strata.nodes;
+    return nodes[nodes.length - 1].batch_sessions / nodes[nodes.length - 1].steps;
+  });
+  return {
+    valid: alone.map((a) => {
+      try {
+        return validate(JSON.parse(a.text ?? "")) ? "ok" : JSON.stringify(validate.errors);
+      } catch (e) {
+        return `no JSON (${a.finish}): ${(e as Error).message}`;
+      }
+    }),
+    texts: alone.map((a) => a.text),
+    distinct: new Set(alone.map((a) => a.text)).size,
+    finish: alone.map((a) => a.finish),
+    together_same: together.map((r, i) => r.choices[0].message.content === alone[i].text),
+    mean_batch_sessions: batched.reduce((a, b) => a + b, 0) / batched.length,
+  };
+}
+
 /** Runs openai_sdk.py with the Python `openai` package (pip-installed once into the cache). */
 async function pythonSdk(gateway: string) {
   const venv = cacheDir("python", "openai-sdk");
@@ -158,5 +299,17 @@ async function pythonSdk(gateway: string) {
     await run(`${venv}/bin/pip`, ["install", "--quiet", "openai>=1.50"]);
   }
   const script = new URL("./openai_sdk.py", import.meta.url).pathname;
-  return JSON.parse(await run(python, [script], { STRATA_GATEWAY: gateway, STRATA_KEY: KEY }));
+  const out = JSON.parse(
+    await run(python, [script], {
+      STRATA_GATEWAY: gateway,
+      STRATA_KEY: KEY,
+      STRATA_WEATHER: JSON.stringify(WEATHER),
+      STRATA_PERSON: JSON.stringify(PERSON),
+    }),
+  );
+  const validate = new Ajv().compile(WEATHER.function.parameters);
+  const person = new Ajv().compile(PERSON);
+  out.tools.valid = validate(out.tools.arguments);
+  out.json_schema_valid = out.json_schema.map((t: string) => person(JSON.parse(t)));
+  return out;
 }

@@ -3,7 +3,7 @@ import { denoRun, root } from "./strata.ts";
 
 // The API beyond plain chat on `strata up`, through the openai npm client and the Python
 // package, against whole-model llama.cpp (see openai-api.deno.ts).
-describe("the OpenAI API: logprobs, logit_bias, n, honest errors, status", () => {
+describe("the OpenAI API: tools, structured output, logprobs, logit_bias, n, honest errors, status", () => {
   it("answers as whole-model llama.cpp would, refuses what it cannot honour before any byte, and says when it cannot serve", async () => {
     const r = await denoRun(`${root}test/integration/openai-api.deno.ts`, {});
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
@@ -38,7 +38,34 @@ describe("the OpenAI API: logprobs, logit_bias, n, honest errors, status", () =>
       content_type: "application/json",
       body: { error: { code: "context_length_exceeded", param: "max_tokens" } },
     });
-    expect(out.unsupported).toMatchObject({ status: 400, param: "response_format" });
+    expect(out.unsupported).toEqual({ status: 400, param: "functions" });
+
+    // a tool round trip: a call whose arguments follow get_weather's schema, streamed the same,
+    // then the tool's result in the prompt and an answer
+    expect(out.tools).toMatchObject({
+      finish_reason: "tool_calls",
+      content: null,
+      name: "get_weather",
+      valid: true,
+    });
+    expect(out.tools.streamed).toMatchObject({
+      name: "get_weather",
+      finish_reason: "tool_calls",
+      same: true,
+    });
+    expect(out.tools.final.finish_reason).toBe("stop");
+    // the answer uses the result (its sky: "sunny")
+    expect(out.tools.final.content).toMatch(/sunny/);
+    // the call and its result are in the final prompt
+    expect(out.tools.prompt_tokens.final).toBeGreaterThan(out.tools.prompt_tokens.plain + 20);
+
+    // json_schema, strict: 20 sampled answers parse and validate (Ajv); 16 at once, batched at
+    // the nodes, are byte for byte the answers alone
+    expect(out.json_schema.valid).toEqual(Array(20).fill("ok"));
+    expect(out.json_schema.finish).toEqual(Array(20).fill("stop"));
+    expect(out.json_schema.distinct).toBeGreaterThan(10);
+    expect(out.json_schema.together_same).toEqual(Array(16).fill(true));
+    expect(out.json_schema.mean_batch_sessions).toBeGreaterThan(1);
 
     expect(out.tokenize.tokens).toEqual(out.tokenize.ours);
     expect(out.tokenize.content).toBe("What is the capital of France?");
@@ -52,6 +79,17 @@ describe("the OpenAI API: logprobs, logit_bias, n, honest errors, status", () =>
     );
     expect(out.python.n).toEqual(out.n.alone);
     expect(out.python.past_context).toEqual({ status: 400, code: "context_length_exceeded" });
+    expect(out.python.tools).toMatchObject({
+      finish_reason: "tool_calls",
+      name: "get_weather",
+      arguments: out.tools.arguments,
+      valid: true,
+      streamed: { name: "get_weather", arguments: JSON.stringify(out.tools.arguments) },
+      streamed_finish: "tool_calls",
+      final: { finish_reason: "stop" },
+    });
+    expect(out.python.json_schema_valid).toEqual([true, true, true]);
+    expect(out.python.json_schema).toEqual(out.json_schema.texts.slice(0, 3));
 
     expect(out.health_up).toMatchObject({ status: 200, body: { ok: true, context_length: 8192 } });
     expect(out.health_down).toMatchObject({

@@ -1,9 +1,11 @@
 // A browser tab in a route, end to end: `up` with native [0,10) → a headless Chromium tab on
 // the volunteer page [10,20) → a Deno WASM node [20,30). Chats through the gateway equal
-// whole-model llama.cpp's greedy text; the tab downloaded only its range's bytes and a
+// whole-model llama.cpp's greedy text; a json_schema answer validates (the WASM node samples
+// under the grammar); the tab downloaded only its range's bytes and a
 // reload reuses its OPFS cache; 4 concurrent sessions batch in the tab; the chat page shows
 // the route; closing the tab mid-generation fails the stream cleanly and the tracker drops
 // the tab. Screenshots go to SHOTS_DIR. Prints one JSON object; volunteer.test.ts asserts.
+import { Ajv } from "ajv";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
@@ -12,6 +14,12 @@ import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
 import { streamChat } from "./chat-client.ts";
 
 const MAX = 24;
+const CITY = {
+  type: "object",
+  properties: { city: { type: "string", maxLength: 30 }, country: { type: "string", maxLength: 30 } },
+  required: ["city", "country"],
+  additionalProperties: false,
+};
 const shots = Deno.env.get("SHOTS_DIR") ?? await Deno.makeTempDir({ prefix: "strata-shots-" });
 Deno.mkdirSync(shots, { recursive: true });
 const model = defaultModelPath();
@@ -77,6 +85,31 @@ try {
   });
   const j = await r.json();
   report.plain = { status: r.status, ...judge(0, j.choices?.[0]?.message?.content ?? ""), strata: j.strata };
+
+  // 1a. structured output through the tab: the Deno WASM node samples under the grammar
+  const structured = await fetch(`${gw}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      ...ask(0),
+      max_tokens: 120,
+      response_format: { type: "json_schema", json_schema: { name: "city", schema: CITY, strict: true } },
+    }),
+  });
+  const sj = await structured.json();
+  const answer = sj.choices?.[0]?.message?.content ?? "";
+  report.structured = {
+    status: structured.status,
+    finish: sj.choices?.[0]?.finish_reason,
+    valid: (() => {
+      try {
+        return new Ajv().compile(CITY)(JSON.parse(answer));
+      } catch {
+        return false;
+      }
+    })(),
+    text: answer,
+  };
 
   // 2. four concurrent streams: all correct, batched in the tab
   const before = (await tab.state()).info;

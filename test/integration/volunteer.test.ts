@@ -43,6 +43,13 @@ describe.skipIf(!built || !chromium)("a volunteer tab in a route: native → bro
       "20:30",
     ]);
 
+    // json_schema through the tab: the WASM node samples under the grammar, and the answer validates
+    expect(out.structured, JSON.stringify(out.structured)).toMatchObject({
+      status: 200,
+      finish: "stop",
+      valid: true,
+    });
+
     // four at once: all correct (or a reported near-tie), batched together in the tab
     for (const c of out.concurrent.results) {
       expect(c.done && !c.error, JSON.stringify(c)).toBe(true);

@@ -48,6 +48,7 @@ function fakeEngine(): RangeEngine & { released: number[] } {
       return Promise.resolve({ rows, dim: 8, data: new Float32Array(rows * 8) });
     },
     memory: () => Promise.reject(new Error("unused")),
+    grammar: () => Promise.reject(new Error("this engine has no grammar")),
     close: () => Promise.resolve(),
   };
 }

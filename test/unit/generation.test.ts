@@ -2,7 +2,8 @@ import { create } from "@bufbuild/protobuf";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { HopSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { RouteSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { generate, type GenerationContext, promptTokens, routeWindow } from "../../src/gateway/generation.ts";
+import { generate, type GenerationContext, routeWindow } from "../../src/gateway/generation.ts";
+import { planPrompt } from "../../src/gateway/prompt-plan.ts";
 import type { GenerationRequest } from "../../src/gateway/openai.ts";
 import { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 import { NodeWatch } from "../../src/gateway/node-watch.ts";
@@ -85,6 +86,10 @@ const request = (o: Partial<GenerationRequest> = {}): GenerationRequest => ({
   logprobs: false,
   topLogprobs: 0,
   n: 1,
+  tools: [],
+  toolChoice: "none",
+  parallelToolCalls: true,
+  responseFormat: { type: "text" },
   ...o,
 });
 
@@ -104,7 +109,7 @@ function greedy(ids: Int32Array, max: number): number[] {
 function promptEndingInSplitChar(max: number): string {
   for (let n = 0; n < 5000; n++) {
     const prompt = n.toString(26).replace(/./g, (d) => String.fromCharCode(0x61 + parseInt(d, 26)));
-    const out = greedy(promptTokens(tok, request({ prompt })), max);
+    const out = greedy(planPrompt(tok, request({ prompt })).ids, max);
     if (out.length === max && out[max - 1] === E_ACUTE_HEAD) return prompt;
   }
   throw new Error("no such prompt");
@@ -114,7 +119,7 @@ describe("generation: a prompt through a route of fake shards", () => {
   it("streams the route's greedy tokens as text and frees the session on every node", async () => {
     const { ctx, engines, lease } = await routeOf();
     const req = request({ maxNewTokens: 12 });
-    const ids = promptTokens(tok, req);
+    const ids = planPrompt(tok, req).ids;
     const pieces: string[] = [];
     const g = await generate(ctx, lease, req, ids, new AbortController().signal, (p) => void pieces.push(p));
     const want = greedy(ids, 12);
@@ -131,7 +136,7 @@ describe("generation: a prompt through a route of fake shards", () => {
   it("ends just before a stop sequence, which the stream never shows", async () => {
     const { ctx, lease } = await routeOf();
     const req = request({ maxNewTokens: 16 });
-    const ids = promptTokens(tok, req);
+    const ids = planPrompt(tok, req).ids;
     const full = tok.detokenize(greedy(ids, 16));
     const stop = full.slice(5, 7);
     const pieces: string[] = [];
@@ -151,7 +156,7 @@ describe("generation: a prompt through a route of fake shards", () => {
   it("leaves out a character that max_tokens cut, streamed or not: the same bytes both ways", async () => {
     const { ctx, lease } = await routeOf();
     const req = request({ prompt: promptEndingInSplitChar(6), maxNewTokens: 6 });
-    const ids = promptTokens(tok, req);
+    const ids = planPrompt(tok, req).ids;
     const pieces: string[] = [];
     const g = await generate(ctx, lease, req, ids, new AbortController().signal, (p) => void pieces.push(p));
     expect(g.completionTokens).toBe(6);
@@ -163,7 +168,7 @@ describe("generation: a prompt through a route of fake shards", () => {
   it("refuses a prompt and max_tokens past the route's context with the 400 that names it, before any step", async () => {
     const { ctx, lease, engines } = await routeOf({ maxSessionCells: 16 });
     const req = request({ maxNewTokens: 10 });
-    const ids = promptTokens(tok, req);
+    const ids = planPrompt(tok, req).ids;
     expect(() => routeWindow(ctx, lease, ids, req)).toThrow(/context/);
     await expect(generate(ctx, lease, req, ids, new AbortController().signal, () => {})).rejects
       .toMatchObject({
@@ -176,7 +181,7 @@ describe("generation: a prompt through a route of fake shards", () => {
   it("a client that leaves cancels the session on every node", async () => {
     const { ctx, lease, engines } = await routeOf();
     const req = request({ maxNewTokens: 200 });
-    const ids = promptTokens(tok, req);
+    const ids = planPrompt(tok, req).ids;
     const gone = new AbortController();
     let n = 0;
     const run = generate(ctx, lease, req, ids, gone.signal, () => {

@@ -60,15 +60,124 @@ describe("gateway requests", () => {
         return `${(e as ApiError).status} ${(e as ApiError).param}: ${(e as ApiError).message}`;
       }
     };
-    expect(param({ tools: [{ type: "function", function: { name: "f" } }] })).toMatch(/^400 tools: /);
-    expect(param({ response_format: { type: "json_object" } })).toMatch(
-      /^400 response_format: .*not supported/,
-    );
+    expect(param({ functions: [{ name: "f" }] })).toMatch(/^400 functions: .*not supported/);
+    expect(param({ mirostat: 2 })).toMatch(/^400 mirostat: .*not supported/);
     expect(param({ tool_choice: "required" })).toMatch(/^400 tool_choice/);
     expect(param({ response_format: { type: "text" }, user: "u", metadata: { a: "b" }, store: false })).toBe(
       "accepted",
     );
     expect(param({ tool_choice: "none", tools: [] })).toBe("accepted");
+  });
+
+  it("parses tools, tool_choice, tool messages and response_format, refusing what does not fit", () => {
+    const weather = {
+      type: "function",
+      function: {
+        name: "get_weather",
+        description: "the weather",
+        parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+      },
+    };
+    const r = parseRequest("chat", {
+      model: "m",
+      tools: [weather],
+      parallel_tool_calls: false,
+      messages: [
+        { role: "user", content: "weather?" },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{
+            id: "c1",
+            type: "function",
+            function: { name: "get_weather", arguments: '{"city":"Oslo"}' },
+          }],
+        },
+        { role: "tool", tool_call_id: "c1", content: "rain" },
+      ],
+    });
+    expect(r).toMatchObject({
+      tools: [{ name: "get_weather", description: "the weather", parameters: weather.function.parameters }],
+      toolChoice: "auto",
+      parallelToolCalls: false,
+      responseFormat: { type: "text" },
+    });
+    expect(r.messages).toEqual([
+      { role: "user", content: "weather?" },
+      {
+        role: "assistant",
+        content: "",
+        toolCalls: [{ id: "c1", name: "get_weather", arguments: '{"city":"Oslo"}' }],
+      },
+      { role: "tool", content: "rain", toolCallId: "c1" },
+    ]);
+    const chat = { model: "m", messages: [{ role: "user", content: "x" }] };
+    expect(
+      parseRequest("chat", {
+        ...chat,
+        tools: [weather],
+        tool_choice: { type: "function", function: { name: "get_weather" } },
+      }).toolChoice,
+    )
+      .toEqual({ name: "get_weather" });
+    expect(
+      parseRequest("chat", {
+        ...chat,
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "p", schema: { type: "object" }, strict: true },
+        },
+      }).responseFormat,
+    )
+      .toEqual({ type: "json_schema", name: "p", schema: { type: "object" }, strict: true });
+
+    const param = (extra: Record<string, unknown>) => {
+      try {
+        parseRequest("chat", { ...chat, ...extra });
+        return "accepted";
+      } catch (e) {
+        return (e as ApiError).param;
+      }
+    };
+    expect({
+      noName: param({ tools: [{ type: "function", function: {} }] }),
+      badName: param({ tools: [{ type: "function", function: { name: "get weather" } }] }),
+      twice: param({ tools: [weather, weather] }),
+      badParameters: param({ tools: [{ type: "function", function: { name: "f", parameters: [] } }] }),
+      unknownChoice: param({ tools: [weather], tool_choice: { type: "function", function: { name: "g" } } }),
+      requiredWithout: param({ tool_choice: "required" }),
+      toolWithoutId: param({ messages: [{ role: "tool", content: "x" }] }),
+      badCall: param({
+        messages: [{
+          role: "assistant",
+          tool_calls: [{ id: "c", type: "function", function: { name: "f" } }],
+        }],
+      }),
+      badFormat: param({ response_format: { type: "xml" } }),
+      unnamedSchema: param({ response_format: { type: "json_schema", json_schema: { schema: {} } } }),
+      formatWithTools: param({ tools: [weather], response_format: { type: "json_object" } }),
+      logprobsWithTools: param({ tools: [weather], logprobs: true }),
+      formatWithToolsOff: param({
+        tools: [weather],
+        tool_choice: "none",
+        response_format: { type: "json_object" },
+      }),
+    }).toEqual({
+      noName: "tools[0].function.name",
+      badName: "tools[0].function.name",
+      twice: "tools[1].function.name",
+      badParameters: "tools[0].function.parameters",
+      unknownChoice: "tool_choice",
+      requiredWithout: "tool_choice",
+      toolWithoutId: "messages[0].tool_call_id",
+      badCall: "messages[0].tool_calls[0].function",
+      badFormat: "response_format.type",
+      unnamedSchema: "response_format.json_schema",
+      formatWithTools: "response_format",
+      logprobsWithTools: "logprobs",
+      formatWithToolsOff: "accepted",
+    });
+    expect(() => parseRequest("completion", { model: "m", prompt: "x", tools: [weather] })).toThrow(/chat/);
   });
 
   it("parses the sampling controls, logprobs and n with their bounds", () => {

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { ElementType, Phase, type SeamFrame } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import type { BatcherLimits } from "../../src/scheduler/batcher.ts";
 import { ShardNode } from "../../src/node/shard-node.ts";
+import { GREEDY } from "../../src/route/route-session.ts";
 import { generateRouteKey } from "../../src/route/ticket.ts";
 import { packTensor, unpackTensor } from "../../src/seam/tensor.ts";
 import { expectedToken, FakeEngine, type FakeEngineOptions, hiddenRows } from "../fakes/fake-engine.ts";
@@ -238,6 +239,32 @@ describe("shard node: steps", () => {
     const dec = await d.ask(tokenStep(s, { stepId: 4n, start: 3, tokens: [t], phase: Phase.DECODE }));
     expect(dec).toMatchObject({ cacheResult: 4, sampled: { token: expectedToken(t, 3) } });
     expect(r.engines[0].cellsUsed).toBe(4);
+  });
+
+  it("samples under the session's grammar (history first), and refuses an OPEN whose grammar or history it cannot use", async () => {
+    const r = await route([[0, 4]]);
+    const d = new Driver(r);
+    const s = at(r, 0);
+    const grammar = { ...GREEDY, grammar: "allow 3 5", history: [5] };
+    await d.ask(await open(r, 0, "s", 1n, { sampling: grammar }));
+    const first = await d.ask(tokenStep(s, { stepId: 2n, start: 0, tokens: [1, 2] }));
+    // the fake's favourite after token 2 at position 1 is neither 3 nor 5
+    expect(expectedToken(2, 1)).not.toBeOneOf([3, 5]);
+    let t = token(first)!;
+    const seen = [t];
+    for (let pos = 2, step = 3n; pos < 6; pos++, step++) {
+      t = token(await d.ask(tokenStep(s, { stepId: step, start: pos, tokens: [t], phase: Phase.DECODE })))!;
+      seen.push(t);
+    }
+    expect(seen.every((x) => x === 3 || x === 5)).toBe(true);
+    // the history, then each token as it was sampled
+    expect(r.engines[0].grammarTokens).toEqual([5, ...seen]);
+
+    const refused = async (sampling: typeof grammar, id: string) =>
+      await d.code(await open(r, 0, id, 1n, { sampling, stepId: 9n }));
+    expect(await refused({ ...grammar, grammar: "no grammar" }, "t")).toBe("malformed");
+    expect(await refused({ ...grammar, history: [7] }, "u")).toBe("malformed");
+    expect(r.nodes[0].sessionIds()).toEqual(["s"]);
   });
 
   it("never runs a step id twice: a done step is answered again, a pending one answered once", async () => {

@@ -29,11 +29,11 @@ export const forkDir = join(repoRoot, "vendor", "llama.cpp");
 
 /** Everything that changes a build's bytes feeds its key: the fork's files and the build's own settings. */
 export async function forkBuildKey(settings: unknown): Promise<string> {
-  const files = ["pin.json", "CMakeLists.txt", "api/strata.h", "api/strata.cpp"];
-  for (
-    const e of [...Deno.readDirSync(join(forkDir, "patches"))].sort((a, b) => a.name.localeCompare(b.name))
-  ) {
-    files.push(join("patches", e.name));
+  const files = ["pin.json", "CMakeLists.txt"];
+  for (const dir of ["api", "patches"]) {
+    for (const e of [...Deno.readDirSync(join(forkDir, dir))].sort((a, b) => a.name.localeCompare(b.name))) {
+      files.push(join(dir, e.name));
+    }
   }
   const parts: Uint8Array[] = files.map((f) => Deno.readFileSync(join(forkDir, f)));
   parts.push(new TextEncoder().encode(JSON.stringify(settings)));

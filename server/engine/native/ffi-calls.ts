@@ -97,4 +97,27 @@ export class FfiCalls implements StrataCalls<Handle> {
   seqTrim(ctx: Handle, seq: number, pos: number): number {
     return this.lib.strata_seq_trim(ctx, seq, pos);
   }
+
+  grammarNew(model: Handle, text: string): Made<Handle> {
+    const bytes = new TextEncoder().encode(text);
+    const err = new ErrorBuffer();
+    const handle = this.lib.strata_grammar_new(model, bytes, bytes.length, err.buf, err.cap);
+    return { handle, error: handle ? "" : err.message };
+  }
+
+  grammarFree(grammar: Handle): void {
+    this.lib.strata_grammar_free(grammar);
+  }
+
+  grammarError(grammar: Handle): string {
+    return readString((b, c) => this.lib.strata_grammar_error(grammar, b, c));
+  }
+
+  grammarApply(grammar: Handle, logits: Float32Array): Promise<number> {
+    return this.lib.strata_grammar_apply(grammar, logits as Float32Array<ArrayBuffer>, logits.length);
+  }
+
+  grammarAccept(grammar: Handle, token: number): number {
+    return this.lib.strata_grammar_accept(grammar, token);
+  }
 }

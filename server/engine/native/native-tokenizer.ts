@@ -92,6 +92,26 @@ export class NativeTokenizer implements Tokenizer {
     }
   }
 
+  schemaGrammar(schema: unknown): string {
+    const bytes = new TextEncoder().encode(JSON.stringify(schema));
+    let cap = 4096;
+    for (;;) {
+      const buf = new Uint8Array(cap);
+      const err = new ErrorBuffer();
+      const n = this.lib.strata_json_schema_grammar(bytes, bytes.length, buf, cap, err.buf, err.cap);
+      if (n < 0) throw new EngineError("bad_input", err.message);
+      if (n < cap) return new TextDecoder().decode(buf.subarray(0, n));
+      cap = n + 1;
+    }
+  }
+
+  checkGrammar(text: string): void {
+    const calls = new FfiCalls(this.lib);
+    const made = calls.grammarNew(this.model, text);
+    if (made.handle === null) throw new EngineError("bad_input", made.error || "the grammar was refused");
+    calls.grammarFree(made.handle);
+  }
+
   close(): void {
     this.lib.strata_model_free(this.model);
   }

@@ -3,7 +3,7 @@
 // asks its host for the engine's files. A runtime's worker entry calls serveEngineWorker
 // (server/engine/wasm/engine-worker.ts under Deno, web/engine-worker/main.ts in pages).
 import { EngineError } from "../errors.ts";
-import type { SeqId } from "../range-engine.ts";
+import type { Grammar, SeqId } from "../range-engine.ts";
 import { loadWasmEngineFrom } from "./load-engine.ts";
 import type { WasmFiles, WasmModuleFiles } from "./wasm-files.ts";
 import type { WasmEngine } from "./wasm-engine.ts";
@@ -20,6 +20,14 @@ export function serveEngineWorker(scope: EnginePort): void {
   const need = () => {
     if (!engine) throw new EngineError("engine_failed", "no shard loaded in this worker");
     return engine;
+  };
+
+  const grammars = new Map<number, Grammar>();
+  let nextGrammar = 1;
+  const grammar = (id: number) => {
+    const g = grammars.get(id);
+    if (!g) throw new EngineError("bad_input", `no grammar ${id} in this worker`);
+    return g;
   };
 
   let nextFiles = 0;
@@ -57,7 +65,23 @@ export function serveEngineWorker(scope: EnginePort): void {
         return [await need().trimSequence(q.seq as SeqId, q.pos), []];
       case "memory":
         return [await need().memory(), []];
+      case "grammar": {
+        const id = nextGrammar++;
+        grammars.set(id, await need().grammar(q.text));
+        return [id, []];
+      }
+      case "grammar_mask":
+        await grammar(q.grammar).mask(q.logits);
+        return [q.logits, [q.logits.buffer]];
+      case "grammar_accept":
+        return [await grammar(q.grammar).accept(q.token), []];
+      case "grammar_close":
+        await grammars.get(q.grammar)?.close();
+        grammars.delete(q.grammar);
+        return [undefined, []];
       case "close":
+        for (const g of grammars.values()) await g.close();
+        grammars.clear();
         await engine?.close();
         engine = undefined;
         return [undefined, []];

@@ -101,6 +101,38 @@ export class WasmCalls implements StrataCalls<number> {
     return this.abi.now("strata_seq_trim", ctx, seq, pos);
   }
 
+  grammarNew(model: number, text: string): Made<number> {
+    const bytes = new TextEncoder().encode(text);
+    return this.#scratch(Math.max(1, bytes.length), (p) => {
+      heap(this.m).set(bytes, p);
+      return this.#madeNow((err, cap) =>
+        this.abi.now("strata_grammar_new", model, p, bytes.length, err, cap)
+      );
+    });
+  }
+
+  grammarFree(grammar: number): void {
+    this.abi.now("strata_grammar_free", grammar);
+  }
+
+  grammarError(grammar: number): string {
+    return this.#string((b, c) => this.abi.now("strata_grammar_error", grammar, b, c));
+  }
+
+  grammarApply(grammar: number, logits: Float32Array): number {
+    return this.#scratch(logits.byteLength, (p) => {
+      const bytes = new Uint8Array(logits.buffer, logits.byteOffset, logits.byteLength);
+      heap(this.m).set(bytes, p);
+      const n = this.abi.now("strata_grammar_apply", grammar, p, logits.length);
+      if (n >= 0) bytes.set(heap(this.m).subarray(p, p + logits.byteLength));
+      return n;
+    });
+  }
+
+  grammarAccept(grammar: number, token: number): number {
+    return this.abi.now("strata_grammar_accept", grammar, token);
+  }
+
   /** fn with `bytes` of heap, freed after (after the Promise, when fn returns one) */
   #scratch<T>(bytes: number, fn: (p: number) => T): T {
     const p = this.abi.now("malloc", bytes);
@@ -139,11 +171,22 @@ export class WasmCalls implements StrataCalls<number> {
   #made(call: (err: number, cap: number) => Promise<number>): Promise<Made<number>> {
     return this.#scratch(ERROR_CAP, async (p) => {
       heap(this.m)[p] = 0;
-      const handle = await call(p, ERROR_CAP);
-      const h = heap(this.m);
-      const end = h.indexOf(0, p);
-      const error = new TextDecoder().decode(h.slice(p, end < 0 ? p + ERROR_CAP : end));
-      return { handle: handle || null, error };
+      return this.#madeOf(await call(p, ERROR_CAP), p);
     });
+  }
+
+  /** #made for a call that never waits */
+  #madeNow(call: (err: number, cap: number) => number): Made<number> {
+    return this.#scratch(ERROR_CAP, (p) => {
+      heap(this.m)[p] = 0;
+      return this.#madeOf(call(p, ERROR_CAP), p);
+    });
+  }
+
+  #madeOf(handle: number, err: number): Made<number> {
+    const h = heap(this.m);
+    const end = h.indexOf(0, err);
+    const error = new TextDecoder().decode(h.slice(err, end < 0 ? err + ERROR_CAP : end));
+    return { handle: handle || null, error };
   }
 }

@@ -4,7 +4,7 @@
 // a WasmEngine. Runtime-agnostic: it takes a started Worker and the host's engine files.
 import type { SparseModel } from "../../artifact/sparse.ts";
 import { type KvCells, QueuedEngine } from "../queued-engine.ts";
-import type { DecodeBatch, DecodeOutputs, EngineMemory, SeqId, ShardSpec } from "../range-engine.ts";
+import type { DecodeBatch, DecodeOutputs, EngineMemory, Grammar, SeqId, ShardSpec } from "../range-engine.ts";
 import type { LoadedWasm, WasmEngineRequest } from "./load-engine.ts";
 import type { WasmFiles } from "./wasm-files.ts";
 import { WorkerLink } from "./worker-link.ts";
@@ -66,6 +66,27 @@ export class WorkerEngine extends QueuedEngine {
 
   protected async kvCells(): Promise<KvCells> {
     return await this.link.request({ op: "memory" }) as EngineMemory;
+  }
+
+  async grammar(text: string): Promise<Grammar> {
+    const id = await this.link.request({ op: "grammar", text }) as number;
+    const link = this.link;
+    return {
+      async mask(logits: Float32Array) {
+        // the worker masks a copy (the caller's array may be a view it still reads), copied back
+        const copy = logits.slice();
+        const out = await link.request({ op: "grammar_mask", grammar: id, logits: copy }, [
+          copy.buffer,
+        ]) as Float32Array;
+        logits.set(out);
+      },
+      async accept(token: number) {
+        await link.request({ op: "grammar_accept", grammar: id, token });
+      },
+      async close() {
+        await link.request({ op: "grammar_close", grammar: id });
+      },
+    };
   }
 
   protected async free(): Promise<void> {

@@ -22,6 +22,10 @@ export type WorkerRequest =
   | { id: number; op: "release"; seq: number }
   | { id: number; op: "trim"; seq: number; pos: number }
   | { id: number; op: "memory" }
+  | { id: number; op: "grammar"; text: string }
+  | { id: number; op: "grammar_mask"; grammar: number; logits: Float32Array }
+  | { id: number; op: "grammar_accept"; grammar: number; token: number }
+  | { id: number; op: "grammar_close"; grammar: number }
   | { id: number; op: "close" };
 
 /** The answer to "load". */

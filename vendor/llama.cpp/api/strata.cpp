@@ -1,5 +1,6 @@
 // Flat C API of Strata's engine. See strata.h for the contract.
 #include "strata.h"
+#include "strata-internal.h"
 
 #include "gguf.h"
 #include "ggml-cpu.h"
@@ -269,6 +270,19 @@ void free_ctx(strata_ctx * ctx) {
     } while (0)
 
 } // namespace
+
+const llama_model * strata_model_llama(const strata_model * model) { return model ? model->m : nullptr; }
+
+std::string strata_log_tail(bool clear) {
+    if (clear) {
+        t_log_tail.clear();
+        t_log_cause.clear();
+        return "";
+    }
+    return log_tail();
+}
+
+int32_t strata_copy_str(const std::string & s, char * buf, int32_t cap) { return copy_str(s, buf, cap); }
 
 extern "C" {
 

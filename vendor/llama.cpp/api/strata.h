@@ -33,9 +33,12 @@ extern "C" {
 #define STRATA_MAX_THREADS 256
 #define STRATA_MAX_BATCH   65536
 #define STRATA_MAX_CTX     (1 << 24)
+// grammar text and JSON Schema bytes
+#define STRATA_MAX_GRAMMAR (1 << 20)
 
 typedef struct strata_model strata_model;
 typedef struct strata_ctx   strata_ctx;
+typedef struct strata_grammar strata_grammar;
 
 // The last error of one model or context, written into buf (NUL-terminated, cut to cap).
 // Returns the message's full length.
@@ -139,6 +142,26 @@ STRATA_API int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap
 STRATA_API int32_t strata_ctx_capture(strata_ctx * ctx, const int32_t * layers, int32_t n);
 // Copies what was recorded after layer il (n_tokens x seam width floats). Returns floats written.
 STRATA_API int64_t strata_ctx_captured(strata_ctx * ctx, int32_t il, float * dst, int64_t cap);
+
+// Constrained decoding (api/strata-grammar.cpp): llama.cpp's grammar sampler in GBNF over the
+// model's vocabulary (any load, vocab-only included), root rule "root". NULL on failure (why: err).
+// A grammar is used by one caller at a time; its errors are read with strata_grammar_error.
+STRATA_API strata_grammar * strata_grammar_new(const strata_model * model, const char * text, int32_t len,
+                                               char * err, int32_t err_cap);
+STRATA_API void strata_grammar_free(strata_grammar * g);
+STRATA_API int32_t strata_grammar_error(const strata_grammar * g, char * buf, int32_t cap);
+// Sets the logits (n = the vocabulary's size) of the tokens the grammar rejects next to -INFINITY.
+// Returns how many tokens it allows (0: none, the grammar is at a dead end).
+STRATA_API int32_t strata_grammar_apply(strata_grammar * g, float * logits, int32_t n);
+// Advances past token; a token the grammar does not allow here is refused (STRATA_ERR_INPUT) and
+// leaves the grammar as it was. An end-of-generation token that it allows changes nothing.
+STRATA_API int32_t strata_grammar_accept(strata_grammar * g, int32_t token);
+
+// A JSON Schema (len bytes) as GBNF, by llama.cpp's converter (api/strata-schema.cpp; native
+// builds only). Returns the grammar's full length (may exceed cap: call again with a larger
+// buffer), or STRATA_ERR_INPUT with the reason in err.
+STRATA_API int32_t strata_json_schema_grammar(const char * schema, int32_t len, char * buf, int32_t cap,
+                                              char * err, int32_t err_cap);
 
 #ifdef __cplusplus
 }
