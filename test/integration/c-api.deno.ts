@@ -24,6 +24,7 @@ if (!model) throw new Error(loadErr.message);
 const facts = new BigInt64Array(10);
 lib.strata_model_facts(model, facts, 10);
 const nVocab = Number(facts[2]);
+results["n_vocab"] = String(nVocab);
 
 async function newCtx(nCtx: number, nSeq: number, nBatch: number, threads: number) {
   const err = new ErrorBuffer();
@@ -197,6 +198,64 @@ fail("model_error_null_model", lib.strata_model_error(null, new Uint8Array(8), 8
   if (whole) lib.strata_model_free(whole);
   const r = await lib.strata_model_load(cstr(mtp), 0, 1, 0, 0, err.buf, err.cap);
   fail("mtp_only_range", r ? 1 : 0, err.message);
+}
+
+{
+  // grammars: NULL and empty texts, a NUL inside, one past the size bound, a bad one; logits of
+  // the wrong length; tokens outside the vocabulary or refused; NULL handles; schemas
+  const grammar = (text: string | Uint8Array | null, len?: number) => {
+    const err = new ErrorBuffer();
+    const bytes = typeof text === "string" ? new TextEncoder().encode(text) : text;
+    const g = lib.strata_grammar_new(model!, bytes, len ?? bytes?.length ?? 0, err.buf, err.cap);
+    return { g, message: err.message };
+  };
+  for (
+    const [name, text, len] of [
+      ["grammar_null_text", null, 5],
+      ["grammar_empty", "", 0],
+      ["grammar_nul_inside", 'root ::= "a"\0', undefined],
+      ["grammar_too_big", "x", (1 << 20) + 1],
+      ["grammar_undefined_rule", "root ::= nothing", undefined],
+    ] as const
+  ) {
+    const { g, message } = grammar(text, len);
+    fail(name, g ? 1 : 0, message);
+  }
+  fail("grammar_null_model", lib.strata_grammar_new(null, new Uint8Array(4), 4, null, 0) ? 1 : 0, "");
+  const { g } = grammar('root ::= "a"');
+  const gErr = () => {
+    const b = new Uint8Array(256);
+    const n = lib.strata_grammar_error(g!, b, b.length);
+    return new TextDecoder().decode(b.subarray(0, Math.min(n, 255)));
+  };
+  fail("grammar_apply_wrong_length", await lib.strata_grammar_apply(g!, new Float32Array(3), 3), gErr());
+  fail("grammar_apply_null_logits", await lib.strata_grammar_apply(g!, null, nVocab), gErr());
+  fail("grammar_accept_outside_vocab", lib.strata_grammar_accept(g!, nVocab + 5), gErr());
+  fail(
+    "grammar_apply_null_grammar",
+    await lib.strata_grammar_apply(null, new Float32Array(nVocab), nVocab),
+    "",
+  );
+  fail("grammar_accept_null_grammar", lib.strata_grammar_accept(null, 1), "");
+  // the synthetic vocabulary's token for "a" is allowed; every other refused
+  const logits = new Float32Array(nVocab);
+  results["grammar_allows"] = String(await lib.strata_grammar_apply(g!, logits, nVocab));
+  const refused = logits.findIndex((v) => v === -Infinity);
+  fail("grammar_accept_refused", lib.strata_grammar_accept(g!, refused), gErr());
+  lib.strata_grammar_free(g!);
+  lib.strata_grammar_free(null);
+  const schema = (text: string) => {
+    const err = new ErrorBuffer();
+    const bytes = new TextEncoder().encode(text);
+    return fail(
+      `schema_${text.length}`,
+      lib.strata_json_schema_grammar(bytes, bytes.length, null, 0, err.buf, err.cap),
+      err.message,
+    );
+  };
+  results["schema_not_json"] = schema("{not json");
+  results["schema_bad_type"] = schema('{"type": "objekt"}');
+  results["schema_length_only"] = schema('{"type": "object"}');
 }
 
 // after all of that: the same prompt in a fresh sequence gives the same logits, bit for bit

@@ -70,6 +70,36 @@ describe("the flat C API cannot be crashed by its caller (Deno FFI, hostile argu
     expect(out.load_null_path_no_error_buffer).toBe("0");
     expect(out.mtp_only_whole).toBe("layers 0, embd 64");
     expect(out.mtp_only_range).toBe("0: invalid layer range [0, 1) for a model with 0 layers");
+    expect({
+      null_text: out.grammar_null_text,
+      empty: out.grammar_empty,
+      nul: out.grammar_nul_inside,
+      big: out.grammar_too_big,
+      undefined_rule: out.grammar_undefined_rule,
+      null_model: out.grammar_null_model,
+      wrong_length: out.grammar_apply_wrong_length,
+      null_logits: out.grammar_apply_null_logits,
+      outside: out.grammar_accept_outside_vocab,
+      null_grammar: [out.grammar_apply_null_grammar, out.grammar_accept_null_grammar],
+      refused: out.grammar_accept_refused,
+    }).toEqual({
+      null_text: "0: grammar: NULL text with a length of 5",
+      empty: "0: grammar: empty",
+      nul: "0: grammar: a NUL byte inside the text",
+      big: "0: grammar: 1048577 bytes, more than 1048576",
+      undefined_rule: "0: grammar: failed to parse grammar",
+      null_model: "0: ",
+      wrong_length: `-1: grammar: 3 logits for a vocabulary of ${out.n_vocab}`,
+      null_logits: "-1: grammar: logits is NULL",
+      outside: `-1: grammar: token id ${Number(out.n_vocab) + 5} outside the vocabulary`,
+      null_grammar: ["-1: ", "-1: "],
+      refused: expect.stringMatching(/^-1: grammar: token \d+ is not allowed here$/),
+    });
+    expect(Number(out.grammar_allows)).toBeGreaterThan(0);
+    expect(out.schema_not_json).toMatch(/^-1: schema: /);
+    expect(out.schema_bad_type).toMatch(/^-1: schema: JSON schema conversion failed/);
+    // a capacity of 0 asks for the length: the grammar's, not an error
+    expect(Number(out.schema_length_only.split(":")[0])).toBeGreaterThan(100);
     // the process lived through all of it and computes exactly what it did before
     expect(out.same_logits_after).toBe("true");
     expect(out.cells_after_release).toBe("0");

@@ -47,7 +47,9 @@ strata_grammar * strata_grammar_new(const strata_model * model, const char * tex
     const llama_model * m = strata_model_llama(model);
     if (!m) {
         why = "grammar: no model";
-    } else if (len <= 0 || !text) {
+    } else if (!text && len > 0) {
+        why = "grammar: NULL text with a length of " + std::to_string(len);
+    } else if (len <= 0) {
         why = "grammar: empty";
     } else if (len > STRATA_MAX_GRAMMAR) {
         why = "grammar: " + std::to_string(len) + " bytes, more than " + std::to_string(STRATA_MAX_GRAMMAR);
@@ -94,7 +96,8 @@ int32_t strata_grammar_error(const strata_grammar * g, char * buf, int32_t cap) 
 int32_t strata_grammar_apply(strata_grammar * g, float * logits, int32_t n) {
     if (!g) return STRATA_ERR_INPUT;
     const int32_t n_vocab = llama_vocab_n_tokens(g->vocab);
-    if (!logits || n != n_vocab) {
+    if (!logits) return grammar_fail(g, STRATA_ERR_INPUT, "grammar: logits is NULL");
+    if (n != n_vocab) {
         return grammar_fail(g, STRATA_ERR_INPUT, "grammar: " + std::to_string(n) + " logits for a vocabulary of " +
                                                      std::to_string(n_vocab));
     }
