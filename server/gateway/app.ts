@@ -240,7 +240,8 @@ export async function startGateway(o: GatewayOptions) {
       );
     }
     const plan = planPrompt(tokenizer, req);
-    const constrained = plan.grammar ? { ...req, grammar: plan.grammar } : req;
+    // the plan's grammar, and the stops its format adds (the client's own come first)
+    const constrained = { ...req, grammar: plan.grammar, stop: [...req.stop, ...plan.stops] };
     return req.stream
       ? await stream(c, constrained, plan, key, charge)
       : await complete(c, constrained, plan, key, charge);
@@ -308,16 +309,16 @@ export async function startGateway(o: GatewayOptions) {
             let offset = 0;
             const g = await generate(ctx, held[index], one, ids, gone.signal, (piece, logprobs) => {
               // the tool format's JSON is read once whole: calls or text go out at the end
-              if (plan.toolFormat) return;
+              if (plan.answer.kind !== "text") return;
               const chunk = shape.chunk(index, piece, null, { logprobs, offset });
               offset += piece.length;
               return send(sse, chunk);
             });
             used += g.completionTokens;
             usage.completion += g.completionTokens;
-            const a = choiceAnswer(g, plan.toolFormat);
+            const a = choiceAnswer(g, plan.answer);
             if (a.toolCalls) await send(sse, shape.toolCallsChunk(index, a.toolCalls));
-            else if (plan.toolFormat && a.text) await send(sse, shape.chunk(index, a.text, null));
+            else if (plan.answer.kind !== "text" && a.text) await send(sse, shape.chunk(index, a.text, null));
             const summary = g.telemetry.summary();
             await send(sse, { ...shape.chunk(index, null, a.finishReason), strata: summary });
             metrics.generation(summary, g.promptTokens, g.completionTokens);
@@ -379,7 +380,7 @@ export async function startGateway(o: GatewayOptions) {
     const completion = done.reduce((n, { g }) => n + g.completionTokens, 0);
     return c.json({
       ...shape.completion(
-        done.map(({ g }) => choiceAnswer(g, plan.toolFormat)),
+        done.map(({ g }) => choiceAnswer(g, plan.answer)),
         usageOf(ids.length, completion),
       ),
       // one choice: its telemetry; several: each choice's

@@ -7,6 +7,7 @@ import type {
   DecodeOutputs,
   EngineMemory,
   Grammar,
+  GrammarSpec,
   ModelFacts,
   RangeEngine,
   SeqId,
@@ -92,7 +93,7 @@ export abstract class QueuedEngine implements RangeEngine {
     return this.queue.close(() => this.free());
   }
 
-  abstract grammar(text: string): Promise<Grammar>;
+  abstract grammar(spec: GrammarSpec): Promise<Grammar>;
 
   /** A slot was claimed (an engine elsewhere mirrors it); nothing by default. */
   protected opened(_seq: SeqId): void {}

@@ -135,8 +135,17 @@ export interface RangeEngine {
    * llama.cpp's grammar sampler (GBNF, root rule "root") over this model's vocabulary, for the
    * shard that samples: EngineError bad_input when the text is no grammar.
    */
-  grammar(text: string): Promise<Grammar>;
+  grammar(spec: GrammarSpec): Promise<Grammar>;
   close(): Promise<void>;
+}
+
+/** A grammar as llama.cpp takes it: GBNF, lazy when it has triggers. */
+export interface GrammarSpec {
+  readonly gbnf: string;
+  /** regexes over the text so far: the grammar applies from the first match on */
+  readonly triggerPatterns?: readonly string[];
+  /** tokens that start the grammar when sampled */
+  readonly triggerTokens?: readonly number[];
 }
 
 /** One session's constraint on what it may sample next (llama.cpp's grammar state). */

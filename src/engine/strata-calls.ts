@@ -2,7 +2,7 @@
 // (server/engine/native/) or a WebAssembly module's exports (src/engine/wasm/). Each call
 // only marshals: it returns what the C side returns (a handle or null, a count or a
 // negative code), and StrataEngine reads every result the same way for both.
-import type { DecodeBatch } from "./range-engine.ts";
+import type { DecodeBatch, GrammarSpec } from "./range-engine.ts";
 
 /** A handle from a call that reports its error into the caller's buffer (loads, context new). */
 export interface Made<H> {
@@ -47,7 +47,7 @@ export interface StrataCalls<H> {
   /** strata_seq_trim: forget positions >= pos */
   seqTrim(ctx: H, seq: number, pos: number): number;
   /** strata_grammar_new over the model's vocabulary */
-  grammarNew(model: H, text: string): Made<H>;
+  grammarNew(model: H, spec: GrammarSpec): Made<H>;
   grammarFree(grammar: H): void;
   /** the grammar's last error ("" when none) */
   grammarError(grammar: H): string;

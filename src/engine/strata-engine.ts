@@ -8,6 +8,7 @@ import type {
   DecodeBatch,
   DecodeOutputs,
   Grammar,
+  GrammarSpec,
   KvLayout,
   ModelFacts,
   SeqId,
@@ -139,8 +140,8 @@ export abstract class StrataEngine<H> extends QueuedEngine {
   }
 
   // not in the queue: a grammar reads the vocabulary only, never the context
-  grammar(text: string): Promise<Grammar> {
-    const made = this.calls.grammarNew(this.#model, text);
+  grammar(spec: GrammarSpec): Promise<Grammar> {
+    const made = this.calls.grammarNew(this.#model, spec);
     if (made.handle === null) return Promise.reject(new EngineError("bad_input", orUnknown(made.error)));
     return Promise.resolve(new CallsGrammar(this.calls, made.handle));
   }
@@ -201,4 +202,19 @@ class CallsGrammar<H> implements Grammar {
     if (code >= 0) return code;
     throw new EngineError(CODE[code] ?? "engine_failed", orUnknown(this.calls.grammarError(this.g)));
   }
+}
+
+/** A grammar's triggers as the C API takes them: patterns NUL-terminated and packed, token ids. */
+export function packedTriggers(
+  spec: GrammarSpec,
+): { patterns: Uint8Array; count: number; tokens: Int32Array } {
+  const enc = new TextEncoder();
+  const parts = (spec.triggerPatterns ?? []).map((p) => enc.encode(p + "\0"));
+  const patterns = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    patterns.set(p, at);
+    at += p.length;
+  }
+  return { patterns, count: parts.length, tokens: Int32Array.from(spec.triggerTokens ?? []) };
 }

@@ -1,4 +1,5 @@
 // Text ↔ token ids and the model's chat template, from a vocab-only load.
+import type { GrammarSpec } from "./range-engine.ts";
 
 export interface ChatMessage {
   readonly role: string;
@@ -9,6 +10,34 @@ export interface SpecialTokens {
   readonly bos: number;
   readonly eos: number;
   readonly eot: number;
+}
+
+/** llama.cpp's chat machinery for a template that knows tools (common/chat.cpp). */
+export interface ToolChat {
+  /** The conversation with its tools (OpenAI's shapes), as the template renders it. */
+  apply(request: {
+    messages: unknown[];
+    tools: unknown[];
+    tool_choice: string;
+    parallel_tool_calls: boolean;
+  }): ToolPrompt;
+  /** An answer read with the parser `apply` gave. */
+  parse(
+    parser: string,
+    text: string,
+  ): { content: string; toolCalls: Array<{ name: string; arguments: string }> };
+}
+
+export interface ToolPrompt {
+  readonly prompt: string;
+  /** empty gbnf: the answer is free */
+  readonly grammar: { gbnf: string; triggerPatterns: string[]; triggerTokens: number[]; prefill: number[] };
+  /** more stop strings the format ends an answer with */
+  readonly stops: string[];
+  /** texts of special tokens the answer must keep (the format's tags) */
+  readonly preserved: string[];
+  /** for parse */
+  readonly parser: string;
 }
 
 export interface Tokenizer {
@@ -28,6 +57,8 @@ export interface Tokenizer {
    */
   schemaGrammar(schema: unknown): string;
   /** Refuses (EngineError bad_input) a grammar llama.cpp cannot use over this vocabulary. */
-  checkGrammar(text: string): void;
+  checkGrammar(spec: GrammarSpec): void;
+  /** Tool calling in the model's own format, where its chat template describes tools. */
+  readonly toolChat?: ToolChat;
   close(): void;
 }

@@ -1,5 +1,6 @@
 // The OpenAI API's request shapes as the gateway accepts them, and its error shape.
 // Parsing never trusts the body: every field is checked and a clear error names it.
+import type { GrammarPolicy } from "../sampling/sampler.ts";
 
 export class ApiError extends Error {
   constructor(
@@ -92,8 +93,8 @@ export interface GenerationRequest {
   readonly toolChoice: ToolChoice;
   readonly parallelToolCalls: boolean;
   readonly responseFormat: ResponseFormat;
-  /** GBNF the answer keeps to: set from the plan (prompt-plan.ts), never by a client */
-  readonly grammar?: string;
+  /** what the answer keeps to: set from the plan (prompt-plan.ts), never by a client */
+  readonly grammar?: GrammarPolicy;
 }
 
 /** The most choices one request may ask for. */

@@ -2,7 +2,8 @@
 // text, with usage and logprobs. The gateway's HTTP side only writes what these return.
 import type { Generated, TokenLogprobs } from "./generation.ts";
 import type { GenerationRequest, ToolCall } from "./openai.ts";
-import { readAnswer } from "./tool-format.ts";
+import type { AnswerFormat } from "./prompt-plan.ts";
+import { newCallId, readAnswer, type ToolAnswer } from "./tool-format.ts";
 
 export interface Usage {
   readonly prompt_tokens: number;
@@ -27,13 +28,27 @@ export interface ChoiceAnswer {
   readonly toolCalls?: ToolCall[];
 }
 
-/** A generation as its choice's answer: in the generic tool format, read into calls or text. */
-export function choiceAnswer(g: Generated, toolFormat: boolean): ChoiceAnswer {
-  if (!toolFormat) return g;
-  const a = readAnswer(g.text);
+/** A generation as its choice's answer: in a tool format, read into calls or text. */
+export function choiceAnswer(g: Generated, format: AnswerFormat): ChoiceAnswer {
+  if (format.kind === "text") return g;
+  const a = format.kind === "generic" ? readAnswer(g.text) : templateAnswer(format, g.text);
   if (!a.toolCalls.length) return { text: a.content ?? "", finishReason: g.finishReason, logprobs: [] };
   // a cut answer does not parse: only a whole one has calls
   return { text: "", finishReason: "tool_calls", logprobs: [], toolCalls: a.toolCalls };
+}
+
+/** The template's parser (llama.cpp's); a text it cannot read stays text. */
+function templateAnswer(format: Extract<AnswerFormat, { kind: "template" }>, text: string): ToolAnswer {
+  let parsed;
+  try {
+    parsed = format.chat.parse(format.parser, text);
+  } catch {
+    return { content: text, toolCalls: [] };
+  }
+  // llama.cpp's grammar for a template may let a second call through where one was asked for
+  const calls = format.single ? parsed.toolCalls.slice(0, 1) : parsed.toolCalls;
+  const toolCalls = calls.map((c) => ({ id: newCallId(), name: c.name, arguments: c.arguments }));
+  return { content: toolCalls.length ? null : parsed.content, toolCalls };
 }
 
 /** One request's id, creation time and model, and the objects its answer is made of. */

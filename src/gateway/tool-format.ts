@@ -113,7 +113,7 @@ export interface ToolAnswer {
  * Reads an answer. One that does not parse (cut by max_tokens) is returned as text: the grammar
  * allowed nothing else, so only a cut answer is incomplete.
  */
-export function readAnswer(text: string, newId: () => string = callId): ToolAnswer {
+export function readAnswer(text: string, newId: () => string = newCallId): ToolAnswer {
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -135,4 +135,5 @@ export function readAnswer(text: string, newId: () => string = callId): ToolAnsw
   return { content: typeof o?.content === "string" ? o.content : text, toolCalls: [] };
 }
 
-const callId = () => `call_${crypto.randomUUID().replaceAll("-", "").slice(0, 24)}`;
+/** A call's id, as OpenAI's look. */
+export const newCallId = () => `call_${crypto.randomUUID().replaceAll("-", "").slice(0, 24)}`;

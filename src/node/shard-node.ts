@@ -61,6 +61,8 @@ const UNUSED_MS = 120_000;
 /** ended sessions remembered against replays: ~100 bytes each */
 const ENDED_KEPT = 65_536;
 const HISTORY_BYTES = 256 * 2 ** 20;
+/** a chat format's generation prompt, which a grammar reads first: a few tokens */
+const MAX_GRAMMAR_PREFILL = 4096;
 
 /**
  * A stream that broke because its peer went away (a relay says "unavailable": the peer left),
@@ -298,8 +300,15 @@ export class ShardNode {
     );
     if (!next && open.sampling?.grammar) {
       // made now: a grammar (or history) the engine refuses fails the open, before any step
-      const text = open.sampling.grammar;
-      s.grammar = new SessionGrammar(() => this.engine.grammar(text), open.sampling.history);
+      const g = open.sampling.grammar;
+      if (g.prefill.length > MAX_GRAMMAR_PREFILL) {
+        throw new SeamError("too_large", `a grammar prefill of ${g.prefill.length} tokens`);
+      }
+      const spec = { gbnf: g.gbnf, triggerPatterns: g.triggerPatterns, triggerTokens: g.triggerTokens };
+      s.grammar = new SessionGrammar(() => this.engine.grammar(spec), [
+        ...g.prefill,
+        ...open.sampling.history,
+      ]);
       try {
         await s.grammar.ready();
       } catch (e) {

@@ -34,8 +34,16 @@ export interface Policy {
   readonly logprobs?: boolean;
   /** 0–20 */
   readonly topLogprobs?: number;
-  /** GBNF every sampled token must follow (the node's engine applies it: session-grammar.ts) */
-  readonly grammar?: string;
+  /** what every sampled token must follow (the node's engine applies it: session-grammar.ts) */
+  readonly grammar?: GrammarPolicy;
+}
+
+/** The protobuf Grammar: llama.cpp's grammar, lazy with triggers, fed `prefill` first. */
+export interface GrammarPolicy {
+  readonly gbnf: string;
+  readonly triggerPatterns?: string[];
+  readonly triggerTokens?: number[];
+  readonly prefill?: number[];
 }
 
 export interface TokenLogprob {

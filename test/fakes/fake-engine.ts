@@ -15,6 +15,7 @@ import type {
   DecodeOutputs,
   EngineMemory,
   Grammar,
+  GrammarSpec,
   KvLayout,
   ModelFacts,
   RangeEngine,
@@ -216,11 +217,11 @@ export class FakeEngine implements RangeEngine {
    * The fake's grammar: "allow 3 5 7" allows those tokens at every step (a real grammar needs a
    * real vocabulary: the engine tests run llama.cpp's). Tokens it accepted go to `grammarTokens`.
    */
-  grammar(text: string): Promise<Grammar> {
-    const m = /^allow((?: \d+)+)$/.exec(text);
+  grammar(spec: GrammarSpec): Promise<Grammar> {
+    const m = /^allow((?: \d+)+)$/.exec(spec.gbnf);
     if (!m) {
       return Promise.reject(
-        new EngineError("bad_input", `the fake grammar reads "allow <ids>", not "${text}"`),
+        new EngineError("bad_input", `the fake grammar reads "allow <ids>", not "${spec.gbnf}"`),
       );
     }
     const allowed = new Set(m[1].trim().split(" ").map(Number));

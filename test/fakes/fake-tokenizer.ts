@@ -2,6 +2,7 @@
 // two bytes of "é" as tokens of their own, so a character can be split across tokens as real
 // byte-level vocabularies split them.
 import { EngineError } from "../../src/engine/errors.ts";
+import type { GrammarSpec } from "../../src/engine/range-engine.ts";
 import type { ChatMessage, Tokenizer } from "../../src/engine/tokenizer.ts";
 
 export const BOS = 30, EOS = 31;
@@ -59,8 +60,10 @@ export class FakeTokenizer implements Tokenizer {
     throw new EngineError("bad_input", "the fake tokenizer converts no JSON Schema");
   }
 
-  checkGrammar(text: string): void {
-    if (!/^allow( \d+)+$/.test(text)) throw new EngineError("bad_input", `not a fake grammar: ${text}`);
+  checkGrammar(spec: GrammarSpec): void {
+    if (!/^allow( \d+)+$/.test(spec.gbnf)) {
+      throw new EngineError("bad_input", `not a fake grammar: ${spec.gbnf}`);
+    }
   }
 
   close(): void {}

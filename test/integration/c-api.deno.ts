@@ -206,7 +206,18 @@ fail("model_error_null_model", lib.strata_model_error(null, new Uint8Array(8), 8
   const grammar = (text: string | Uint8Array | null, len?: number) => {
     const err = new ErrorBuffer();
     const bytes = typeof text === "string" ? new TextEncoder().encode(text) : text;
-    const g = lib.strata_grammar_new(model!, bytes, len ?? bytes?.length ?? 0, err.buf, err.cap);
+    const g = lib.strata_grammar_new(
+      model!,
+      bytes,
+      len ?? bytes?.length ?? 0,
+      null,
+      0,
+      0,
+      null,
+      0,
+      err.buf,
+      err.cap,
+    );
     return { g, message: err.message };
   };
   for (
@@ -221,7 +232,37 @@ fail("model_error_null_model", lib.strata_model_error(null, new Uint8Array(8), 8
     const { g, message } = grammar(text, len);
     fail(name, g ? 1 : 0, message);
   }
-  fail("grammar_null_model", lib.strata_grammar_new(null, new Uint8Array(4), 4, null, 0) ? 1 : 0, "");
+  fail(
+    "grammar_null_model",
+    lib.strata_grammar_new(null, new Uint8Array(4), 4, null, 0, 0, null, 0, null, 0) ? 1 : 0,
+    "",
+  );
+  {
+    // triggers: a pattern past its bytes, a bad regex, a token outside the vocabulary
+    const text = new TextEncoder().encode('root ::= "a"');
+    const lazy = (patterns: string, n: number, tokens: number[]) => {
+      const err = new ErrorBuffer();
+      const p = new TextEncoder().encode(patterns);
+      const g = lib.strata_grammar_new(
+        model!,
+        text,
+        text.length,
+        p,
+        p.length,
+        n,
+        Int32Array.from(tokens),
+        tokens.length,
+        err.buf,
+        err.cap,
+      );
+      if (g) lib.strata_grammar_free(g);
+      return `${g ? 1 : 0}: ${err.message}`;
+    };
+    results["grammar_pattern_unterminated"] = lazy("abc", 1, []);
+    results["grammar_pattern_bad_regex"] = lazy("(unclosed\0", 1, []);
+    results["grammar_trigger_outside_vocab"] = lazy("", 0, [nVocab + 1]);
+    results["grammar_lazy_ok"] = lazy("<call>\0", 1, [3]);
+  }
   const { g } = grammar('root ::= "a"');
   const gErr = () => {
     const b = new Uint8Array(256);
@@ -249,7 +290,7 @@ fail("model_error_null_model", lib.strata_model_error(null, new Uint8Array(8), 8
     const bytes = new TextEncoder().encode(text);
     return fail(
       `schema_${text.length}`,
-      lib.strata_json_schema_grammar(bytes, bytes.length, null, 0, err.buf, err.cap),
+      lib.strata_json_schema_grammar!(bytes, bytes.length, null, 0, err.buf, err.cap),
       err.message,
     );
   };

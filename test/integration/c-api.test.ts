@@ -96,6 +96,12 @@ describe("the flat C API cannot be crashed by its caller (Deno FFI, hostile argu
       refused: expect.stringMatching(/^-1: grammar: token \d+ is not allowed here$/),
     });
     expect(Number(out.grammar_allows)).toBeGreaterThan(0);
+    expect(out.grammar_pattern_unterminated).toBe("0: grammar: trigger 0 runs past the 3 bytes given");
+    expect(out.grammar_pattern_bad_regex).toMatch(/^0: grammar: /);
+    expect(out.grammar_trigger_outside_vocab).toMatch(
+      /^0: grammar: trigger token \d+ outside the vocabulary$/,
+    );
+    expect(out.grammar_lazy_ok).toMatch(/^1: /);
     expect(out.schema_not_json).toMatch(/^-1: schema: /);
     expect(out.schema_bad_type).toMatch(/^-1: schema: JSON schema conversion failed/);
     // a capacity of 0 asks for the length: the grammar's, not an error

@@ -38,7 +38,7 @@ const report: Record<string, unknown> = {};
 const masks: Record<string, number[]> = {};
 for (const [kind, e] of Object.entries(engines)) {
   const seq = e.openSequence();
-  const g = await e.grammar(gbnf);
+  const g = await e.grammar({ gbnf });
   let input = prompt;
   const out: number[] = [];
   let maskMs = 0;
@@ -98,11 +98,11 @@ function allowed(logits: Float32Array): number[] {
 
 /** A bad grammar, and a token the grammar does not allow: errors, and the engine goes on. */
 async function refusals(e: RangeEngine, g: Grammar) {
-  const bad = await e.grammar('root ::= "a" undefined-rule').then(
+  const bad = await e.grammar({ gbnf: 'root ::= "a" undefined-rule' }).then(
     () => "accepted",
     (err) => `${err.code}: ${err.message}`,
   );
-  const tooBig = await e.grammar("root ::= " + '"x" '.repeat(300_000)).then(
+  const tooBig = await e.grammar({ gbnf: "root ::= " + '"x" '.repeat(300_000) }).then(
     () => "accepted",
     (err) => err.code,
   );
@@ -110,7 +110,7 @@ async function refusals(e: RangeEngine, g: Grammar) {
   const brace = tok.tokenize("{", { addSpecial: false, parseSpecial: false })[0];
   const refusedToken = await g.accept(brace).then(() => "accepted", (err) => `${err.code}: ${err.message}`);
   // still working: a fresh grammar masks, and the engine decodes
-  const again = await e.grammar(gbnf);
+  const again = await e.grammar({ gbnf });
   const logits = new Float32Array(e.facts.nVocab);
   await again.mask(logits);
   await again.close();

@@ -233,7 +233,7 @@ async function toolRoundTrip() {
     streamed: {
       ...streamedCall,
       finish_reason: streamedFinish,
-      same: streamedCall.arguments === call?.function.arguments,
+      same: call?.type === "function" && streamedCall.arguments === call.function.arguments,
     },
     final: { finish_reason: final.choices[0].finish_reason, content: final.choices[0].message.content },
     prompt_tokens: { plain: plain.usage?.prompt_tokens, final: final.usage?.prompt_tokens },

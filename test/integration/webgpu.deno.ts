@@ -12,6 +12,8 @@ import { CROSS_ENGINE_TOLERANCE } from "../../src/parity/tolerance.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { findNativeLibrary } from "../../server/engine/native/build.ts";
 import { instantiateStrata } from "../../server/engine/wasm/load.ts";
+import { WasmAbi } from "../../src/engine/wasm/abi.ts";
+import { WasmCalls } from "../../src/engine/wasm/wasm-calls.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 
 const STEPS = Number(Deno.env.get("STEPS") ?? 16);
@@ -165,6 +167,16 @@ const g = await run(m, gpu.ctx);
 const s = m.webgpuStats;
 const statsAfter = { ...s };
 
+// grammars in this flavor (ASYNCIFY, and exception catching in the grammar's file alone): a bad
+// one is an error, a good one masks, and the module decodes on after both
+const calls = new WasmCalls(m, new WasmAbi(m, false, true));
+const bad = calls.grammarNew(gpu.model, { gbnf: "root ::= undefined-rule" });
+const good = calls.grammarNew(gpu.model, { gbnf: 'root ::= "yes" | "no"' });
+const mask = new Float32Array(49152);
+const allowed = good.handle ? calls.grammarApply(good.handle, mask) : -1;
+if (good.handle) calls.grammarFree(good.handle);
+const grammar = { bad: bad.handle ? "accepted" : bad.error, allowed };
+
 // the same module on its CPU path (ASYNCIFY build, 1 thread), fed the WebGPU tokens
 const cpu = await load(m, bytes, 0);
 if ("error" in cpu) throw new Error(cpu.error);
@@ -225,6 +237,7 @@ const noF16 = await load(m2, bytes, 999);
 
 console.log(JSON.stringify({
   backends: names,
+  grammar,
   loadMs: gpu.loadMs,
   webgpu: {
     tokens: g.tokens,

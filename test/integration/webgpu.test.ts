@@ -32,5 +32,8 @@ describe.skipIf(!built || !lavapipe)("the WASM engine on WebGPU (Deno, lavapipe)
     // one GPU wait per decode step: the output's buffer map (patch 0005 drops the queue wait)
     for (const n of out.webgpu.readbacks) expect(n).toBe(1);
     expect(out.noF16).toMatch(/lacks the shader-f16 feature/);
+    // llama.cpp's grammar in the ASYNCIFY build: a bad one refused without taking the module down
+    expect(out.grammar.bad).toMatch(/^grammar: Undefined rule identifier/);
+    expect(out.grammar.allowed).toBeGreaterThan(0);
   });
 });

@@ -14,7 +14,7 @@ describe("a session's grammar at the sampling node", () => {
     let made = 0;
     const g = new SessionGrammar(() => {
       made++;
-      return engine.grammar("allow 2 4 6");
+      return engine.grammar({ gbnf: "allow 2 4 6" });
     }, [4]);
     await g.ready();
     expect(await masked(g, 10)).toEqual([2, 4, 6]);

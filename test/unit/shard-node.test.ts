@@ -245,7 +245,7 @@ describe("shard node: steps", () => {
     const r = await route([[0, 4]]);
     const d = new Driver(r);
     const s = at(r, 0);
-    const grammar = { ...GREEDY, grammar: "allow 3 5", history: [5] };
+    const grammar = { ...GREEDY, grammar: { gbnf: "allow 3 5", prefill: [3] }, history: [5] };
     await d.ask(await open(r, 0, "s", 1n, { sampling: grammar }));
     const first = await d.ask(tokenStep(s, { stepId: 2n, start: 0, tokens: [1, 2] }));
     // the fake's favourite after token 2 at position 1 is neither 3 nor 5
@@ -257,12 +257,14 @@ describe("shard node: steps", () => {
       seen.push(t);
     }
     expect(seen.every((x) => x === 3 || x === 5)).toBe(true);
-    // the history, then each token as it was sampled
-    expect(r.engines[0].grammarTokens).toEqual([5, ...seen]);
+    // the prefill, the history, then each token as it was sampled
+    expect(r.engines[0].grammarTokens).toEqual([3, 5, ...seen]);
 
     const refused = async (sampling: typeof grammar, id: string) =>
       await d.code(await open(r, 0, id, 1n, { sampling, stepId: 9n }));
-    expect(await refused({ ...grammar, grammar: "no grammar" }, "t")).toBe("malformed");
+    expect(await refused({ ...grammar, grammar: { gbnf: "no grammar", prefill: [] } }, "t")).toBe(
+      "malformed",
+    );
     expect(await refused({ ...grammar, history: [7] }, "u")).toBe("malformed");
     expect(r.nodes[0].sessionIds()).toEqual(["s"]);
   });

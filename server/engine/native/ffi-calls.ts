@@ -1,6 +1,7 @@
 // The flat C API through Deno FFI: loads, context creation and decode run on a worker
 // thread (nonblocking symbols) and return Promises; the rest are direct calls.
-import type { DecodeBatch } from "../../../src/engine/range-engine.ts";
+import type { DecodeBatch, GrammarSpec } from "../../../src/engine/range-engine.ts";
+import { packedTriggers } from "../../../src/engine/strata-engine.ts";
 import type { Made, StrataCalls } from "../../../src/engine/strata-calls.ts";
 import { cstr, ErrorBuffer, readString, type StrataLib } from "./ffi.ts";
 
@@ -98,10 +99,22 @@ export class FfiCalls implements StrataCalls<Handle> {
     return this.lib.strata_seq_trim(ctx, seq, pos);
   }
 
-  grammarNew(model: Handle, text: string): Made<Handle> {
-    const bytes = new TextEncoder().encode(text);
+  grammarNew(model: Handle, spec: GrammarSpec): Made<Handle> {
+    const bytes = new TextEncoder().encode(spec.gbnf);
+    const t = packedTriggers(spec);
     const err = new ErrorBuffer();
-    const handle = this.lib.strata_grammar_new(model, bytes, bytes.length, err.buf, err.cap);
+    const handle = this.lib.strata_grammar_new(
+      model,
+      bytes,
+      bytes.length,
+      t.patterns,
+      t.patterns.length,
+      t.count,
+      t.tokens,
+      t.tokens.length,
+      err.buf,
+      err.cap,
+    );
     return { handle, error: handle ? "" : err.message };
   }
 

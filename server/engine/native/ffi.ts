@@ -59,15 +59,33 @@ const SYMBOLS = {
   strata_ctx_last_passes: { parameters: ["pointer"], result: "i32" },
   strata_ctx_capture: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_ctx_captured: { parameters: ["pointer", "i32", "buffer", "i64"], result: "i64" },
-  strata_grammar_new: { parameters: ["pointer", "buffer", "i32", "buffer", "i32"], result: "pointer" },
+  strata_grammar_new: {
+    parameters: ["pointer", "buffer", "i32", "buffer", "i32", "i32", "buffer", "i32", "buffer", "i32"],
+    result: "pointer",
+  },
   strata_grammar_free: { parameters: ["pointer"], result: "void" },
   strata_grammar_error: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   // a vocabulary's worth of pieces against the grammar (milliseconds): off the event loop
   strata_grammar_apply: { parameters: ["pointer", "buffer", "i32"], result: "i32", nonblocking: true },
   strata_grammar_accept: { parameters: ["pointer", "i32"], result: "i32" },
+  // STRATA_CHAT only (a sanitizer build leaves them out)
   strata_json_schema_grammar: {
     parameters: ["buffer", "i32", "buffer", "i32", "buffer", "i32"],
     result: "i32",
+    optional: true,
+  },
+  strata_chat_new: { parameters: ["pointer", "buffer", "i32"], result: "pointer", optional: true },
+  strata_chat_free: { parameters: ["pointer"], result: "void", optional: true },
+  strata_chat_caps: { parameters: ["pointer", "buffer", "i32"], result: "i32", optional: true },
+  strata_chat_apply_tools: {
+    parameters: ["pointer", "buffer", "i32", "buffer", "i32", "buffer", "i32"],
+    result: "i32",
+    optional: true,
+  },
+  strata_chat_parse: {
+    parameters: ["buffer", "i32", "buffer", "i32", "buffer", "i32", "buffer", "i32"],
+    result: "i32",
+    optional: true,
   },
 } as const satisfies Deno.ForeignLibraryInterface;
 

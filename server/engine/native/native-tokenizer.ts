@@ -1,7 +1,14 @@
 // Tokenizer and chat template from a vocab-only load of the GGUF.
 import { concatBytes } from "../../../src/bytes/concat.ts";
 import { EngineError } from "../../../src/engine/errors.ts";
-import type { ChatMessage, SpecialTokens, Tokenizer } from "../../../src/engine/tokenizer.ts";
+import type { GrammarSpec } from "../../../src/engine/range-engine.ts";
+import type {
+  ChatMessage,
+  SpecialTokens,
+  Tokenizer,
+  ToolChat,
+  ToolPrompt,
+} from "../../../src/engine/tokenizer.ts";
 import { ensureNativeLibrary } from "./build.ts";
 import { cstr, ErrorBuffer, handleError, openStrata, readString, type StrataLib } from "./ffi.ts";
 import { modelFacts } from "../../../src/engine/strata-engine.ts";
@@ -12,6 +19,7 @@ export class NativeTokenizer implements Tokenizer {
   readonly nVocab: number;
   readonly special: SpecialTokens;
   readonly chatTemplate: string | undefined;
+  readonly toolChat?: ToolChat;
 
   private constructor(private readonly lib: StrataLib, private readonly model: Deno.PointerObject) {
     this.nVocab = modelFacts(new FfiCalls(lib), model).nVocab;
@@ -20,6 +28,7 @@ export class NativeTokenizer implements Tokenizer {
     this.special = { bos: s[0], eos: s[1], eot: s[2] };
     const t = readString((b, c) => lib.strata_chat_template(model, b, c));
     this.chatTemplate = t === "" ? undefined : t;
+    this.toolChat = this.chatTemplate ? NativeToolChat.open(lib, model) : undefined;
   }
 
   static async load(path: string): Promise<NativeTokenizer> {
@@ -93,21 +102,15 @@ export class NativeTokenizer implements Tokenizer {
   }
 
   schemaGrammar(schema: unknown): string {
+    const convert = this.lib.strata_json_schema_grammar;
+    if (!convert) throw new EngineError("bad_input", "this engine build has no JSON Schema converter");
     const bytes = new TextEncoder().encode(JSON.stringify(schema));
-    let cap = 4096;
-    for (;;) {
-      const buf = new Uint8Array(cap);
-      const err = new ErrorBuffer();
-      const n = this.lib.strata_json_schema_grammar(bytes, bytes.length, buf, cap, err.buf, err.cap);
-      if (n < 0) throw new EngineError("bad_input", err.message);
-      if (n < cap) return new TextDecoder().decode(buf.subarray(0, n));
-      cap = n + 1;
-    }
+    return grown((buf, cap, err) => convert(bytes, bytes.length, buf, cap, err.buf, err.cap));
   }
 
-  checkGrammar(text: string): void {
+  checkGrammar(spec: GrammarSpec): void {
     const calls = new FfiCalls(this.lib);
-    const made = calls.grammarNew(this.model, text);
+    const made = calls.grammarNew(this.model, spec);
     if (made.handle === null) throw new EngineError("bad_input", made.error || "the grammar was refused");
     calls.grammarFree(made.handle);
   }
@@ -124,5 +127,73 @@ export class NativeTokenizer implements Tokenizer {
       if (n <= buf.length) return buf.slice(0, n);
       buf = new Uint8Array(n);
     }
+  }
+}
+
+/** A call that writes text into a buffer and its reason into an error buffer: grown until it fits. */
+function grown(call: (buf: Uint8Array, cap: number, err: ErrorBuffer) => number): string {
+  let cap = 64 * 1024;
+  for (;;) {
+    const buf = new Uint8Array(cap);
+    const err = new ErrorBuffer();
+    const n = call(buf, cap, err);
+    if (n < 0) throw new EngineError("bad_input", err.message);
+    if (n < cap) return new TextDecoder().decode(buf.subarray(0, n));
+    cap = n + 1;
+  }
+}
+
+/** llama.cpp's chat machinery over the model's template, where the template knows tools. */
+class NativeToolChat implements ToolChat {
+  private constructor(private readonly lib: StrataLib, private readonly chat: Deno.PointerObject) {}
+
+  /** undefined where the build has no chat machinery or the template does not describe tools */
+  static open(lib: StrataLib, model: Deno.PointerObject): NativeToolChat | undefined {
+    if (!lib.strata_chat_new || !lib.strata_chat_caps || !lib.strata_chat_free) return undefined;
+    const err = new ErrorBuffer();
+    const chat = lib.strata_chat_new(model, err.buf, err.cap);
+    if (!chat) return undefined;
+    const caps = JSON.parse(readString((b, c) => lib.strata_chat_caps!(chat, b, c)) || "{}");
+    if (caps.supports_tool_calls) return new NativeToolChat(lib, chat);
+    lib.strata_chat_free(chat);
+    return undefined;
+  }
+
+  apply(request: Parameters<ToolChat["apply"]>[0]): ToolPrompt {
+    const bytes = new TextEncoder().encode(JSON.stringify(request));
+    const o = JSON.parse(
+      grown((buf, cap, err) =>
+        this.lib.strata_chat_apply_tools!(this.chat, bytes, bytes.length, buf, cap, err.buf, err.cap)
+      ),
+    );
+    return {
+      prompt: o.prompt,
+      grammar: {
+        gbnf: o.grammar,
+        triggerPatterns: o.lazy ? o.trigger_patterns : [],
+        triggerTokens: o.lazy ? o.trigger_tokens : [],
+        prefill: o.prefill,
+      },
+      stops: o.additional_stops,
+      preserved: o.preserved_tokens,
+      parser: JSON.stringify(o.parser),
+    };
+  }
+
+  parse(parser: string, text: string) {
+    const p = new TextEncoder().encode(parser);
+    const t = new TextEncoder().encode(text);
+    const o = JSON.parse(
+      grown((buf, cap, err) =>
+        this.lib.strata_chat_parse!(p, p.length, t, t.length, buf, cap, err.buf, err.cap)
+      ),
+    );
+    return {
+      content: o.content as string,
+      toolCalls: (o.tool_calls as Array<{ name: string; arguments: string }>).map((c) => ({
+        name: c.name,
+        arguments: c.arguments,
+      })),
+    };
   }
 }

@@ -23,7 +23,7 @@ export const SIGNATURES = {
   strata_seq_trim: "pii",
   strata_ctx_stats: "ppi",
   strata_ctx_last_passes: "p",
-  strata_grammar_new: "ppipi",
+  strata_grammar_new: "ppipiipipi",
   strata_grammar_free: "p",
   strata_grammar_error: "ppi",
   strata_grammar_apply: "ppi",

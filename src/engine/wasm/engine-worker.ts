@@ -67,7 +67,7 @@ export function serveEngineWorker(scope: EnginePort): void {
         return [await need().memory(), []];
       case "grammar": {
         const id = nextGrammar++;
-        grammars.set(id, await need().grammar(q.text));
+        grammars.set(id, await need().grammar(q.spec));
         return [id, []];
       }
       case "grammar_mask":

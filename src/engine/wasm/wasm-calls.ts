@@ -1,7 +1,8 @@
 // The flat C API through a WebAssembly module's exports: arguments are copied into the
 // module's heap (malloc/free around each call) and results copied out. Exports that may
 // reach a GPU wait go through WasmAbi.call (ASYNCIFY in the WebGPU flavor).
-import type { DecodeBatch } from "../range-engine.ts";
+import type { DecodeBatch, GrammarSpec } from "../range-engine.ts";
+import { packedTriggers } from "../strata-engine.ts";
 import type { Made, StrataCalls } from "../strata-calls.ts";
 import type { WasmAbi } from "./abi.ts";
 import { heap, type StrataModule } from "./strata-module.ts";
@@ -101,12 +102,32 @@ export class WasmCalls implements StrataCalls<number> {
     return this.abi.now("strata_seq_trim", ctx, seq, pos);
   }
 
-  grammarNew(model: number, text: string): Made<number> {
-    const bytes = new TextEncoder().encode(text);
-    return this.#scratch(Math.max(1, bytes.length), (p) => {
-      heap(this.m).set(bytes, p);
+  grammarNew(model: number, spec: GrammarSpec): Made<number> {
+    const bytes = new TextEncoder().encode(spec.gbnf);
+    const t = packedTriggers(spec);
+    const tokens = new Uint8Array(t.tokens.buffer);
+    // text, then the patterns, then the tokens (4-byte aligned), in one scratch block
+    const pAt = bytes.length;
+    const tAt = (pAt + t.patterns.length + 3) & ~3;
+    return this.#scratch(Math.max(4, tAt + tokens.length), (p) => {
+      const h = heap(this.m);
+      h.set(bytes, p);
+      h.set(t.patterns, p + pAt);
+      h.set(tokens, p + tAt);
       return this.#madeNow((err, cap) =>
-        this.abi.now("strata_grammar_new", model, p, bytes.length, err, cap)
+        this.abi.now(
+          "strata_grammar_new",
+          model,
+          p,
+          bytes.length,
+          p + pAt,
+          t.patterns.length,
+          t.count,
+          p + tAt,
+          t.tokens.length,
+          err,
+          cap,
+        )
       );
     });
   }

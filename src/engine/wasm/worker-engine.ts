@@ -4,7 +4,15 @@
 // a WasmEngine. Runtime-agnostic: it takes a started Worker and the host's engine files.
 import type { SparseModel } from "../../artifact/sparse.ts";
 import { type KvCells, QueuedEngine } from "../queued-engine.ts";
-import type { DecodeBatch, DecodeOutputs, EngineMemory, Grammar, SeqId, ShardSpec } from "../range-engine.ts";
+import type {
+  DecodeBatch,
+  DecodeOutputs,
+  EngineMemory,
+  Grammar,
+  GrammarSpec,
+  SeqId,
+  ShardSpec,
+} from "../range-engine.ts";
 import type { LoadedWasm, WasmEngineRequest } from "./load-engine.ts";
 import type { WasmFiles } from "./wasm-files.ts";
 import { WorkerLink } from "./worker-link.ts";
@@ -68,8 +76,8 @@ export class WorkerEngine extends QueuedEngine {
     return await this.link.request({ op: "memory" }) as EngineMemory;
   }
 
-  async grammar(text: string): Promise<Grammar> {
-    const id = await this.link.request({ op: "grammar", text }) as number;
+  async grammar(spec: GrammarSpec): Promise<Grammar> {
+    const id = await this.link.request({ op: "grammar", spec }) as number;
     const link = this.link;
     return {
       async mask(logits: Float32Array) {

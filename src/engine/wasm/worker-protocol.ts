@@ -2,7 +2,7 @@
 // owns the WASM module and its engine (engine-worker.ts). Requests carry an id and are
 // answered in order; errors cross as {code, message}, so EngineError codes survive.
 import { EngineError, type EngineErrorCode } from "../errors.ts";
-import type { DecodeBatch, ModelFacts } from "../range-engine.ts";
+import type { DecodeBatch, GrammarSpec, ModelFacts } from "../range-engine.ts";
 import type { WasmEngineRequest } from "./load-engine.ts";
 import type { WasmFlavor, WasmModuleFiles } from "./wasm-files.ts";
 
@@ -22,7 +22,7 @@ export type WorkerRequest =
   | { id: number; op: "release"; seq: number }
   | { id: number; op: "trim"; seq: number; pos: number }
   | { id: number; op: "memory" }
-  | { id: number; op: "grammar"; text: string }
+  | { id: number; op: "grammar"; spec: GrammarSpec }
   | { id: number; op: "grammar_mask"; grammar: number; logits: Float32Array }
   | { id: number; op: "grammar_accept"; grammar: number; token: number }
   | { id: number; op: "grammar_close"; grammar: number }

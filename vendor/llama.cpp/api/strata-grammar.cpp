@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,11 +42,26 @@ bool allows(strata_grammar * g, llama_token token) {
 extern "C" {
 
 strata_grammar * strata_grammar_new(const strata_model * model, const char * text, int32_t len,
-                                    char * err, int32_t err_cap) {
+                                    const char * patterns, int32_t patterns_len, int32_t n_patterns,
+                                    const int32_t * tokens, int32_t n_tokens, char * err, int32_t err_cap) {
     std::string why;
     strata_grammar * g = nullptr;
     const llama_model * m = strata_model_llama(model);
-    if (!m) {
+    // the triggers: every pattern must end inside the bytes given
+    std::vector<const char *> pats;
+    for (int32_t off = 0, i = 0; why.empty() && i < n_patterns; ++i) {
+        const void * nul = patterns && off < patterns_len ? memchr(patterns + off, 0, (size_t) (patterns_len - off)) : nullptr;
+        if (!nul) {
+            why = "grammar: trigger " + std::to_string(i) + " runs past the " + std::to_string(patterns_len) + " bytes given";
+        } else {
+            pats.push_back(patterns + off);
+            off = (int32_t) ((const char *) nul - patterns) + 1;
+        }
+    }
+    if (!why.empty()) {
+    } else if (n_patterns < 0 || n_tokens < 0 || n_patterns > 1024 || n_tokens > 1024 || (!tokens && n_tokens > 0)) {
+        why = "grammar: triggers: counts from 0 to 1024, and tokens for a nonzero count";
+    } else if (!m) {
         why = "grammar: no model";
     } else if (!text && len > 0) {
         why = "grammar: NULL text with a length of " + std::to_string(len);
@@ -61,7 +77,18 @@ strata_grammar * strata_grammar_new(const strata_model * model, const char * tex
             const std::string src(text, (size_t) len);
             g = new strata_grammar;
             g->vocab = llama_model_get_vocab(m);
-            g->smpl  = llama_sampler_init_grammar(g->vocab, src.c_str(), "root");
+            const int32_t n_vocab = llama_vocab_n_tokens(g->vocab);
+            std::vector<llama_token> toks;
+            for (int32_t i = 0; i < n_tokens; ++i) {
+                if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+                    throw std::runtime_error("trigger token " + std::to_string(tokens[i]) + " outside the vocabulary");
+                }
+                toks.push_back(tokens[i]);
+            }
+            g->smpl = pats.empty() && toks.empty()
+                          ? llama_sampler_init_grammar(g->vocab, src.c_str(), "root")
+                          : llama_sampler_init_grammar_lazy_patterns(g->vocab, src.c_str(), "root", pats.data(),
+                                                                     pats.size(), toks.data(), toks.size());
             if (!g->smpl) {
                 const std::string tail = strata_log_tail();
                 why = "grammar: " + (tail.empty() ? std::string("llama.cpp refused it") : tail);

@@ -1,5 +1,5 @@
 // JSON Schema to a GBNF grammar with llama.cpp's own converter (common/json-schema-to-grammar),
-// for the gateway: what it makes is what strata_grammar_new takes. Native builds only.
+// for the gateway: what it makes is what strata_grammar_new takes. Native builds with STRATA_CHAT.
 #include "strata.h"
 #include "strata-internal.h"
 
@@ -8,36 +8,6 @@
 #include "json.h"
 
 #include <string>
-#include <vector>
-
-// The three string helpers the converter takes from common.cpp, which is not built here (it
-// brings the rest of llama.cpp's tools with it).
-std::string string_join(const std::vector<std::string> & values, const std::string & separator) {
-    std::string out;
-    for (size_t i = 0; i < values.size(); ++i) {
-        if (i) out += separator;
-        out += values[i];
-    }
-    return out;
-}
-
-std::vector<std::string> string_split(const std::string & str, const std::string & delimiter) {
-    std::vector<std::string> parts;
-    size_t from = 0;
-    for (size_t at; !delimiter.empty() && (at = str.find(delimiter, from)) != std::string::npos;
-         from = at + delimiter.size()) {
-        parts.push_back(str.substr(from, at - from));
-    }
-    parts.push_back(str.substr(from));
-    return parts;
-}
-
-std::string string_repeat(const std::string & str, size_t n) {
-    std::string out;
-    out.reserve(str.size() * n);
-    while (n--) out += str;
-    return out;
-}
 
 extern "C" {
 

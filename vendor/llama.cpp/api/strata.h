@@ -144,9 +144,13 @@ STRATA_API int32_t strata_ctx_capture(strata_ctx * ctx, const int32_t * layers, 
 STRATA_API int64_t strata_ctx_captured(strata_ctx * ctx, int32_t il, float * dst, int64_t cap);
 
 // Constrained decoding (api/strata-grammar.cpp): llama.cpp's grammar sampler in GBNF over the
-// model's vocabulary (any load, vocab-only included), root rule "root". NULL on failure (why: err).
+// model's vocabulary (any load, vocab-only included), root rule "root". With triggers it is lazy:
+// it constrains nothing until the text matches one of n_patterns regexes (NUL-terminated, packed
+// in patterns_len bytes) or one of n_tokens tokens is sampled. NULL on failure (why: err).
 // A grammar is used by one caller at a time; its errors are read with strata_grammar_error.
 STRATA_API strata_grammar * strata_grammar_new(const strata_model * model, const char * text, int32_t len,
+                                               const char * patterns, int32_t patterns_len, int32_t n_patterns,
+                                               const int32_t * tokens, int32_t n_tokens,
                                                char * err, int32_t err_cap);
 STRATA_API void strata_grammar_free(strata_grammar * g);
 STRATA_API int32_t strata_grammar_error(const strata_grammar * g, char * buf, int32_t cap);
@@ -158,10 +162,28 @@ STRATA_API int32_t strata_grammar_apply(strata_grammar * g, float * logits, int3
 STRATA_API int32_t strata_grammar_accept(strata_grammar * g, int32_t token);
 
 // A JSON Schema (len bytes) as GBNF, by llama.cpp's converter (api/strata-schema.cpp; native
-// builds only). Returns the grammar's full length (may exceed cap: call again with a larger
+// builds with STRATA_CHAT). Returns the grammar's full length (may exceed cap: call again with a larger
 // buffer), or STRATA_ERR_INPUT with the reason in err.
 STRATA_API int32_t strata_json_schema_grammar(const char * schema, int32_t len, char * buf, int32_t cap,
                                               char * err, int32_t err_cap);
+
+// Tool calling in the model's own chat format, by llama.cpp's chat machinery (api/strata-chat.cpp;
+// native builds with STRATA_CHAT). A chat holds the model's templates (NULL on failure, why: err).
+typedef struct strata_chat strata_chat;
+STRATA_API strata_chat * strata_chat_new(const strata_model * model, char * err, int32_t err_cap);
+STRATA_API void strata_chat_free(strata_chat * chat);
+// What the template supports, as a JSON object of booleans (supports_tool_calls, …).
+STRATA_API int32_t strata_chat_caps(const strata_chat * chat, char * buf, int32_t cap);
+// req: JSON {messages, tools, tool_choice, parallel_tool_calls} as OpenAI's API has them. Writes JSON
+// {prompt, grammar, lazy, trigger_patterns, trigger_tokens, prefill, additional_stops,
+// preserved_tokens, parser}. Returns its full length (may exceed cap: call again with a larger
+// buffer), or STRATA_ERR_INPUT with the reason in err.
+STRATA_API int32_t strata_chat_apply_tools(const strata_chat * chat, const char * req, int32_t len, char * buf,
+                                           int32_t cap, char * err, int32_t err_cap);
+// Reads an answer with the `parser` that strata_chat_apply_tools gave: JSON {content, tool_calls:
+// [{name, arguments, id}]}. Returns its full length, or STRATA_ERR_INPUT with the reason in err.
+STRATA_API int32_t strata_chat_parse(const char * parser, int32_t parser_len, const char * text, int32_t text_len,
+                                     char * buf, int32_t cap, char * err, int32_t err_cap);
 
 #ifdef __cplusplus
 }

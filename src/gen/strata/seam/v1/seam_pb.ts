@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/seam/v1/seam.proto.
  */
 export const file_strata_seam_v1_seam: GenFile = /*@__PURE__*/
-  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIuACCghTYW1wbGluZxITCgt0ZW1wZXJhdHVyZRgBIAEoAhINCgV0b3BfaxgCIAEoDRINCgV0b3BfcBgDIAEoAhIMCgRzZWVkGAQgASgEEg0KBW1pbl9wGAUgASgCEhgKEHByZXNlbmNlX3BlbmFsdHkYBiABKAISGQoRZnJlcXVlbmN5X3BlbmFsdHkYByABKAISFgoOcmVwZWF0X3BlbmFsdHkYCCABKAISOwoKbG9naXRfYmlhcxgJIAMoCzInLnN0cmF0YS5zZWFtLnYxLlNhbXBsaW5nLkxvZ2l0Qmlhc0VudHJ5Eg8KB2hpc3RvcnkYCiADKAUSEAoIbG9ncHJvYnMYCyABKAgSFAoMdG9wX2xvZ3Byb2JzGAwgASgNEg8KB2dyYW1tYXIYDSABKAkaMAoOTG9naXRCaWFzRW50cnkSCwoDa2V5GAEgASgFEg0KBXZhbHVlGAIgASgCOgI4ASIuCgxUb2tlbkxvZ3Byb2ISDQoFdG9rZW4YASABKAUSDwoHbG9ncHJvYhgCIAEoAiJhCgNIb3ASCwoDdXJsGAEgASgJEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIUCgxyb3V0ZV90aWNrZXQYAyABKAwSDAoEbm9kZRgEIAEoCSKYAgoET3BlbhIUCgxyb3V0ZV90aWNrZXQYASABKAwSKgoIc2FtcGxpbmcYAiABKAsyGC5zdHJhdGEuc2VhbS52MS5TYW1wbGluZxImCgluZXh0X2hvcHMYAyADKAsyEy5zdHJhdGEuc2VhbS52MS5Ib3ASEAoIa3ZfY2VsbHMYBCABKA0SNQoQc2VhbV9jb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEg0KBXByb2JlGAYgASgIEg4KBnJlc3VtZRgHIAEoCBIUCgxwYXJrX29uX2xvc3MYCCABKAgSEgoKcmVwbHlfbGluaxgJIAEoCBIUCgxyb3V0ZV9zaGFyZHMYCiABKA0iJwoGU3RhdHVzEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSK/AgoNTm9kZVRlbGVtZXRyeRIMCgRub2RlGAEgASgJEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIQCghxdWV1ZV9tcxgDIAEoAhISCgpjb21wdXRlX21zGAQgASgCEhYKDmJhdGNoX3Nlc3Npb25zGAUgASgNEhQKDGJhdGNoX3Rva2VucxgGIAEoDRIQCghieXRlc19pbhgHIAEoDRIRCglieXRlc19vdXQYCCABKA0SEQoJc2FtcGxlX21zGAkgASgCEhEKCXRyYW5zcG9ydBgKIAEoCRIQCghjb2RlY19tcxgLIAEoAhIYChByZWNlaXZlZF91bml4X21zGAwgASgBEhQKDHNlbnRfdW5peF9tcxgNIAEoARIUCgxiYXRjaF9wYXNzZXMYDiABKA0iZAoHU2FtcGxlZBINCgV0b2tlbhgBIAEoBRIOCgZtYXJnaW4YAiABKAISDwoHbG9ncHJvYhgDIAEoAhIpCgN0b3AYBCADKAsyHC5zdHJhdGEuc2VhbS52MS5Ub2tlbkxvZ3Byb2IihAUKCVNlYW1GcmFtZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd3b3JrX2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEwoLcm91dGVfZXBvY2gYBCABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAUgASgMEhoKEnJlY2lwZV9maW5nZXJwcmludBgGIAEoDBIpCgVyYW5nZRgHIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USJAoFcGhhc2UYCCABKA4yFS5zdHJhdGEuc2VhbS52MS5QaGFzZRIsCglwb3NpdGlvbnMYCSABKAsyGS5zdHJhdGEuc2VhbS52MS5Qb3NpdGlvbnMSDwoHc3RlcF9pZBgKIAEoBBIUCgxjYWNoZV9leHBlY3QYCyABKA0SFAoMY2FjaGVfcmVzdWx0GAwgASgNEhMKC2NodW5rX2luZGV4GA0gASgNEhMKC2NodW5rX2NvdW50GA4gASgNEicKB3RlbnNvcnMYDyADKAsyFi5zdHJhdGEuc2VhbS52MS5UZW5zb3ISIgoEb3BlbhgQIAEoCzIULnN0cmF0YS5zZWFtLnYxLk9wZW4SJgoGc3RhdHVzGBEgASgLMhYuc3RyYXRhLnNlYW0udjEuU3RhdHVzEjAKCXRlbGVtZXRyeRgSIAMoCzIdLnN0cmF0YS5zZWFtLnYxLk5vZGVUZWxlbWV0cnkSKAoHc2FtcGxlZBgTIAEoCzIXLnN0cmF0YS5zZWFtLnYxLlNhbXBsZWQSDwoHcmVidWlsZBgUIAEoCBIVCg1ob3BfcG9zaXRpb25zGBUgAygNEhEKCWNyb3NzaW5ncxgWIAEoDSINCgtJbmZvUmVxdWVzdCLTBAoITm9kZUluZm8SDAoEbm9kZRgBIAEoCRIXCg9hcnRpZmFjdF9zaGEyNTYYAiABKAwSGgoScmVjaXBlX2ZpbmdlcnByaW50GAMgASgMEikKBXJhbmdlGAQgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIPCgduX2xheWVyGAUgASgNEg4KBm5fZW1iZBgGIAEoDRIPCgduX3ZvY2FiGAcgASgNEg4KBmVuZ2luZRgIIAEoCRIQCghrdl9jZWxscxgJIAEoDRIVCg1rdl9jZWxsc191c2VkGAogASgNEhkKEWt2X2NlbGxzX3Jlc2VydmVkGAsgASgNEhAKCHNlc3Npb25zGAwgASgNEhQKDG1heF9zZXNzaW9ucxgNIAEoDRIOCgZxdWV1ZWQYDiABKA0SDwoHYmF0Y2hlcxgPIAEoBBIbChNsYXN0X2JhdGNoX3Nlc3Npb25zGBAgASgNEhoKEm1heF9iYXRjaF9zZXNzaW9ucxgRIAEoDRIWCg5wcmVmaWxsX3Rva2VucxgSIAEoBBIVCg1kZWNvZGVfdG9rZW5zGBMgASgEEhUKDXNlYW1fYnl0ZXNfaW4YFCABKAQSFgoOc2VhbV9ieXRlc19vdXQYFSABKAQSFgoOcmVmdXNlZF9mcmFtZXMYFiABKAQSFwoPc2Vzc2lvbnNfc2VydmVkGBcgASgEEhkKEXNvbG9fdG9rZW5zX3Blcl9zGBggASgCEhQKDGdyYXBoX3Bhc3NlcxgZIAEoBBIRCglrdl9sYXlvdXQYGiABKAkipwEKEVJvdXRlVGlja2V0Q2xhaW1zEhIKCnNlc3Npb25faWQYASABKAkSEwoLcm91dGVfZXBvY2gYAiABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAMgASgMEikKBXJhbmdlGAQgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIVCg1leHBpcmVzX2F0X21zGAUgASgEEg4KBmlzc3VlchgGIAEoCSIwCgtSb3V0ZVRpY2tldBIOCgZjbGFpbXMYASABKAwSEQoJc2lnbmF0dXJlGAIgASgMKngKBVBoYXNlEhUKEVBIQVNFX1VOU1BFQ0lGSUVEEAASDgoKUEhBU0VfT1BFThABEhEKDVBIQVNFX1BSRUZJTEwQAhIQCgxQSEFTRV9ERUNPREUQAxIRCg1QSEFTRV9SRUxFQVNFEAQSEAoMUEhBU0VfQ0FOQ0VMEAUqbQoLRWxlbWVudFR5cGUSHAoYRUxFTUVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRUxFTUVOVF9UWVBFX0YzMhABEhQKEEVMRU1FTlRfVFlQRV9GMTYQAhIUChBFTEVNRU5UX1RZUEVfSTMyEAMqYAoJQnl0ZU9yZGVyEhoKFkJZVEVfT1JERVJfVU5TUEVDSUZJRUQQABIcChhCWVRFX09SREVSX0xJVFRMRV9FTkRJQU4QARIZChVCWVRFX09SREVSX0JJR19FTkRJQU4QAip0CgtDb21wcmVzc2lvbhIbChdDT01QUkVTU0lPTl9VTlNQRUNJRklFRBAAEhQKEENPTVBSRVNTSU9OX05PTkUQARIWChJDT01QUkVTU0lPTl9ROF9ST1cQAhIaChZDT01QUkVTU0lPTl9ROF9CTE9DSzMyEAMykAEKC1NlYW1TZXJ2aWNlEkIKBlN0cmVhbRIZLnN0cmF0YS5zZWFtLnYxLlNlYW1GcmFtZRoZLnN0cmF0YS5zZWFtLnYxLlNlYW1GcmFtZSgBMAESPQoESW5mbxIbLnN0cmF0YS5zZWFtLnYxLkluZm9SZXF1ZXN0Ghguc3RyYXRhLnNlYW0udjEuTm9kZUluZm9iBnByb3RvMw");
+  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIvkCCghTYW1wbGluZxITCgt0ZW1wZXJhdHVyZRgBIAEoAhINCgV0b3BfaxgCIAEoDRINCgV0b3BfcBgDIAEoAhIMCgRzZWVkGAQgASgEEg0KBW1pbl9wGAUgASgCEhgKEHByZXNlbmNlX3BlbmFsdHkYBiABKAISGQoRZnJlcXVlbmN5X3BlbmFsdHkYByABKAISFgoOcmVwZWF0X3BlbmFsdHkYCCABKAISOwoKbG9naXRfYmlhcxgJIAMoCzInLnN0cmF0YS5zZWFtLnYxLlNhbXBsaW5nLkxvZ2l0Qmlhc0VudHJ5Eg8KB2hpc3RvcnkYCiADKAUSEAoIbG9ncHJvYnMYCyABKAgSFAoMdG9wX2xvZ3Byb2JzGAwgASgNEigKB2dyYW1tYXIYDSABKAsyFy5zdHJhdGEuc2VhbS52MS5HcmFtbWFyGjAKDkxvZ2l0Qmlhc0VudHJ5EgsKA2tleRgBIAEoBRINCgV2YWx1ZRgCIAEoAjoCOAEiWgoHR3JhbW1hchIMCgRnYm5mGAEgASgJEhgKEHRyaWdnZXJfcGF0dGVybnMYAiADKAkSFgoOdHJpZ2dlcl90b2tlbnMYAyADKAUSDwoHcHJlZmlsbBgEIAMoBSIuCgxUb2tlbkxvZ3Byb2ISDQoFdG9rZW4YASABKAUSDwoHbG9ncHJvYhgCIAEoAiJhCgNIb3ASCwoDdXJsGAEgASgJEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIUCgxyb3V0ZV90aWNrZXQYAyABKAwSDAoEbm9kZRgEIAEoCSKYAgoET3BlbhIUCgxyb3V0ZV90aWNrZXQYASABKAwSKgoIc2FtcGxpbmcYAiABKAsyGC5zdHJhdGEuc2VhbS52MS5TYW1wbGluZxImCgluZXh0X2hvcHMYAyADKAsyEy5zdHJhdGEuc2VhbS52MS5Ib3ASEAoIa3ZfY2VsbHMYBCABKA0SNQoQc2VhbV9jb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEg0KBXByb2JlGAYgASgIEg4KBnJlc3VtZRgHIAEoCBIUCgxwYXJrX29uX2xvc3MYCCABKAgSEgoKcmVwbHlfbGluaxgJIAEoCBIUCgxyb3V0ZV9zaGFyZHMYCiABKA0iJwoGU3RhdHVzEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSK/AgoNTm9kZVRlbGVtZXRyeRIMCgRub2RlGAEgASgJEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIQCghxdWV1ZV9tcxgDIAEoAhISCgpjb21wdXRlX21zGAQgASgCEhYKDmJhdGNoX3Nlc3Npb25zGAUgASgNEhQKDGJhdGNoX3Rva2VucxgGIAEoDRIQCghieXRlc19pbhgHIAEoDRIRCglieXRlc19vdXQYCCABKA0SEQoJc2FtcGxlX21zGAkgASgCEhEKCXRyYW5zcG9ydBgKIAEoCRIQCghjb2RlY19tcxgLIAEoAhIYChByZWNlaXZlZF91bml4X21zGAwgASgBEhQKDHNlbnRfdW5peF9tcxgNIAEoARIUCgxiYXRjaF9wYXNzZXMYDiABKA0iZAoHU2FtcGxlZBINCgV0b2tlbhgBIAEoBRIOCgZtYXJnaW4YAiABKAISDwoHbG9ncHJvYhgDIAEoAhIpCgN0b3AYBCADKAsyHC5zdHJhdGEuc2VhbS52MS5Ub2tlbkxvZ3Byb2IihAUKCVNlYW1GcmFtZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd3b3JrX2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEwoLcm91dGVfZXBvY2gYBCABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAUgASgMEhoKEnJlY2lwZV9maW5nZXJwcmludBgGIAEoDBIpCgVyYW5nZRgHIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USJAoFcGhhc2UYCCABKA4yFS5zdHJhdGEuc2VhbS52MS5QaGFzZRIsCglwb3NpdGlvbnMYCSABKAsyGS5zdHJhdGEuc2VhbS52MS5Qb3NpdGlvbnMSDwoHc3RlcF9pZBgKIAEoBBIUCgxjYWNoZV9leHBlY3QYCyABKA0SFAoMY2FjaGVfcmVzdWx0GAwgASgNEhMKC2NodW5rX2luZGV4GA0gASgNEhMKC2NodW5rX2NvdW50GA4gASgNEicKB3RlbnNvcnMYDyADKAsyFi5zdHJhdGEuc2VhbS52MS5UZW5zb3ISIgoEb3BlbhgQIAEoCzIULnN0cmF0YS5zZWFtLnYxLk9wZW4SJgoGc3RhdHVzGBEgASgLMhYuc3RyYXRhLnNlYW0udjEuU3RhdHVzEjAKCXRlbGVtZXRyeRgSIAMoCzIdLnN0cmF0YS5zZWFtLnYxLk5vZGVUZWxlbWV0cnkSKAoHc2FtcGxlZBgTIAEoCzIXLnN0cmF0YS5zZWFtLnYxLlNhbXBsZWQSDwoHcmVidWlsZBgUIAEoCBIVCg1ob3BfcG9zaXRpb25zGBUgAygNEhEKCWNyb3NzaW5ncxgWIAEoDSINCgtJbmZvUmVxdWVzdCLTBAoITm9kZUluZm8SDAoEbm9kZRgBIAEoCRIXCg9hcnRpZmFjdF9zaGEyNTYYAiABKAwSGgoScmVjaXBlX2ZpbmdlcnByaW50GAMgASgMEikKBXJhbmdlGAQgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIPCgduX2xheWVyGAUgASgNEg4KBm5fZW1iZBgGIAEoDRIPCgduX3ZvY2FiGAcgASgNEg4KBmVuZ2luZRgIIAEoCRIQCghrdl9jZWxscxgJIAEoDRIVCg1rdl9jZWxsc191c2VkGAogASgNEhkKEWt2X2NlbGxzX3Jlc2VydmVkGAsgASgNEhAKCHNlc3Npb25zGAwgASgNEhQKDG1heF9zZXNzaW9ucxgNIAEoDRIOCgZxdWV1ZWQYDiABKA0SDwoHYmF0Y2hlcxgPIAEoBBIbChNsYXN0X2JhdGNoX3Nlc3Npb25zGBAgASgNEhoKEm1heF9iYXRjaF9zZXNzaW9ucxgRIAEoDRIWCg5wcmVmaWxsX3Rva2VucxgSIAEoBBIVCg1kZWNvZGVfdG9rZW5zGBMgASgEEhUKDXNlYW1fYnl0ZXNfaW4YFCABKAQSFgoOc2VhbV9ieXRlc19vdXQYFSABKAQSFgoOcmVmdXNlZF9mcmFtZXMYFiABKAQSFwoPc2Vzc2lvbnNfc2VydmVkGBcgASgEEhkKEXNvbG9fdG9rZW5zX3Blcl9zGBggASgCEhQKDGdyYXBoX3Bhc3NlcxgZIAEoBBIRCglrdl9sYXlvdXQYGiABKAkipwEKEVJvdXRlVGlja2V0Q2xhaW1zEhIKCnNlc3Npb25faWQYASABKAkSEwoLcm91dGVfZXBvY2gYAiABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAMgASgMEikKBXJhbmdlGAQgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIVCg1leHBpcmVzX2F0X21zGAUgASgEEg4KBmlzc3VlchgGIAEoCSIwCgtSb3V0ZVRpY2tldBIOCgZjbGFpbXMYASABKAwSEQoJc2lnbmF0dXJlGAIgASgMKngKBVBoYXNlEhUKEVBIQVNFX1VOU1BFQ0lGSUVEEAASDgoKUEhBU0VfT1BFThABEhEKDVBIQVNFX1BSRUZJTEwQAhIQCgxQSEFTRV9ERUNPREUQAxIRCg1QSEFTRV9SRUxFQVNFEAQSEAoMUEhBU0VfQ0FOQ0VMEAUqbQoLRWxlbWVudFR5cGUSHAoYRUxFTUVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRUxFTUVOVF9UWVBFX0YzMhABEhQKEEVMRU1FTlRfVFlQRV9GMTYQAhIUChBFTEVNRU5UX1RZUEVfSTMyEAMqYAoJQnl0ZU9yZGVyEhoKFkJZVEVfT1JERVJfVU5TUEVDSUZJRUQQABIcChhCWVRFX09SREVSX0xJVFRMRV9FTkRJQU4QARIZChVCWVRFX09SREVSX0JJR19FTkRJQU4QAip0CgtDb21wcmVzc2lvbhIbChdDT01QUkVTU0lPTl9VTlNQRUNJRklFRBAAEhQKEENPTVBSRVNTSU9OX05PTkUQARIWChJDT01QUkVTU0lPTl9ROF9ST1cQAhIaChZDT01QUkVTU0lPTl9ROF9CTE9DSzMyEAMykAEKC1NlYW1TZXJ2aWNlEkIKBlN0cmVhbRIZLnN0cmF0YS5zZWFtLnYxLlNlYW1GcmFtZRoZLnN0cmF0YS5zZWFtLnYxLlNlYW1GcmFtZSgBMAESPQoESW5mbxIbLnN0cmF0YS5zZWFtLnYxLkluZm9SZXF1ZXN0Ghguc3RyYXRhLnNlYW0udjEuTm9kZUluZm9iBnByb3RvMw");
 
 /**
  * One named tensor of a bundle ("hidden_states", "token_ids", "logits", ...).
@@ -207,12 +207,11 @@ export type Sampling = Message<"strata.seam.v1.Sampling"> & {
   topLogprobs: number;
 
   /**
-   * constrained decoding: a GBNF grammar (llama.cpp's, root rule "root") that every sampled
-   * token must follow (its history included); empty = none
+   * constrained decoding: what every sampled token must follow (its history included); absent = none
    *
-   * @generated from field: string grammar = 13;
+   * @generated from field: strata.seam.v1.Grammar grammar = 13;
    */
-  grammar: string;
+  grammar?: Grammar | undefined;
 };
 
 /**
@@ -221,6 +220,47 @@ export type Sampling = Message<"strata.seam.v1.Sampling"> & {
  */
 export const SamplingSchema: GenMessage<Sampling> = /*@__PURE__*/
   messageDesc(file_strata_seam_v1_seam, 3);
+
+/**
+ * A grammar as llama.cpp's grammar sampler takes it.
+ *
+ * @generated from message strata.seam.v1.Grammar
+ */
+export type Grammar = Message<"strata.seam.v1.Grammar"> & {
+  /**
+   * GBNF, root rule "root"
+   *
+   * @generated from field: string gbnf = 1;
+   */
+  gbnf: string;
+
+  /**
+   * with triggers the grammar is lazy: it applies once the text matches one of these regexes, or
+   * once one of these tokens is sampled
+   *
+   * @generated from field: repeated string trigger_patterns = 2;
+   */
+  triggerPatterns: string[];
+
+  /**
+   * @generated from field: repeated int32 trigger_tokens = 3;
+   */
+  triggerTokens: number[];
+
+  /**
+   * tokens the grammar reads before the session's own (a chat format's generation prompt)
+   *
+   * @generated from field: repeated int32 prefill = 4;
+   */
+  prefill: number[];
+};
+
+/**
+ * Describes the message strata.seam.v1.Grammar.
+ * Use `create(GrammarSchema)` to create a new message.
+ */
+export const GrammarSchema: GenMessage<Grammar> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 4);
 
 /**
  * A token and its log-probability under the sampled distribution's logits.
@@ -244,7 +284,7 @@ export type TokenLogprob = Message<"strata.seam.v1.TokenLogprob"> & {
  * Use `create(TokenLogprobSchema)` to create a new message.
  */
 export const TokenLogprobSchema: GenMessage<TokenLogprob> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 4);
+  messageDesc(file_strata_seam_v1_seam, 5);
 
 /**
  * One shard further down the route: where to reach it and its own ticket.
@@ -282,7 +322,7 @@ export type Hop = Message<"strata.seam.v1.Hop"> & {
  * Use `create(HopSchema)` to create a new message.
  */
 export const HopSchema: GenMessage<Hop> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 5);
+  messageDesc(file_strata_seam_v1_seam, 6);
 
 /**
  * @generated from message strata.seam.v1.Open
@@ -372,7 +412,7 @@ export type Open = Message<"strata.seam.v1.Open"> & {
  * Use `create(OpenSchema)` to create a new message.
  */
 export const OpenSchema: GenMessage<Open> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 6);
+  messageDesc(file_strata_seam_v1_seam, 7);
 
 /**
  * @generated from message strata.seam.v1.Status
@@ -396,7 +436,7 @@ export type Status = Message<"strata.seam.v1.Status"> & {
  * Use `create(StatusSchema)` to create a new message.
  */
 export const StatusSchema: GenMessage<Status> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 7);
+  messageDesc(file_strata_seam_v1_seam, 8);
 
 /**
  * What one node spent on one step: each node adds its own to the step frame it sends on, and
@@ -498,7 +538,7 @@ export type NodeTelemetry = Message<"strata.seam.v1.NodeTelemetry"> & {
  * Use `create(NodeTelemetrySchema)` to create a new message.
  */
 export const NodeTelemetrySchema: GenMessage<NodeTelemetry> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 8);
+  messageDesc(file_strata_seam_v1_seam, 9);
 
 /**
  * The last shard's choice for a step.
@@ -540,7 +580,7 @@ export type Sampled = Message<"strata.seam.v1.Sampled"> & {
  * Use `create(SampledSchema)` to create a new message.
  */
 export const SampledSchema: GenMessage<Sampled> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 9);
+  messageDesc(file_strata_seam_v1_seam, 10);
 
 /**
  * @generated from message strata.seam.v1.SeamFrame
@@ -691,7 +731,7 @@ export type SeamFrame = Message<"strata.seam.v1.SeamFrame"> & {
  * Use `create(SeamFrameSchema)` to create a new message.
  */
 export const SeamFrameSchema: GenMessage<SeamFrame> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 10);
+  messageDesc(file_strata_seam_v1_seam, 11);
 
 /**
  * @generated from message strata.seam.v1.InfoRequest
@@ -704,7 +744,7 @@ export type InfoRequest = Message<"strata.seam.v1.InfoRequest"> & {
  * Use `create(InfoRequestSchema)` to create a new message.
  */
 export const InfoRequestSchema: GenMessage<InfoRequest> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 11);
+  messageDesc(file_strata_seam_v1_seam, 12);
 
 /**
  * @generated from message strata.seam.v1.NodeInfo
@@ -857,7 +897,7 @@ export type NodeInfo = Message<"strata.seam.v1.NodeInfo"> & {
  * Use `create(NodeInfoSchema)` to create a new message.
  */
 export const NodeInfoSchema: GenMessage<NodeInfo> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 12);
+  messageDesc(file_strata_seam_v1_seam, 13);
 
 /**
  * What a route ticket grants: one session, at one epoch, on one artifact's layer range,
@@ -904,7 +944,7 @@ export type RouteTicketClaims = Message<"strata.seam.v1.RouteTicketClaims"> & {
  * Use `create(RouteTicketClaimsSchema)` to create a new message.
  */
 export const RouteTicketClaimsSchema: GenMessage<RouteTicketClaims> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 13);
+  messageDesc(file_strata_seam_v1_seam, 14);
 
 /**
  * @generated from message strata.seam.v1.RouteTicket
@@ -928,7 +968,7 @@ export type RouteTicket = Message<"strata.seam.v1.RouteTicket"> & {
  * Use `create(RouteTicketSchema)` to create a new message.
  */
 export const RouteTicketSchema: GenMessage<RouteTicket> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 14);
+  messageDesc(file_strata_seam_v1_seam, 15);
 
 /**
  * @generated from enum strata.seam.v1.Phase
