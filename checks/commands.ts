@@ -13,6 +13,7 @@ import { isSynthetic } from "../src/model/synth.ts";
 import { fileFacts } from "../server/model/facts.ts";
 import { backendOption, int, memorySize, nativeBackend, num } from "../server/cli-options.ts";
 import {
+  constrainedBenchCommand,
   hostsBenchCommand,
   invarianceBenchCommand,
   kvPoolBenchCommand,
@@ -191,6 +192,7 @@ export function addCheckCommands(program: Command): void {
   bench.addCommand(seamCompressionCommand());
   bench.addCommand(transportBenchCommand());
   bench.addCommand(loadBenchCommand());
+  bench.addCommand(constrainedBenchCommand());
   bench.addCommand(invarianceBenchCommand());
   bench.addCommand(kvPoolBenchCommand());
   bench.addCommand(longContextBenchCommand());

@@ -13,7 +13,7 @@ import { nodeCommand } from "./node/command.ts";
 import { relayCommand } from "./relay/command.ts";
 import { keyCommand, routeCommand } from "./route/command.ts";
 import { trackerCommand } from "./tracker/command.ts";
-import { chatCommand, gatewayCommand } from "./gateway/command.ts";
+import { chatCommand, gatewayCommand, statusCommand } from "./gateway/command.ts";
 import { upCommand } from "./up/command.ts";
 import { tlsCommand } from "./tls/command.ts";
 import { watchParent } from "./process/parent-watch.ts";
@@ -60,6 +60,7 @@ program.addCommand(trackerCommand());
 program.addCommand(gatewayCommand());
 program.addCommand(artifactsCommand());
 program.addCommand(chatCommand());
+program.addCommand(statusCommand());
 program.addCommand(tlsCommand());
 
 program.command("test")

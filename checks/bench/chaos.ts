@@ -111,7 +111,8 @@ export async function runChaos(o: ChaosOptions) {
       });
       const p = await ServiceProcess.start(
         name,
-        [...args, ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : [])],
+        [...args.args, ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : [])],
+        args.env,
       );
       procs.push(p);
       spares.set(name, p);

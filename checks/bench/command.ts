@@ -18,6 +18,7 @@ import { benchSuite, type SuiteReport } from "./suite.ts";
 import { benchSeamCompression } from "./seam-compression.ts";
 import { benchTransport } from "./transport.ts";
 import { benchGatewayLoad, printGatewayLoad } from "./gateway-load.ts";
+import { benchConstrained, printConstrained } from "./constrained.ts";
 import { benchInvarianceCost, summarizeCost } from "./invariance-cost.ts";
 import { benchKvPool, printKvPool } from "./kv-pool.ts";
 import { benchLongContext } from "./long-context.ts";
@@ -208,6 +209,27 @@ export function loadBenchCommand(): Command {
         progress: (s) => console.error(`bench: ${s}`),
       });
       console.log(o.json ? JSON.stringify(runs, null, 2) : printGatewayLoad(runs));
+    });
+}
+
+/** `strata bench constrained`: what structured output and tools cost through the gateway. */
+export function constrainedBenchCommand(): Command {
+  return new Command("constrained")
+    .description(
+      "plain chat against response_format json_schema and tools (grammars at the node) through strata up: decode tok/s and the last node's ms a step",
+    )
+    .option("--levels <list>", "requests at once", "1,8")
+    .option("--max-tokens <n>", "new tokens per request", int("max-tokens"), 96)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const levels = await benchConstrained({
+        levels: list(o.levels),
+        maxTokens: o.maxTokens,
+        progress: (s) => console.error(`bench: ${s}`),
+      });
+      console.log(o.json ? JSON.stringify(levels, null, 2) : printConstrained(levels));
     });
 }
 

@@ -59,7 +59,13 @@ export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute>
     let relayUrl: string | undefined;
     let relay: ServiceProcess | undefined;
     if (o.transport === "relay") {
-      relay = await ServiceProcess.start("relay", ["relay", "--listen", "127.0.0.1:0", "--secret", secret]);
+      relay = await ServiceProcess.start("relay", [
+        "relay",
+        "--listen",
+        "127.0.0.1:0",
+        "--relay-secret",
+        secret,
+      ]);
       started.push(relay);
       relayUrl = String(relay.ready.url);
     }

@@ -82,7 +82,9 @@ export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwo
   try {
     const secret = crypto.randomUUID();
     const nodeToken = crypto.randomUUID();
-    const relay = `ws://${await serve("relay", ["relay", "--listen", INNER, "--secret", secret])}`;
+    const relay = `ws://${await serve("relay", ["relay", "--listen", INNER], {
+      STRATA_RELAY_SECRET: secret,
+    })}`;
     const tracker = `http://${await serve("tracker", [
       "tracker",
       "--model",
@@ -93,32 +95,25 @@ export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwo
       INNER,
       "--db",
       `${dir}/tracker.db`,
-      "--token",
-      nodeToken,
       "--lease-ms",
       "5000",
       "--relay",
       relay,
-      "--relay-token",
-      await peerToken(secret, "tracker"),
-    ])}`;
+    ], { STRATA_NODE_TOKEN: nodeToken, STRATA_RELAY_TOKEN: await peerToken(secret, "tracker") })}`;
     for (const [i, range] of o.split.entries()) {
       const name = `n${i}`;
-      await serve(name, [
-        ...await trackedNodeArgs({
-          model: o.model,
-          range,
-          name,
-          tracker,
-          nodeToken,
-          listen: INNER,
-          relay,
-          relaySecret: secret,
-          threads: o.threads,
-        }),
-        "--public-url",
-        `http://${host(name).ip}:${PUBLIC_PORT}`,
-      ]);
+      const node = await trackedNodeArgs({
+        model: o.model,
+        range,
+        name,
+        tracker,
+        nodeToken,
+        listen: INNER,
+        relay,
+        relaySecret: secret,
+        threads: o.threads,
+      });
+      await serve(name, [...node.args, "--public-url", `http://${host(name).ip}:${PUBLIC_PORT}`], node.env);
     }
     await waitAdmitted(tracker, o.split.length);
     const gateway = `http://${await serve("gateway", [
@@ -131,9 +126,7 @@ export async function startHostNetwork(o: HostNetworkOptions): Promise<HostNetwo
       INNER,
       "--relay",
       relay,
-      "--relay-token",
-      await peerToken(secret, "gateway"),
-    ])}`;
+    ], { STRATA_RELAY_TOKEN: await peerToken(secret, "gateway") })}`;
     return {
       gateway,
       tracker,

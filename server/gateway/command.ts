@@ -9,15 +9,24 @@ import type { VolunteerOptions } from "./volunteer.ts";
 import { fileFacts } from "../model/facts.ts";
 import { parseSplit } from "../../src/engine/layer-range.ts";
 import { sseData } from "../../src/gateway/sse.ts";
+import type { NetworkState } from "../../src/gateway/network-view.ts";
+import { type GatewayHealth, statusText } from "../../src/gateway/status-text.ts";
 import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 import { addClientLimitOptions, clientLimitsOf } from "./limit-options.ts";
 import { addCaOption, addCertFileOptions, tlsOf } from "../tls/options.ts";
 import { trustCaFile, trustedFetch } from "../tls/trust.ts";
+import { addSecretOption, needSecret, NODE_TOKEN, RELAY_SECRET, RELAY_TOKEN } from "../secrets.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
 
 export function gatewayCommand(): Command {
-  return addCaOption(addCertFileOptions(addClientLimitOptions(new Command("gateway")), "the OpenAI API"))
+  const gateway = addCaOption(
+    addCertFileOptions(addClientLimitOptions(new Command("gateway")), "the OpenAI API"),
+  );
+  addSecretOption(gateway, RELAY_TOKEN, "the gateway's relay token");
+  addSecretOption(gateway, RELAY_SECRET, "the relay's secret: mints volunteer tabs' relay tokens");
+  addSecretOption(gateway, NODE_TOKEN, "the tracker's node token, used for volunteer tabs");
+  return gateway
     .description(
       "the OpenAI API (chat/completions, completions, models; SSE streaming) over tracker-chosen routes",
     )
@@ -33,19 +42,14 @@ export function gatewayCommand(): Command {
       collect,
     )
     .option("--relay <ws-url>", "relay for nodes reachable only through it")
-    .option("--relay-token <token>", "the gateway's relay token")
+    .option(
+      "--public-relay <ws-url>",
+      "the relay as browsers and other owners' nodes reach it, given to volunteer tabs (default: --relay)",
+    )
     .option(
       "--volunteers <ranges>",
       "serve the volunteer page (/volunteer/) offering these layer ranges, e.g. 0:10,10:20,20:30, " +
         "or auto: the tracker places each tab (needs --relay, --relay-secret and the node token)",
-    )
-    .option(
-      "--relay-secret <secret>",
-      "the relay's secret: mints volunteer tabs' relay tokens (or STRATA_RELAY_SECRET)",
-    )
-    .option(
-      "--node-token <token>",
-      "the tracker's node token, used for volunteer tabs (or STRATA_NODE_TOKEN)",
     )
     .option(
       "--queue-max <n>",
@@ -80,18 +84,16 @@ export function gatewayCommand(): Command {
         ...(o.apiKey ?? []),
         ...(Deno.env.get("STRATA_API_KEYS")?.split(",").filter(Boolean) ?? []),
       ];
-      if (o.relay && !o.relayToken) throw new InvalidArgumentError("--relay needs --relay-token");
+      const relayToken = o.relay ? needSecret(o, RELAY_TOKEN, "--relay: ") : undefined;
       let volunteer: VolunteerOptions | undefined;
       if (o.volunteers) {
-        const relaySecret = o.relaySecret ?? Deno.env.get("STRATA_RELAY_SECRET");
-        const nodeToken = o.nodeToken ?? Deno.env.get("STRATA_NODE_TOKEN");
-        if (!o.relay || !relaySecret || !nodeToken) {
-          throw new InvalidArgumentError("--volunteers needs --relay, --relay-secret and --node-token");
-        }
+        if (!o.relay) throw new InvalidArgumentError("--volunteers needs --relay");
+        const relaySecret = needSecret(o, RELAY_SECRET, "--volunteers: ");
+        const nodeToken = needSecret(o, NODE_TOKEN, "--volunteers: ");
         const { nLayer } = await fileFacts(path);
         // auto: no split; the tracker places each tab
         const split = o.volunteers === "auto" ? [] : parseSplit(o.volunteers, nLayer);
-        volunteer = { relayUrl: o.relay, relaySecret, nodeToken, split };
+        volunteer = { relayUrl: o.publicRelay ?? o.relay, relaySecret, nodeToken, split };
       }
       const g = await startGateway({
         volunteer,
@@ -99,7 +101,7 @@ export function gatewayCommand(): Command {
         modelName: name,
         trackerUrl: o.tracker,
         apiKeys: keys,
-        relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
+        relay: o.relay ? { url: o.relay, token: relayToken! } : undefined,
         host,
         port,
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
@@ -119,6 +121,42 @@ export function gatewayCommand(): Command {
 /** Where `strata up` leaves the address of its gateway. */
 export const upStateFile = () => cacheDir("up.json");
 
+/** The gateway a client command talks to: --url, else the one `strata up` started, else :8080. */
+async function gatewayOf(o: { url?: string; ca?: string }) {
+  let url = o.url;
+  let ca = o.ca;
+  if (!url) {
+    try {
+      const up = JSON.parse(await Deno.readTextFile(upStateFile()));
+      url = up.gateway as string;
+      ca ??= up.ca; // a `strata up --tls` network's CA
+    } catch {
+      url = "http://127.0.0.1:8080";
+    }
+  }
+  await trustCaFile(ca);
+  return { url: url!, fetch: trustedFetch() };
+}
+
+export function statusCommand(): Command {
+  return addCaOption(new Command("status"))
+    .description(
+      "a network as its operator sees it, from a gateway: nodes (layers, engine, memory under the cap, speed), " +
+        "coverage, free session slots, routes in use",
+    )
+    .option("--url <gateway>", "gateway URL (default: the one `strata up` started)")
+    .option("--json", "print the gateway's state and health as one JSON object")
+    .action(async (o) => {
+      const { url, fetch } = await gatewayOf(o);
+      const state = await fetch(`${url}/network/api/state`);
+      if (!state.ok) throw new Error(`${url}/network/api/state: ${state.status} ${await state.text()}`);
+      const s = await state.json() as NetworkState;
+      // 503 is an answer here: the reason the network does not serve
+      const health = await (await fetch(`${url}/health`)).json() as GatewayHealth;
+      console.log(o.json ? JSON.stringify({ state: s, health }, null, 2) : statusText(s, health));
+    });
+}
+
 export function chatCommand(): Command {
   return addCaOption(new Command("chat"))
     .description("one chat completion through a gateway, streamed (default: the one `strata up` started)")
@@ -129,19 +167,7 @@ export function chatCommand(): Command {
     .option("--temperature <t>", "0 = greedy", num("temperature"), 0)
     .option("--system <text>", "a system message first")
     .action(async (message: string, o) => {
-      let url = o.url as string | undefined;
-      let ca = o.ca as string | undefined;
-      if (!url) {
-        try {
-          const up = JSON.parse(await Deno.readTextFile(upStateFile()));
-          url = up.gateway;
-          ca ??= up.ca; // a `strata up --tls` network's CA
-        } catch {
-          url = "http://127.0.0.1:8080";
-        }
-      }
-      await trustCaFile(ca);
-      const fetch = trustedFetch();
+      const { url, fetch } = await gatewayOf(o);
       const key = o.apiKey ?? Deno.env.get("STRATA_API_KEY");
       const models = await fetch(`${url}/v1/models`, {
         headers: key ? { authorization: `Bearer ${key}` } : {},

@@ -26,11 +26,12 @@ import { log } from "../log/log.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { fetchManifest, fetchShardFile, isArtifactUrl } from "../artifacts/fetch-shard.ts";
 import { fileTap } from "../seam/tap.ts";
+import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../secrets.ts";
 import { addCaOption } from "../tls/options.ts";
 import { trustCaFile } from "../tls/trust.ts";
 
 export function nodeCommand(): Command {
-  return addCaOption(new Command("node"))
+  return addSecretOption(addSecretOption(addCaOption(new Command("node")), NODE_TOKEN), RELAY_TOKEN)
     .description("serve one layer range of a model to routes (direct HTTP/2, a relay, or both)")
     .option(
       "--model <name|path|url>",
@@ -38,6 +39,10 @@ export function nodeCommand(): Command {
       DEFAULT_MODEL.name,
     )
     .option("--serve-artifact <host:port>", "serve this range's bytes of the artifact for others to download")
+    .option(
+      "--artifact-public-url <url>",
+      "advertise the served bytes at this URL instead of the --serve-artifact address (behind a forwarder)",
+    )
     .requiredOption(
       "--layers <a:b|auto>",
       "the layer range to hold, e.g. 0:12; auto: the tracker places it (and moves it as nodes come and go)",
@@ -50,7 +55,6 @@ export function nodeCommand(): Command {
       "--tracker <url[,url…]>",
       "register with this tracker (it hands over the route key); replicas, comma-separated: the next when one fails",
     )
-    .option("--tracker-token <token>", "the tracker's node token (or STRATA_NODE_TOKEN)")
     .addOption(
       new Option("--inject-fault <kind>", "test aid: serve wrong outputs").choices(["scale", "scale-later"])
         .hideHelp(),
@@ -61,10 +65,6 @@ export function nodeCommand(): Command {
       "advertise this seam URL instead of the listen address (behind a forwarder)",
     )
     .option("--relay <ws-url>", "also (or only) be reachable through this relay")
-    .option(
-      "--relay-token <token>",
-      "this node's relay token (strata relay token --name …); its name is the node's",
-    )
     .option("--name <name>", "node name in telemetry (defaults to the relay token's name)")
     .addOption(backendOption())
     .addOption(
@@ -78,7 +78,12 @@ export function nodeCommand(): Command {
       "with --engine wasm: run the layers on WebGPU when the adapter can (else CPU, saying why)",
     )
     .option("--wasm64", "with --engine wasm: the 64-bit-memory build (needs emscripten ≥ 4.0)")
-    .option("--threads <n>", "engine threads", int("threads"), navigator.hardwareConcurrency)
+    .option(
+      "--threads <n>",
+      "engine threads (default: this machine's cores)",
+      int("threads"),
+      navigator.hardwareConcurrency,
+    )
     .option(
       "--kv-cells <n>",
       "KV cells of the node's one pool, shared by its sessions as they grow (default: room for " +
@@ -106,7 +111,7 @@ export function nodeCommand(): Command {
       "batch every ready step at once: a route's shards then compute in lockstep (default on GPU engines)",
     )
     .option("--batch-tokens <n>", "most tokens in one engine call", int("batch-tokens"), 512)
-    .option("--lease-ms <n>", "release a session idle this long", int("lease-ms"), 300_000)
+    .option("--session-idle-ms <n>", "release a session idle this long", int("session-idle-ms"), 300_000)
     .option(
       "--unused-session-ms <n>",
       "release a session opened and given no step this long (a peer holding slots it never uses)",
@@ -132,11 +137,8 @@ export function nodeCommand(): Command {
         throw new InvalidArgumentError("--webgpu and --wasm64 need --engine wasm");
       }
       if (!o.routeKey === !o.tracker) throw new InvalidArgumentError("give --route-key or --tracker (one)");
-      const trackerToken = o.trackerToken ?? Deno.env.get("STRATA_NODE_TOKEN");
-      if (o.tracker && !trackerToken) {
-        throw new InvalidArgumentError("--tracker needs --tracker-token or STRATA_NODE_TOKEN");
-      }
-      if (o.relay && !o.relayToken) throw new InvalidArgumentError("--relay needs --relay-token");
+      const trackerToken = o.tracker ? needSecret(o, NODE_TOKEN, "--tracker: ") : undefined;
+      const relayToken = o.relay ? needSecret(o, RELAY_TOKEN, "--relay: ") : undefined;
       const auto = o.layers === "auto";
       if (auto && !o.tracker) {
         throw new InvalidArgumentError("--layers auto asks the tracker: give --tracker");
@@ -158,13 +160,13 @@ export function nodeCommand(): Command {
       const localPath = manifest ? undefined : (await resolveModel(o.model)).path;
       const nLayer = manifest?.nLayer ?? (await fileFacts(localPath!)).nLayer;
       const key = o.routeKey ? await readJsonFile<RouteKeyText>(o.routeKey, "route key") : undefined;
-      const name = o.name ?? (o.relayToken ? String(o.relayToken).split(".")[0] : `node-${o.layers}`);
+      const name = o.name ?? (relayToken ? String(relayToken).split(".")[0] : `node-${o.layers}`);
       let moveTo: (range: LayerRange) => void = () => {};
       // where the range's bytes came from, when they were downloaded (bytes by source)
       let fetched: Readonly<Record<string, number>> | undefined;
       // a placed node may move: its connections (the relay's above all) outlive each range
       const fixedPort = o.listen && hostPort(o.listen).port !== 0;
-      const relay = o.relay ? { url: o.relay, token: o.relayToken } : undefined;
+      const relay = o.relay ? { url: o.relay as string, token: relayToken! } : undefined;
       const tap = fileTap(Deno.env.get("STRATA_SEAM_TAP"));
       const shared = auto && !fixedPort ? await Dialer.connect(relay, tap) : undefined;
       // the KV pool of the range loaded last (reported when ready)
@@ -204,7 +206,7 @@ export function nodeCommand(): Command {
           maxSessions: o.maxSessions,
           batchInvariant: o.batchInvariant !== false,
           batchTokens: o.batchTokens,
-          leaseMs: o.leaseMs,
+          leaseMs: o.sessionIdleMs,
           cohorts: o.cohorts,
           unusedSessionMs: o.unusedSessionMs,
           routeKey: key ? await importPublicRouteKey(key) : undefined,
@@ -217,6 +219,7 @@ export function nodeCommand(): Command {
           tap,
           manifest,
           serveArtifact: o.serveArtifact ? hostPort(o.serveArtifact) : undefined,
+          artifactPublicUrl: o.artifactPublicUrl,
           memoryCapBytes: o.memoryCap,
           onPlace: auto ? (r) => moveTo(layerRange(r.start, r.end, nLayer)) : undefined,
           dialer: shared,

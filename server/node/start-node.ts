@@ -65,6 +65,8 @@ export interface NodeConfig {
   readonly manifest?: ArtifactManifest;
   /** serve this range's bytes of the artifact here (HTTP Range) for others to download */
   readonly serveArtifact?: { host: string; port: number };
+  /** what the served bytes are advertised at (default: the server's own address) */
+  readonly artifactPublicUrl?: string;
   /**
    * refuse a range whose weights + KV + compute pass this many bytes; default: the memory
    * available now (native), what the module can address (wasm: 4 GiB, wasm64 16 GiB)
@@ -131,7 +133,8 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       cert,
     );
   }
-  const artifactUrl = artifactServer ? `${artifactServer.url}/artifacts/${bytesToHex(artifact)}` : "";
+  const artifactBase = c.artifactPublicUrl?.replace(/\/$/, "") ?? artifactServer?.url;
+  const artifactUrl = artifactServer ? `${artifactBase}/artifacts/${bytesToHex(artifact)}` : "";
   const running = await startShardNode({
     name: c.name,
     artifactSha256: artifact,

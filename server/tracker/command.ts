@@ -8,9 +8,14 @@ import { NODE_CALLS_PER_MIN } from "./call-limits.ts";
 import { startTracker } from "./tracker.ts";
 import { addCaOption } from "../tls/options.ts";
 import { trustCaFile } from "../tls/trust.ts";
+import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../secrets.ts";
 
 export function trackerCommand(): Command {
-  return addCaOption(new Command("tracker"))
+  return addSecretOption(
+    addSecretOption(addCaOption(new Command("tracker")), NODE_TOKEN, "nodes' registration token"),
+    RELAY_TOKEN,
+    "the tracker's relay token",
+  )
     .description("admit nodes (probe), keep their leases, choose routes and sign their tickets")
     .option(
       "--ca-key <file>",
@@ -37,7 +42,6 @@ export function trackerCommand(): Command {
       "replicas: how often heartbeats go to the database and the other replicas' changes come in",
       int("sync-ms"),
     )
-    .option("--token <token>", "nodes' registration token (or STRATA_NODE_TOKEN)")
     .option(
       "--lease-ms <n>",
       "a node without a heartbeat this long is dropped from routes",
@@ -58,7 +62,6 @@ export function trackerCommand(): Command {
       60_000,
     )
     .option("--relay <ws-url>", "relay for probing nodes reachable only through it")
-    .option("--relay-token <token>", "the tracker's relay token")
     .addOption(
       new Option(
         "--seam-compression <policy>",
@@ -73,8 +76,7 @@ export function trackerCommand(): Command {
       0,
     )
     .action(async (o) => {
-      const token = o.token ?? Deno.env.get("STRATA_NODE_TOKEN");
-      if (!token) throw new InvalidArgumentError("give --token or set STRATA_NODE_TOKEN");
+      const token = needSecret(o, NODE_TOKEN);
       const { path } = await resolveModel(o.model);
       const { host, port } = hostPort(o.listen);
       if (o.caKey !== undefined && o.ca === undefined) throw new InvalidArgumentError("--ca-key needs --ca");
@@ -94,7 +96,7 @@ export function trackerCommand(): Command {
         leaseMs: o.leaseMs,
         host,
         port,
-        relay: o.relay ? { url: o.relay, token: o.relayToken } : undefined,
+        relay: o.relay ? { url: o.relay, token: needSecret(o, RELAY_TOKEN, "--relay: ") } : undefined,
         seamCompression: o.seamCompression,
         repairReserve: o.repairReserve,
         nodeCallsPerMin: o.limitNodeCallsPerMin,

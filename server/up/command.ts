@@ -40,8 +40,23 @@ export function upCommand(): Command {
     )
     .option("--routes <n>", "complete routes (the tracker spreads requests over them)", int("routes"), 1)
     .addOption(backendOption())
-    .option("--threads <n>", "engine threads per node", int("threads"), 1)
+    .option(
+      "--threads <n>",
+      "engine threads per node (default: this machine's cores shared evenly by the nodes it starts)",
+      int("threads"),
+    )
     .option("--port <n>", "gateway port (0: any free port)", (v) => Number(v), 8080)
+    .option(
+      "--listen <host>",
+      "the address every part binds to and advertises: this machine's LAN address lets the LAN reach the " +
+        "network (default 127.0.0.1)",
+      "127.0.0.1",
+    )
+    .option(
+      "--data <dir>",
+      "keep the tracker's database, the node token, the relay secret and the TLS files here across restarts " +
+        "(default: a temporary folder, removed on exit)",
+    )
     .option("--api-key <key>", "require this bearer key at the gateway (repeatable)", collect)
     .option("--cors <origins>", "browser origins that may call the gateway's API (comma-separated, or *)")
     .option("--lease-ms <n>", "node lease at the tracker", int("lease-ms"), 5000)
@@ -156,7 +171,19 @@ export function upCommand(): Command {
       };
       const browserShard = o.browserShard ? inSplit(o.browserShard, "--browser-shard") : undefined;
       const wasmShards = ((o.wasmShard ?? []) as string[]).map((w) => inSplit(w, "--wasm-shard"));
-      const dir = await Deno.makeTempDir({ prefix: "strata-up-" });
+      if (["0.0.0.0", "::", "[::]"].includes(o.listen)) {
+        throw new InvalidArgumentError(
+          `--listen ${o.listen}: every part advertises this address to the others; give one they can reach (e.g. this machine's LAN address)`,
+        );
+      }
+      const dir = o.data ?? await Deno.makeTempDir({ prefix: "strata-up-" });
+      Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
+      // kept with --data: a restarted network keeps its token and secret (nodes that joined by hand too)
+      const kept = (name: string, env: string) =>
+        Deno.env.get(env) ?? (o.data ? keptSecret(`${dir}/${name}`) : undefined);
+      // the machine's cores, shared by the engines started here (a placed network: at least 2)
+      const engines = Math.max(2, o.routes * split.length);
+      const threads: number = o.threads ?? Math.max(1, Math.floor(navigator.hardwareConcurrency / engines));
       const placed = o.memoryCap === undefined
         ? undefined
         : { capBytes: o.memoryCap, tabs: o.browserShards ?? 0, wasm: o.wasmShards ?? 0 };
@@ -172,8 +199,11 @@ export function upCommand(): Command {
         split,
         routes: o.routes,
         backend,
-        threads: o.threads,
-        gatewayListen: `127.0.0.1:${o.port}`,
+        threads,
+        gatewayListen: `${o.listen}:${o.port}`,
+        listenHost: o.listen,
+        // reached from other machines: the tracker and the relay at their usual ports
+        ...(o.listen === "127.0.0.1" ? {} : { trackerPort: 7600, relayPort: 7700 }),
         apiKeys: o.apiKey ?? [],
         corsOrigins: o.cors
           ? String(o.cors).split(",").map((x: string) => x.trim()).filter(Boolean)
@@ -190,9 +220,9 @@ export function upCommand(): Command {
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
         clientLimits: clientLimitsOf(o),
         dbPath: `${dir}/tracker.db`,
-        // set it to let more nodes join this network by hand
-        nodeToken: Deno.env.get("STRATA_NODE_TOKEN"),
-        relaySecret: Deno.env.get("STRATA_RELAY_SECRET"),
+        // set it (or keep it with --data) to let more nodes join this network by hand
+        nodeToken: kept("node-token", "STRATA_NODE_TOKEN"),
+        relaySecret: kept("relay-secret", "STRATA_RELAY_SECRET"),
         progress: (what) => console.error(`  ${what}`),
         browserShard,
         wasmShards,
@@ -233,7 +263,19 @@ export function upCommand(): Command {
       console.error(`strata up: ${sig}, stopping`);
       await net.stop();
       await Deno.remove(upStateFile()).catch(() => {});
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      // --data stays: the next start takes up where this one stopped
+      if (!o.data) await Deno.remove(dir, { recursive: true }).catch(() => {});
       Deno.exit(0);
     });
+}
+
+/** A secret kept in a file (made once, readable by its owner only). */
+function keptSecret(path: string): string {
+  try {
+    return Deno.readTextFileSync(path).trim();
+  } catch {
+    const s = crypto.randomUUID();
+    Deno.writeTextFileSync(path, s + "\n", { mode: 0o600 });
+    return s;
+  }
 }

@@ -18,7 +18,9 @@ export async function makeNetworkTls(
   dir: string,
   hosts: { relay: string; gateway: string },
 ): Promise<NetworkTls> {
-  const pair = await newNetworkCa();
+  // a CA kept in `dir` (strata up --data) stays the network's: certificates it signed stay good
+  const kept = await readPair(`${dir}/ca.pem`, `${dir}/ca-key.pem`);
+  const pair = kept ?? await newNetworkCa();
   const ca = await openNetworkCa(pair);
   const write = async (name: string, text: string) => {
     const path = `${dir}/${name}`;
@@ -55,5 +57,13 @@ export function tlsArgs(
       return ["--ca", tls.ca, "--tls"];
     case "gateway":
       return ["--ca", tls.ca, ...certFileArgs(tls.gateway)];
+  }
+}
+
+async function readPair(cert: string, key: string): Promise<{ cert: string; key: string } | undefined> {
+  try {
+    return { cert: await Deno.readTextFile(cert), key: await Deno.readTextFile(key) };
+  } catch {
+    return undefined;
   }
 }

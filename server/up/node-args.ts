@@ -1,5 +1,6 @@
 // The `strata node` command line of a node that joins a tracker and a relay: what `strata up`
-// and the test-host network start, each adding its own options.
+// and the test-host network start, each adding its own options. Its secrets (the node token,
+// its relay token) go in its environment, never in argv, where `ps` would show them.
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import { peerToken } from "../../src/relay/token.ts";
 import { type NetworkTls, tlsArgs } from "./network-tls.ts";
@@ -18,8 +19,8 @@ export async function trackedNodeArgs(o: {
   threads: number;
   /** the network's TLS files: the node serves TLS with a certificate from the tracker */
   tls?: NetworkTls;
-}): Promise<string[]> {
-  return [
+}): Promise<{ args: string[]; env: Record<string, string> }> {
+  const args = [
     "node",
     "--model",
     o.model,
@@ -29,18 +30,18 @@ export async function trackedNodeArgs(o: {
     o.name,
     "--tracker",
     o.tracker,
-    "--tracker-token",
-    o.nodeToken,
     ...(o.listen ? ["--listen", o.listen] : []),
     "--relay",
     o.relay,
-    "--relay-token",
-    await peerToken(o.relaySecret, o.name),
     "--threads",
     String(o.threads),
-    // leases renew by heartbeat; an idle session is released after this long
-    "--lease-ms",
+    // an idle session is released after this long
+    "--session-idle-ms",
     "600000",
     ...tlsArgs(o.tls, "node"),
   ];
+  return {
+    args,
+    env: { STRATA_NODE_TOKEN: o.nodeToken, STRATA_RELAY_TOKEN: await peerToken(o.relaySecret, o.name) },
+  };
 }

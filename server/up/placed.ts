@@ -44,19 +44,20 @@ export async function placedNetwork(
   }
   const nodes: NodeProc[] = [];
   const join = async (name: string, engine: "wasm" | "native") => {
+    const node = await trackedNodeArgs({
+      model: o.model,
+      range: "auto",
+      name,
+      tracker: at.trackerUrl,
+      nodeToken: at.nodeToken,
+      listen: `${o.listenHost ?? "127.0.0.1"}:0`,
+      relay: at.relayUrl,
+      relaySecret: at.relaySecret,
+      threads: o.threads,
+      tls: at.tls,
+    });
     const p = await ServiceProcess.start(`node ${name}`, [
-      ...await trackedNodeArgs({
-        model: o.model,
-        range: "auto",
-        name,
-        tracker: at.trackerUrl,
-        nodeToken: at.nodeToken,
-        listen: "127.0.0.1:0",
-        relay: at.relayUrl,
-        relaySecret: at.relaySecret,
-        threads: o.threads,
-        tls: at.tls,
-      }),
+      ...node.args,
       "--memory-cap",
       String(capBytes),
       ...(engine === "wasm" ? ["--engine", "wasm"] : ["--backend", o.backend]),
@@ -65,8 +66,8 @@ export async function placedNetwork(
       ...(o.ctxSize ? ["--ctx-size", String(o.ctxSize)] : []),
       ...(o.unusedSessionMs ? ["--unused-session-ms", String(o.unusedSessionMs)] : []),
       "--serve-artifact",
-      "127.0.0.1:0",
-    ]);
+      `${o.listenHost ?? "127.0.0.1"}:0`,
+    ], node.env);
     started.push(p);
     const url = (p.ready.urls as string[])[0];
     const layers = String(p.ready.layers);

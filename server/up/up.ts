@@ -26,6 +26,11 @@ export interface UpOptions {
   readonly backend: NativeBackend;
   readonly threads: number;
   readonly gatewayListen: string;
+  /** the address every server of the network binds to and advertises (default 127.0.0.1) */
+  readonly listenHost?: string;
+  /** fixed ports for the relay and the tracker, which other hosts are told (default: any free) */
+  readonly relayPort?: number;
+  readonly trackerPort?: number;
   readonly apiKeys: string[];
   readonly leaseMs: number;
   /** concurrent sessions per node (the node's own default when absent) */
@@ -93,6 +98,7 @@ export interface Network {
 
 export async function up(o: UpOptions): Promise<Network> {
   const say = o.progress ?? (() => {});
+  const host = o.listenHost ?? "127.0.0.1";
   const nodeToken = o.nodeToken ?? crypto.randomUUID();
   // set it to let more nodes join through this network's relay by hand
   const relaySecret = o.relaySecret ?? crypto.randomUUID();
@@ -119,16 +125,13 @@ export async function up(o: UpOptions): Promise<Network> {
       throw new Error("--tls does not take browser tabs");
     }
     const tls = o.tlsDir
-      ? await makeNetworkTls(o.tlsDir, { relay: "127.0.0.1", gateway: hostPort(o.gatewayListen).host })
+      ? await makeNetworkTls(o.tlsDir, { relay: host, gateway: hostPort(o.gatewayListen).host })
       : undefined;
-    const relay = await ServiceProcess.start("relay", [
+    const relay = await ServiceProcess.start(
       "relay",
-      "--listen",
-      "127.0.0.1:0",
-      "--secret",
-      relaySecret,
-      ...tlsArgs(tls, "relay"),
-    ]);
+      ["relay", "--listen", `${host}:${o.relayPort ?? 0}`, ...tlsArgs(tls, "relay")],
+      { STRATA_RELAY_SECRET: relaySecret },
+    );
     started.push(relay);
     const relayUrl = String(relay.ready.url);
     say(`relay    ${relayUrl}`);
@@ -143,25 +146,30 @@ export async function up(o: UpOptions): Promise<Network> {
       listen,
       "--db",
       o.dbPath,
-      "--token",
-      nodeToken,
       "--lease-ms",
       String(o.leaseMs),
       "--relay",
       relayUrl,
-      "--relay-token",
-      await peerToken(relaySecret, "tracker"),
       ...(o.repairReserve ? ["--repair-reserve", String(o.repairReserve)] : []),
       ...tlsArgs(tls, "tracker"),
     ];
-    const tracker = await ServiceProcess.start("tracker", await trackerArgs("127.0.0.1:0"));
+    // the tracker's secrets, in its environment
+    const trackerEnv = {
+      STRATA_NODE_TOKEN: nodeToken,
+      STRATA_RELAY_TOKEN: await peerToken(relaySecret, "tracker"),
+    };
+    const tracker = await ServiceProcess.start(
+      "tracker",
+      await trackerArgs(`${host}:${o.trackerPort ?? 0}`),
+      trackerEnv,
+    );
     started.push(tracker);
     const trackerUrl = String(tracker.ready.url);
     say(`tracker  ${trackerUrl}`);
     keep.watch(
       tracker,
       trackerUrl,
-      async (listen) => ServiceProcess.start("tracker", await trackerArgs(listen)),
+      async (listen) => ServiceProcess.start("tracker", await trackerArgs(listen), trackerEnv),
     );
     if (o.placed) {
       const at = { trackerUrl, relayUrl, relaySecret, nodeToken, tls };
@@ -182,19 +190,20 @@ export async function up(o: UpOptions): Promise<Network> {
         if (r === 0 && o.browserShard && same(range, o.browserShard)) continue;
         const name = `r${r}n${i}`;
         const wasm = o.wasmShards?.some((w) => same(w, range));
+        const node = await trackedNodeArgs({
+          model: o.model,
+          range,
+          name,
+          tracker: trackerUrl,
+          nodeToken,
+          listen: `${host}:0`,
+          relay: relayUrl,
+          relaySecret,
+          threads: o.threads,
+          tls,
+        });
         const p = await ServiceProcess.start(`node ${name}`, [
-          ...await trackedNodeArgs({
-            model: o.model,
-            range,
-            name,
-            tracker: trackerUrl,
-            nodeToken,
-            listen: "127.0.0.1:0",
-            relay: relayUrl,
-            relaySecret,
-            threads: o.threads,
-            tls,
-          }),
+          ...node.args,
           ...(wasm ? ["--engine", "wasm"] : ["--backend", o.backend]),
           ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
           ...(o.kvCells ? ["--kv-cells", String(o.kvCells)] : []),
@@ -203,8 +212,8 @@ export async function up(o: UpOptions): Promise<Network> {
           ...(o.batchInvariant === false ? ["--no-batch-invariant"] : []),
           // volunteers download from the nodes that hold their layers, too
           "--serve-artifact",
-          "127.0.0.1:0",
-        ]);
+          `${host}:0`,
+        ], node.env);
         started.push(p);
         const url = (p.ready.urls as string[])[0];
         nodes.push({ name, layers: formatRange(range), route: r, url, process: p });
@@ -300,9 +309,6 @@ export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: stri
     o.gatewayListen,
     "--relay",
     at.relayUrl,
-    "--relay-token",
-    await peerToken(at.relaySecret, "gateway"),
-    ...o.apiKeys.flatMap((k) => ["--api-key", k]),
     ...(o.admission
       ? ["--queue-max", String(o.admission.maxWaiting), "--queue-timeout-ms", String(o.admission.timeoutMs)]
       : []),
@@ -313,7 +319,13 @@ export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: stri
     ...tlsArgs(at.tls, "gateway"),
     "--volunteers",
     volunteers,
-  ], { STRATA_RELAY_SECRET: at.relaySecret, STRATA_NODE_TOKEN: at.nodeToken });
+  ], {
+    // its secrets, in its environment
+    STRATA_RELAY_SECRET: at.relaySecret,
+    STRATA_NODE_TOKEN: at.nodeToken,
+    STRATA_RELAY_TOKEN: await peerToken(at.relaySecret, "gateway"),
+    ...(o.apiKeys.length ? { STRATA_API_KEYS: o.apiKeys.join(",") } : {}),
+  });
 }
 
 /** The gateway's three pages, as `strata up` prints them. */

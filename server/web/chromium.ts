@@ -17,7 +17,8 @@ export function hasChromium(): boolean {
 export class Chromium {
   private constructor(private readonly context: Context, private readonly profile: string) {}
 
-  static async launch(): Promise<Chromium> {
+  /** `args`: more command-line switches (e.g. --host-resolver-rules for a name that is no loopback) */
+  static async launch(args: string[] = []): Promise<Chromium> {
     if (!hasChromium()) {
       throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium (or set STRATA_CHROMIUM)`);
     }
@@ -34,6 +35,7 @@ export class Chromium {
         "--no-first-run",
         "--disable-quic",
         CHROMIUM_JS_FLAGS,
+        ...args,
       ],
     });
     return new Chromium(context, profile);

@@ -182,7 +182,7 @@ try {
       "late",
       "--tracker",
       String(net.ready.tracker),
-      "--tracker-token",
+      "--node-token",
       NODE_TOKEN,
       "--listen",
       "127.0.0.1:0",

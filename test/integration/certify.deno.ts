@@ -98,7 +98,7 @@ try {
     "tracker",
     "--model",
     bare,
-    "--token",
+    "--node-token",
     "t",
     "--listen",
     "127.0.0.1:0",

@@ -2,7 +2,8 @@
 // key prompt, a system prompt, a reply equal to the API's for the same conversation, a
 // follow-up that uses the history, the context meter, telemetry folded under each reply, Stop
 // mid-answer (the route's session freed), New chat, links between the three pages, and the
-// network page's load charts after it.
+// network page's load charts after it; the volunteer page refusing, in words, where it is not a
+// secure context.
 // Screenshots go to SHOTS_DIR. Prints one JSON object; chat-page.test.ts asserts on it.
 import { Chromium } from "../../server/web/chromium.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
@@ -132,6 +133,27 @@ try {
     busiest: Math.max(...Object.values(load.busy as Record<string, number[]>).flat()),
   };
   await network.screenshot({ path: `${shots}/network-load.png`, fullPage: true });
+
+  // the volunteer page at a name that is no loopback, over plain HTTP: not a secure context, so
+  // it says why it cannot host a shard and asks the network for nothing
+  const elsewhere = await Chromium.launch(["--host-resolver-rules=MAP strata.test 127.0.0.1"]);
+  try {
+    const port = new URL(gw).port;
+    const tab = await elsewhere.page(`http://strata.test:${port}/volunteer/`);
+    await tab.waitForFunction(() =>
+      (globalThis as unknown as { strataVolunteer?: { state: { phase: string } } }).strataVolunteer?.state
+        .phase ===
+        "cannot run"
+    );
+    report.insecure_volunteer = {
+      phase: await tab.textContent("#phase"),
+      reasons: await tab.$$eval("#assignment dd", (dds) => dds.map((d) => d.textContent)),
+      button_disabled: await tab.isDisabled("#contribute"),
+    };
+    await tab.screenshot({ path: `${shots}/volunteer-insecure.png`, fullPage: true });
+  } finally {
+    await elsewhere.close();
+  }
 } finally {
   await browser.close();
   await net.stop();

@@ -46,5 +46,10 @@ describe.skipIf(!chromium)("the chat page as a person uses it", () => {
     expect(out.load.ttft_points).toBeGreaterThan(0);
     expect(out.load.busy_nodes).toEqual(["r0n0", "r0n1"]);
     expect(out.load.busiest).toBeGreaterThan(0);
+
+    // the volunteer page where it cannot run: the reason in words, nothing to press
+    expect(out.insecure_volunteer.phase).toBe("cannot run");
+    expect(out.insecure_volunteer.reasons[0]).toMatch(/^This page is not a secure context/);
+    expect(out.insecure_volunteer.button_disabled).toBe(true);
   });
 });

@@ -60,6 +60,12 @@ int32_t strata_seq_pos_max(void * x, int32_t s) { return -1; }
 int32_t strata_ctx_stats(void * x, int64_t * o, int32_t c) { for (int i = 0; i < c && i < 4; i++) o[i] = 0; return 4; }
 int32_t strata_ctx_capture(void * x, const int32_t * l, int32_t n) { return 0; }
 int64_t strata_ctx_captured(void * x, int32_t il, float * d, int64_t c) { return 0; }
+void * strata_grammar_new(void * m, const char * t, int32_t l, const char * p, int32_t pl, int32_t np,
+                          const int32_t * k, int32_t nk, char * e, int32_t ec) { return 0; }
+void strata_grammar_free(void * g) {}
+int32_t strata_grammar_error(void * g, char * b, int32_t c) { return copy("", b, c); }
+int32_t strata_grammar_apply(void * g, float * l, int32_t n) { return -1; }
+int32_t strata_grammar_accept(void * g, int32_t t) { return -1; }
 `,
 );
 const cc = await new Deno.Command("cc", { args: ["-shared", "-fPIC", "-O1", "-o", lib, source] }).output();

@@ -113,7 +113,7 @@ try {
     "1",
     "--tracker",
     trackerUrl,
-    "--tracker-token",
+    "--node-token",
     nodeToken,
     "--listen",
     "127.0.0.1:0",

@@ -7,6 +7,8 @@
 // /v1/models' capacity; /health 200, then 503 once a node is gone. Prints one JSON object;
 // openai-api.test.ts asserts on it.
 import { Ajv } from "ajv";
+import { PERSON_SCHEMA, WEATHER_TOOL } from "../../checks/samples/schemas.ts";
+import { strataCli } from "./strata-cli.ts";
 import OpenAI from "openai";
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
@@ -15,36 +17,6 @@ import { wholeGreedy } from "../../checks/engine-host/whole-greedy.ts";
 import { cacheDir } from "../../server/paths.ts";
 
 const KEY = "test-key";
-const WEATHER = {
-  type: "function" as const,
-  function: {
-    name: "get_weather",
-    description: "The current weather in a city",
-    parameters: {
-      type: "object",
-      properties: { city: { type: "string", maxLength: 40 } },
-      required: ["city"],
-      additionalProperties: false,
-    },
-  },
-};
-// nested objects, an enum and an array; strings bounded, so that a sampled answer ends
-const PERSON = {
-  type: "object",
-  properties: {
-    name: { type: "string", maxLength: 24 },
-    address: {
-      type: "object",
-      properties: { city: { type: "string", maxLength: 24 }, zip: { type: "integer", minimum: 0 } },
-      required: ["city", "zip"],
-      additionalProperties: false,
-    },
-    color: { enum: ["red", "green", "blue"] },
-    tags: { type: "array", items: { type: "string", maxLength: 12 }, maxItems: 3 },
-  },
-  required: ["name", "address", "color", "tags"],
-  additionalProperties: false,
-};
 const MAX = 8;
 const model = defaultModelPath();
 const tok = await NativeTokenizer.load(model);
@@ -163,6 +135,12 @@ try {
   // 7. the same through the Python package, installed with pip into a cached virtualenv
   report.python = await pythonSdk(gw);
 
+  // 7a. `strata status` against the gateway: the operator's view
+  report.status = {
+    text: await strataCli(["status", "--url", gw]),
+    json: JSON.parse(await strataCli(["status", "--url", gw, "--json"])),
+  };
+
   // 8. /health while the route is complete, then with a node gone
   const healthy = await fetch(`${gw}/health`);
   report.health_up = { status: healthy.status, body: await healthy.json() };
@@ -186,7 +164,7 @@ async function toolRoundTrip() {
   const ask = [{ role: "user" as const, content: "What is the weather like in Paris today?" }];
   const common = {
     model: "smollm2",
-    tools: [WEATHER],
+    tools: [WEATHER_TOOL],
     parallel_tool_calls: false,
     temperature: 0,
     max_tokens: 100,
@@ -208,7 +186,7 @@ async function toolRoundTrip() {
     if (d?.function) streamedCall = { name: d.function.name, arguments: d.function.arguments };
     streamedFinish = c.choices[0]?.finish_reason ?? streamedFinish;
   }
-  const validate = new Ajv().compile(WEATHER.function.parameters);
+  const validate = new Ajv().compile(WEATHER_TOOL.function.parameters);
   const args = call && call.type === "function" ? JSON.parse(call.function.arguments) : undefined;
   const result = JSON.stringify({ city: args?.city, temperature_c: 18, sky: "sunny" });
   const followUp = [
@@ -249,9 +227,12 @@ async function jsonSchemaAnswers() {
       temperature: 1,
       seed,
       max_tokens: 400,
-      response_format: { type: "json_schema", json_schema: { name: "person", schema: PERSON, strict: true } },
+      response_format: {
+        type: "json_schema",
+        json_schema: { name: "person", schema: PERSON_SCHEMA, strict: true },
+      },
     });
-  const validate = new Ajv().compile(PERSON);
+  const validate = new Ajv().compile(PERSON_SCHEMA);
   const alone: Array<{ text: string | null; finish: string }> = [];
   for (let seed = 0; seed < 20; seed++) {
     const r = await ask(seed);
@@ -303,12 +284,12 @@ async function pythonSdk(gateway: string) {
     await run(python, [script], {
       STRATA_GATEWAY: gateway,
       STRATA_KEY: KEY,
-      STRATA_WEATHER: JSON.stringify(WEATHER),
-      STRATA_PERSON: JSON.stringify(PERSON),
+      STRATA_WEATHER: JSON.stringify(WEATHER_TOOL),
+      STRATA_PERSON: JSON.stringify(PERSON_SCHEMA),
     }),
   );
-  const validate = new Ajv().compile(WEATHER.function.parameters);
-  const person = new Ajv().compile(PERSON);
+  const validate = new Ajv().compile(WEATHER_TOOL.function.parameters);
+  const person = new Ajv().compile(PERSON_SCHEMA);
   out.tools.valid = validate(out.tools.arguments);
   out.json_schema_valid = out.json_schema.map((t: string) => person(JSON.parse(t)));
   return out;

@@ -91,6 +91,15 @@ describe("the OpenAI API: tools, structured output, logprobs, logit_bias, n, hon
     expect(out.python.json_schema_valid).toEqual([true, true, true]);
     expect(out.python.json_schema).toEqual(out.json_schema.texts.slice(0, 3));
 
+    // `strata status`: both nodes with their layers, the whole model covered, slots free
+    const status = out.status.text.split("\n");
+    expect(status[0]).toMatch(/^model smollm2: 30 layers, artifact [0-9a-f]{12}…$/);
+    expect(status[1]).toMatch(/^serving: \d+ free session slots, context 8192 tokens$/);
+    expect(status[2]).toBe("coverage: 0:30 ×1");
+    expect(status.filter((l: string) => /^ {2}\S+ +(0:12|12:30) +native-cpu +admitted /.test(l)))
+      .toHaveLength(2);
+    expect(out.status.json.state.nodes).toHaveLength(2);
+    expect(out.status.json.health.ok).toBe(true);
     expect(out.health_up).toMatchObject({ status: 200, body: { ok: true, context_length: 8192 } });
     expect(out.health_down).toMatchObject({
       status: 503,

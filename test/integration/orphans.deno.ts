@@ -6,7 +6,7 @@ const relay = await ServiceProcess.start("relay", [
   "relay",
   "--listen",
   "127.0.0.1:0",
-  "--secret",
+  "--relay-secret",
   "orphans-test",
 ]);
 console.log(JSON.stringify({ pid: relay.child.pid }));

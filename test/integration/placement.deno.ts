@@ -74,7 +74,7 @@ const start = async (name: string) =>
       "4",
       "--batch-tokens",
       "64",
-      "--lease-ms",
+      "--session-idle-ms",
       "60000",
     ]),
   );

@@ -17,20 +17,8 @@ import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts"
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { up } from "../../server/up/up.ts";
 import { TOOL_TEMPLATE, withChatTemplate } from "./tool-template.ts";
+import { WEATHER_TOOL, weatherRoundTrip } from "../../checks/samples/schemas.ts";
 
-const WEATHER = {
-  type: "function",
-  function: {
-    name: "get_weather",
-    description: "The current weather in a city",
-    parameters: {
-      type: "object",
-      properties: { city: { type: "string", maxLength: 40 } },
-      required: ["city"],
-      additionalProperties: false,
-    },
-  },
-};
 const dir = await Deno.makeTempDir({ prefix: "strata-tool-template-" });
 const model = `${dir}/smollm2-tools.gguf`;
 withChatTemplate(defaultModelPath(), model, TOOL_TEMPLATE);
@@ -46,7 +34,7 @@ const ask = (extra: Record<string, unknown>) =>
   parseRequest("chat", {
     model: "m",
     messages: [{ role: "user", content: "What is the weather like in Paris today?" }],
-    tools: [WEATHER],
+    tools: [WEATHER_TOOL],
     parallel_tool_calls: false,
     ...extra,
   });
@@ -66,19 +54,7 @@ const roundTrip = planPrompt(
   tok,
   ask({
     tool_choice: "auto",
-    messages: [
-      { role: "user", content: "What is the weather like in Paris today?" },
-      {
-        role: "assistant",
-        content: null,
-        tool_calls: [{
-          id: "call_1",
-          type: "function",
-          function: { name: "get_weather", arguments: '{"city":"Paris"}' },
-        }],
-      },
-      { role: "tool", tool_call_id: "call_1", content: '{"sky": "sunny"}' },
-    ],
+    messages: weatherRoundTrip('{"sky": "sunny"}'),
   }),
 );
 const rendered = tok.detokenize(roundTrip.ids);
@@ -136,7 +112,7 @@ report.decoded = {
   finish_reason: answer.finishReason,
   name: call?.name,
   calls: answer.toolCalls?.length ?? 0,
-  valid: call ? new Ajv().compile(WEATHER.function.parameters)(JSON.parse(call.arguments)) : false,
+  valid: call ? new Ajv().compile(WEATHER_TOOL.function.parameters)(JSON.parse(call.arguments)) : false,
 };
 report.parse_plain = choiceAnswer(
   { text: "It is sunny.", finishReason: "stop", logprobs: [] } as unknown as Generated,
@@ -163,26 +139,14 @@ try {
     timeout: 600_000,
   });
   const name = (await client.models.list()).data[0].id;
-  const common = { model: name, tools: [WEATHER as never], temperature: 0, max_tokens: 40 };
+  const common = { model: name, tools: [WEATHER_TOOL], temperature: 0, max_tokens: 40 };
   const first = await client.chat.completions.create({
     ...common,
     messages: [{ role: "user", content: "What is the weather like in Paris today?" }],
   });
   const second = await client.chat.completions.create({
     ...common,
-    messages: [
-      { role: "user", content: "What is the weather like in Paris today?" },
-      {
-        role: "assistant",
-        content: null,
-        tool_calls: [{
-          id: "call_1",
-          type: "function",
-          function: { name: "get_weather", arguments: '{"city":"Paris"}' },
-        }],
-      },
-      { role: "tool", tool_call_id: "call_1", content: '{"sky": "sunny", "temperature_c": 18}' },
-    ],
+    messages: weatherRoundTrip('{"sky": "sunny", "temperature_c": 18}'),
   });
   report.served = {
     first: {

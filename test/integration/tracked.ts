@@ -26,7 +26,7 @@ export async function localTracker(
     at.listen ?? "127.0.0.1:0",
     "--db",
     at.db ?? `${dir}/tracker.db`,
-    "--token",
+    "--node-token",
     token,
     ...args,
   ]);
@@ -50,7 +50,7 @@ export function trackedNode(
     "1",
     "--tracker",
     url,
-    "--tracker-token",
+    "--node-token",
     token,
     "--listen",
     "127.0.0.1:0",

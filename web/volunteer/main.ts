@@ -18,6 +18,7 @@ import { relayListener, relayOnlyDialer } from "../../src/relay/relay-seams.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { gatewayTracker, postJson } from "../node/gateway-tracker.ts";
 import { probeMainThread } from "./main-thread-probe.ts";
+import { cannotRun, pageAbilities } from "./can-run.ts";
 import { OpfsPieceStore } from "../node/opfs-store.ts";
 import { connectBrowserRelay } from "../node/relay-socket.ts";
 
@@ -228,7 +229,17 @@ $("contribute").addEventListener("click", () => {
 });
 
 (globalThis as unknown as { strataVolunteer: unknown }).strataVolunteer = { state };
-ask().catch((e) => {
-  state.error = e instanceof Error ? e.message : String(e);
-  show($("assignment"), [["status", state.error]]);
-});
+const why = cannotRun(pageAbilities());
+if (why.length) {
+  // says why in words, and asks the network for nothing
+  state.error = why.join(" ");
+  phase("cannot run");
+  show($("assignment"), why.map((w) => ["cannot run", w]));
+  $("note").className = "error";
+  $("note").textContent = "This tab cannot host a shard here.";
+} else {
+  ask().catch((e) => {
+    state.error = e instanceof Error ? e.message : String(e);
+    show($("assignment"), [["status", state.error]]);
+  });
+}

@@ -146,7 +146,7 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
           "127.0.0.1:0",
           "--db",
           pg.url,
-          "--token",
+          "--node-token",
           token,
           "--lease-ms",
           String(o.leaseMs),
