@@ -4,6 +4,7 @@
 import { sigma, top2 } from "../../src/parity/compare.ts";
 import { logprobsOf } from "../../src/sampling/sampler.ts";
 import { EngineProcess } from "./engine-process.ts";
+import type { Grammar } from "../../src/engine/range-engine.ts";
 
 export interface GreedyStep {
   readonly token: number;
@@ -16,6 +17,8 @@ export interface GreedyStep {
 export interface GreedyOptions {
   /** a token whose logit is -∞ at every step (OpenAI's logit_bias of -100) */
   readonly banned?: number;
+  /** llama.cpp's grammar, fresh, for each prompt: every step keeps to it (structured output) */
+  readonly grammar?: () => Grammar;
 }
 
 /** Per prompt, the greedy steps up to `newTokens` or the first token `isEnd` says ends it (kept). */
@@ -40,6 +43,7 @@ export async function wholeGreedy(
     const all: GreedyStep[][] = [];
     for (const ids of prompts) {
       const seq = await whole.open();
+      const grammar = o.grammar?.();
       const steps: GreedyStep[] = [];
       let input = ids;
       let at = 0;
@@ -52,7 +56,9 @@ export async function wholeGreedy(
           Uint8Array.from({ length: n }, (_, k) => (k === n - 1 ? 1 : 0)),
         );
         if (o.banned !== undefined) r.data[o.banned] = -Infinity;
+        await grammar?.mask(r.data);
         const best = top2(r.data);
+        await grammar?.accept(best.best);
         steps.push({
           token: best.best,
           gapSigma: best.gap / sigma(r.data),
@@ -63,6 +69,7 @@ export async function wholeGreedy(
         input = Int32Array.of(best.best);
       }
       await whole.release(seq);
+      await grammar?.close();
       all.push(steps);
     }
     return all;

@@ -90,7 +90,7 @@ export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute>
         String(o.kvCells ?? 8192),
         "--max-sessions",
         String(o.maxSessions ?? 16),
-        "--lease-ms",
+        "--session-idle-ms",
         String(o.leaseMs ?? 300_000),
       ];
       if (o.cohorts === false) args.push("--no-cohorts");

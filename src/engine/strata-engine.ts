@@ -159,7 +159,7 @@ export abstract class StrataEngine<H> extends QueuedEngine {
 }
 
 /** A grammar handle of the C API. */
-class CallsGrammar<H> implements Grammar {
+export class CallsGrammar<H> implements Grammar {
   #closed = false;
   #masking = 0;
 

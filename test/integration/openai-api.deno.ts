@@ -233,6 +233,25 @@ async function jsonSchemaAnswers() {
       },
     });
   const validate = new Ajv().compile(PERSON_SCHEMA);
+  // greedy: whole-model llama.cpp under the same grammar (its converter's, over the same vocabulary)
+  const greedy = await client.chat.completions.create({
+    model: "smollm2",
+    messages: [{ role: "user", content: "Describe a person, as JSON." }],
+    temperature: 0,
+    max_tokens: 400,
+    response_format: {
+      type: "json_schema",
+      json_schema: { name: "person", schema: PERSON_SCHEMA, strict: true },
+    },
+  });
+  const personIds = tok.tokenize(tok.applyChat([{ role: "user", content: "Describe a person, as JSON." }]), {
+    addSpecial: true,
+    parseSpecial: true,
+  });
+  const gbnf = tok.schemaGrammar(PERSON_SCHEMA);
+  const [wholeJson] = await wholeGreedy(model, [personIds], 400, isEnd, {
+    grammar: () => tok.grammar({ gbnf }),
+  });
   const alone: Array<{ text: string | null; finish: string }> = [];
   for (let seed = 0; seed < 20; seed++) {
     const r = await ask(seed);
@@ -253,6 +272,7 @@ async function jsonSchemaAnswers() {
         return `no JSON (${a.finish}): ${(e as Error).message}`;
       }
     }),
+    greedy: { text: greedy.choices[0].message.content, whole_text: textOf(wholeJson) },
     texts: alone.map((a) => a.text),
     distinct: new Set(alone.map((a) => a.text)).size,
     finish: alone.map((a) => a.finish),

@@ -61,6 +61,8 @@ describe("the OpenAI API: tools, structured output, logprobs, logit_bias, n, hon
 
     // json_schema, strict: 20 sampled answers parse and validate (Ajv); 16 at once, batched at
     // the nodes, are byte for byte the answers alone
+    // greedy, the route's answer is whole-model llama.cpp's under the same grammar, exactly
+    expect(out.json_schema.greedy.text).toBe(out.json_schema.greedy.whole_text);
     expect(out.json_schema.valid).toEqual(Array(20).fill("ok"));
     expect(out.json_schema.finish).toEqual(Array(20).fill("stop"));
     expect(out.json_schema.distinct).toBeGreaterThan(10);

@@ -1,7 +1,7 @@
 // Tokenizer and chat template from a vocab-only load of the GGUF.
 import { concatBytes } from "../../../src/bytes/concat.ts";
 import { EngineError } from "../../../src/engine/errors.ts";
-import type { GrammarSpec } from "../../../src/engine/range-engine.ts";
+import type { Grammar, GrammarSpec } from "../../../src/engine/range-engine.ts";
 import type {
   ChatMessage,
   SpecialTokens,
@@ -11,7 +11,7 @@ import type {
 } from "../../../src/engine/tokenizer.ts";
 import { ensureNativeLibrary } from "./build.ts";
 import { cstr, ErrorBuffer, handleError, openStrata, readString, type StrataLib } from "./ffi.ts";
-import { modelFacts } from "../../../src/engine/strata-engine.ts";
+import { CallsGrammar, modelFacts } from "../../../src/engine/strata-engine.ts";
 import { FfiCalls } from "./ffi-calls.ts";
 import { loadModel } from "./native-engine.ts";
 
@@ -108,6 +108,14 @@ export class NativeTokenizer implements Tokenizer {
     return grown((buf, cap, err) => convert(bytes, bytes.length, buf, cap, err.buf, err.cap));
   }
 
+  /** llama.cpp's grammar over this vocabulary (a yardstick's; nodes use their engine's). */
+  grammar(spec: GrammarSpec): Grammar {
+    const calls = new FfiCalls(this.lib);
+    const made = calls.grammarNew(this.model, spec);
+    if (made.handle === null) throw new EngineError("bad_input", made.error || "the grammar was refused");
+    return new CallsGrammar(calls, made.handle);
+  }
+
   checkGrammar(spec: GrammarSpec): void {
     const calls = new FfiCalls(this.lib);
     const made = calls.grammarNew(this.model, spec);
@@ -116,6 +124,7 @@ export class NativeTokenizer implements Tokenizer {
   }
 
   close(): void {
+    (this.toolChat as NativeToolChat | undefined)?.close();
     this.lib.strata_model_free(this.model);
   }
 
@@ -178,6 +187,10 @@ class NativeToolChat implements ToolChat {
       preserved: o.preserved_tokens,
       parser: JSON.stringify(o.parser),
     };
+  }
+
+  close(): void {
+    this.lib.strata_chat_free!(this.chat);
   }
 
   parse(parser: string, text: string) {
