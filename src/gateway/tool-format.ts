@@ -54,23 +54,27 @@ export function toolInstructions(tools: readonly ToolSpec[], choice: ToolChoice)
 /**
  * The conversation as the template takes it: the instructions in the system message (one is
  * added when there is none), assistant turns as the JSON they stand for (in plain words when
- * the format is off: tool_choice none), tool results as user turns that name their call.
+ * the format is off: tool_choice none), tool results as user turns that name their call by its
+ * number (never by its random id).
  */
 export function templateMessages(
   messages: readonly ChatMessage[],
   tools: readonly ToolSpec[],
   choice: ToolChoice,
 ): TemplateMessage[] {
-  const names = new Map<string, string>();
+  // calls by id, numbered in the order they were made: ids are random, and the prompt (so the
+  // answer) must not depend on them
+  const calls = new Map<string, { name: string; n: number }>();
   const active = choice !== "none" && tools.length > 0;
   const out: TemplateMessage[] = messages.map((m) => {
     if (m.role === "assistant") {
-      for (const c of m.toolCalls ?? []) names.set(c.id, c.name);
+      for (const c of m.toolCalls ?? []) calls.set(c.id, { name: c.name, n: calls.size + 1 });
       return { role: "assistant", content: active ? assistantJson(m) : assistantText(m) };
     }
     if (m.role === "tool") {
-      const name = names.get(m.toolCallId!) ?? "a function";
-      return { role: "user", content: `Result of ${name} (call ${m.toolCallId}): ${m.content}` };
+      const call = calls.get(m.toolCallId!);
+      const which = call ? `${call.name} (call ${call.n})` : "a function";
+      return { role: "user", content: `Result of ${which}: ${m.content}` };
     }
     return { role: m.role === "developer" ? "system" : m.role, content: m.content };
   });

@@ -561,6 +561,15 @@ export class ShardNode {
   /** #sampleNow under the session's grammar, which rejects tokens before the choice. */
   async #sample(s: NodeSession, raw: Float32Array, position: number) {
     const { policy, logits } = this.#adjusted(s, raw, position);
+    if (!(policy?.temperature! > 0) && !policy?.logprobs && !policy?.topLogprobs) {
+      // greedy: the best token, if the grammar allows it, is the best of those it allows (and its
+      // margin over the runner-up of all tokens is no larger than over the allowed one's)
+      const c = chooseAdjusted(logits, policy, position);
+      if (await s.grammar!.offer(position, c.token)) {
+        if (this.#penalized(s)) s.sampledAt.set(position, c.token);
+        return c;
+      }
+    }
     const masked = logits === raw ? raw.slice() : logits;
     await s.grammar!.mask(masked, position);
     const c = chooseAdjusted(masked, policy, position);

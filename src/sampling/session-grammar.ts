@@ -25,9 +25,24 @@ export class SessionGrammar {
 
   /** Rejects, in place, the tokens the grammar does not allow at `position`. */
   async mask(logits: Float32Array, position: number): Promise<void> {
-    const last = this.#accepted.at(-1);
-    if (last && last[0] >= position) await this.#rewind(position);
+    await this.#at(position);
     await (await this.#current()).mask(logits);
+  }
+
+  /**
+   * Takes `token` at `position` if the grammar allows it there (true), else changes nothing
+   * (false): one token's check instead of the whole vocabulary's mask.
+   */
+  async offer(position: number, token: number): Promise<boolean> {
+    await this.#at(position);
+    try {
+      await (await this.#current()).accept(token);
+    } catch (e) {
+      if ((e as { code?: string }).code === "bad_input") return false;
+      throw e;
+    }
+    this.#accepted.push([position, token]);
+    return true;
   }
 
   /** The token sampled at `position`. */
@@ -60,6 +75,12 @@ export class SessionGrammar {
     }
     this.#grammar = g;
     return g;
+  }
+
+  /** A position at or before one already taken: a step was taken back. */
+  async #at(position: number): Promise<void> {
+    const last = this.#accepted.at(-1);
+    if (last && last[0] >= position) await this.#rewind(position);
   }
 
   /** Back to the state before `position`: made again from what came before it. */

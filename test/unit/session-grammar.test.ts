@@ -27,6 +27,13 @@ describe("a session's grammar at the sampling node", () => {
     expect(made).toBe(2);
     expect(engine.grammarTokens).toEqual([4, 2, 6, 4, 2]);
     await expect(g.accept(11, 3)).rejects.toThrow(/not allowed/);
+    // one token offered: taken where allowed, refused without a change where not
+    expect(await g.offer(12, 3)).toBe(false);
+    expect(await g.offer(12, 4)).toBe(true);
+    expect(engine.grammarTokens.slice(-1)).toEqual([4]);
+    // offered again at a position already taken: the state before it first
+    expect(await g.offer(12, 6)).toBe(true);
+    expect(engine.grammarTokens.slice(-4)).toEqual([4, 4, 2, 6]); // remade: the history, position 10, then 6
     await g.close();
     await expect(g.mask(new Float32Array(8), 12)).rejects.toThrow(/closed/);
   });

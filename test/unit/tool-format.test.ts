@@ -66,7 +66,7 @@ describe("the generic tool format", () => {
       role: "assistant",
       content: '{"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]}',
     });
-    expect(out[3]).toEqual({ role: "user", content: "Result of get_weather (call c1): rain" });
+    expect(out[3]).toEqual({ role: "user", content: "Result of get_weather (call 1): rain" });
     // no system message: one is added; tool_choice none: none, and earlier calls in plain words
     expect(templateMessages([{ role: "user", content: "hi" }], [weather], "required")[0].role).toBe("system");
     expect(templateMessages(
