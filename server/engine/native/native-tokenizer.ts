@@ -80,25 +80,9 @@ export class NativeTokenizer implements Tokenizer {
       o += p.length;
     }
     const tmpl = cstr(this.chatTemplate);
-    let cap = 1024;
-    for (;;) {
-      const buf = new Uint8Array(cap);
-      const err = new ErrorBuffer();
-      const n = this.lib.strata_chat_apply(
-        tmpl,
-        msgs,
-        msgs.length,
-        messages.length,
-        1,
-        buf,
-        cap,
-        err.buf,
-        err.cap,
-      );
-      if (n < 0) throw new EngineError("bad_input", err.message);
-      if (n < cap) return new TextDecoder().decode(buf.subarray(0, n));
-      cap = n + 1;
-    }
+    return grown((buf, cap, err) =>
+      this.lib.strata_chat_apply(tmpl, msgs, msgs.length, messages.length, 1, buf, cap, err.buf, err.cap)
+    );
   }
 
   schemaGrammar(schema: unknown): string {
@@ -117,10 +101,7 @@ export class NativeTokenizer implements Tokenizer {
   }
 
   checkGrammar(spec: GrammarSpec): void {
-    const calls = new FfiCalls(this.lib);
-    const made = calls.grammarNew(this.model, spec);
-    if (made.handle === null) throw new EngineError("bad_input", made.error || "the grammar was refused");
-    calls.grammarFree(made.handle);
+    void this.grammar(spec).close();
   }
 
   close(): void {
