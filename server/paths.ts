@@ -12,3 +12,10 @@ export function cacheDir(...parts: string[]): string {
   const base = Deno.env.get("STRATA_CACHE") ?? join(Deno.env.get("HOME") ?? "/tmp", ".cache", "strata");
   return join(base, ...parts);
 }
+
+/** Where engine builds and toolchains go: STRATA_BUILDS, else the cache. Apart from what a host
+ *  holds of models (the cache), so hosts of one machine can share the software and nothing else. */
+export function buildDir(...parts: string[]): string {
+  const base = Deno.env.get("STRATA_BUILDS");
+  return base ? join(base, ...parts) : cacheDir(...parts);
+}

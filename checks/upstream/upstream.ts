@@ -3,7 +3,7 @@
 // series only adds layer ranges: a whole-model load must stay bit for bit what llama.cpp does.
 import { join } from "node:path";
 import { cmakeConfigure, forkDir } from "../../server/engine/native/build.ts";
-import { cacheDir, checkoutTag } from "../../server/paths.ts";
+import { buildDir, checkoutTag } from "../../server/paths.ts";
 import { runCommand } from "../../server/process/run.ts";
 import { cmakeBuild } from "../../server/toolchain/cmake-build.ts";
 import { CATALOG } from "../../server/model/default-model.ts";
@@ -37,18 +37,18 @@ export async function logitsTool(flavor: Flavor): Promise<string> {
     env: flavor === "patched" ? {} : { STRATA_PATCHES_ONLY: CRASH_FIXES.join(" ") },
     onLine: (l) => console.error(l),
   });
-  const buildDir = cacheDir("native", `build-logits-${flavor}-${checkoutTag}`);
-  const env = await cmakeConfigure("cpu", buildDir, [
+  const work = buildDir("native", `build-logits-${flavor}-${checkoutTag}`);
+  const env = await cmakeConfigure("cpu", work, [
     `-DSTRATA_LLAMA_TREE=${join(forkDir, flavor === "patched" ? "tree" : "upstream")}`,
   ]);
   await cmakeBuild(
     `upstream: compiling the logits tool (${flavor})`,
-    buildDir,
+    work,
     ["strata_logits"],
     env,
     started,
   );
-  return join(buildDir, "strata_logits");
+  return join(work, "strata_logits");
 }
 
 /** The prompt's last logits and each greedy step's, as the tool wrote them. */

@@ -1,5 +1,6 @@
 // The artifact Range API, mountable on any hono app (the gateway, `strata artifacts`, a
-// peer node): GET /artifacts/:id/manifest and GET|HEAD /artifacts/:id with one byte range.
+// peer node): GET /artifacts/:id/manifest, GET /artifacts/:id/reference (the signed probe
+// reference, where the origin has one) and GET|HEAD /artifacts/:id with one byte range.
 // A peer that holds only some layers answers 416 for bytes outside them.
 import { Hono } from "hono";
 import { cors } from "hono/cors";
@@ -11,6 +12,8 @@ export interface ServedArtifact {
   readonly manifest: ArtifactManifest;
   /** serve only these layers' pieces (and the header); undefined: the whole file */
   readonly layers?: { readonly start: number; readonly end: number };
+  /** the model's signed probe reference, served at …/reference (trackers start from it) */
+  readonly reference?: string;
 }
 
 /** Largest range one request may ask for: a piece is at most 4 MiB, spans of them more. */
@@ -42,6 +45,11 @@ export function artifactRoutes(artifacts: readonly ServedArtifact[]): Hono {
   app.get("/artifacts/:id/manifest", (c) => {
     const hit = byId.get(c.req.param("id"));
     return hit ? c.json(hit.a.manifest) : c.json({ error: "unknown artifact" }, 404);
+  });
+  app.get("/artifacts/:id/reference", async (c) => {
+    const ref = byId.get(c.req.param("id"))?.a.reference;
+    if (!ref) return c.json({ error: "no reference for this artifact here" }, 404);
+    return c.body(await Deno.readFile(ref), 200, { "content-type": "application/octet-stream" });
   });
   app.on(["GET", "HEAD"], "/artifacts/:id", async (c) => {
     const hit = byId.get(c.req.param("id"));

@@ -9,7 +9,8 @@ import { ApiError, type GenerationRequest, parseRequest, RateLimited } from "../
 import { type ClientLimitOptions, ClientLimits, NO_CLIENT_LIMITS } from "../../src/gateway/client-limits.ts";
 import { type AdmissionOptions, DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
-import { fileFacts } from "../model/facts.ts";
+import { headerFacts } from "../model/facts.ts";
+import type { ModelHeader } from "../model/model-header.ts";
 import { artifactManifest } from "../artifacts/manifest.ts";
 import { artifactRoutes } from "../artifacts/routes.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
@@ -41,8 +42,8 @@ import { serveHttp } from "../http/serve-http.ts";
 import { addressGroup } from "../../src/gateway/address-group.ts";
 
 export interface GatewayOptions {
-  readonly modelPath: string;
-  readonly modelName: string;
+  /** its header and manifest: the gateway tokenizes with it, never loads a weight */
+  readonly model: ModelHeader;
   readonly trackerUrl: string;
   /** when any, every /v1 request needs one as a bearer token */
   readonly apiKeys: readonly string[];
@@ -72,10 +73,13 @@ const remoteHost = (env: unknown) => {
 };
 
 export async function startGateway(o: GatewayOptions) {
-  const tokenizer = await NativeTokenizer.load(o.modelPath);
-  const facts = await fileFacts(o.modelPath);
-  // the gateway is its model's origin: manifest and bytes for shards to download
-  const manifest = await artifactManifest(o.modelPath);
+  if (!o.model.headerFile) throw new Error("the gateway's model needs its header file (openModelHeader)");
+  const tokenizer = await NativeTokenizer.load(o.model.headerFile);
+  const facts = headerFacts(o.model.header);
+  const src = o.model.source;
+  // with the GGUF at hand the gateway is its model's origin too (manifest and bytes for shards);
+  // from an origin, tabs download from that origin
+  const manifest = "path" in src ? await artifactManifest(src.path) : src.manifest;
   const artifact = hexToBytes(manifest.artifact);
   const tracker = trackerClient(o.trackerUrl);
   const dialer = await Dialer.connect(o.relay);
@@ -131,23 +135,26 @@ export async function startGateway(o: GatewayOptions) {
   // route of admitted, live nodes exists; 503 with the reason otherwise (load balancers ask this)
   app.get("/health", async (c) => {
     const s = await status();
-    const body = { model: o.modelName, nodes_admitted: s?.nodesAdmitted ?? 0 };
+    const body = { model: o.model.name, nodes_admitted: s?.nodesAdmitted ?? 0 };
     if (!s) return c.json({ ok: false, ...body, reason: "the tracker does not answer" }, 503);
     if (s.contextLength === 0) {
       return c.json({ ok: false, ...body, reason: "no complete route of admitted, live nodes" }, 503);
     }
     return c.json({ ok: true, ...body, context_length: s.contextLength, free_sessions: s.freeSessions });
   });
-  app.route("/", artifactRoutes([{ path: o.modelPath, manifest }]));
+  if ("path" in src) app.route("/", artifactRoutes([{ path: src.path, manifest }]));
   await chatPageRoutes(app);
   const model = {
     manifest,
     kv: kvShape(facts.header).layers,
     graph: headerGraphShape(facts.header),
-    name: o.modelName,
+    name: o.model.name,
   };
   await networkPageRoutes(app, { model, tracker: tracker.client, routes: ctx.routes, history });
-  if (o.volunteer) await volunteerRoutes(app, o.volunteer, model, tracker.client);
+  if (o.volunteer) {
+    const origin = "url" in src ? src.url : undefined;
+    await volunteerRoutes(app, o.volunteer, model, tracker.client, origin);
+  }
   app.get(
     "/metrics",
     (c) => c.text(metrics.text(gate.admission.stats()), 200, { "content-type": "text/plain; version=0.0.4" }),
@@ -183,7 +190,7 @@ export async function startGateway(o: GatewayOptions) {
     return c.json({
       object: "list",
       data: [{
-        id: o.modelName,
+        id: o.model.name,
         object: "model",
         created: started,
         owned_by: "strata",
@@ -229,7 +236,7 @@ export async function startGateway(o: GatewayOptions) {
       throw new ApiError(400, "We could not parse the JSON body of your request.", "invalid_request_error");
     }
     const req = parseRequest(kind, body);
-    if (req.model !== o.modelName) {
+    if (req.model !== o.model.name) {
       metrics.request(kind, 404);
       throw new ApiError(
         404,
@@ -290,7 +297,7 @@ export async function startGateway(o: GatewayOptions) {
       await Promise.all(held.map((l) => l.end()));
       throw e;
     }
-    const shape = new ResponseShape(req, o.modelName);
+    const shape = new ResponseShape(req, o.model.name);
     const send = (sse: SSEStreamingApi, data: unknown) => sse.writeSSE({ data: JSON.stringify(data) });
     return streamSSE(c, async (sse) => {
       const gone = new AbortController();
@@ -376,7 +383,7 @@ export async function startGateway(o: GatewayOptions) {
       metrics.generation(summary, g.promptTokens, g.completionTokens);
       return summary;
     });
-    const shape = new ResponseShape(req, o.modelName);
+    const shape = new ResponseShape(req, o.model.name);
     const completion = done.reduce((n, { g }) => n + g.completionTokens, 0);
     return c.json({
       ...shape.completion(
@@ -414,7 +421,7 @@ export async function startGateway(o: GatewayOptions) {
 
   const server = serveHttp(app.fetch, o.host, o.port, o.tls);
   const url = server.url;
-  log.info("gateway ready", { url, model: o.modelName });
+  log.info("gateway ready", { url, model: o.model.name });
   return {
     url,
     close: async () => {

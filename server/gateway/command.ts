@@ -1,12 +1,11 @@
 // `strata gateway`: the OpenAI-compatible edge; `strata chat`: one streamed chat through it.
 import { Command, InvalidArgumentError } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
-import { resolveModel } from "../model/fetch.ts";
+import { openModelHeader } from "../model/model-header.ts";
 import { cacheDir } from "../paths.ts";
 import { hostPort, int, num, untilSignal } from "../cli-options.ts";
 import { startGateway } from "./app.ts";
 import type { VolunteerOptions } from "./volunteer.ts";
-import { fileFacts } from "../model/facts.ts";
 import { parseSplit } from "../../src/engine/layer-range.ts";
 import { sseData } from "../../src/gateway/sse.ts";
 import type { NetworkState } from "../../src/gateway/network-view.ts";
@@ -30,7 +29,16 @@ export function gatewayCommand(): Command {
     .description(
       "the OpenAI API (chat/completions, completions, models; SSE streaming) over tracker-chosen routes",
     )
-    .option("--model <name|path>", "the model served", DEFAULT_MODEL.name)
+    .option(
+      "--model <name|path|url>",
+      "the model served: a name, a GGUF, or an origin's artifact URL (…/artifacts/<sha256>: only its header " +
+        "is fetched, for the tokenizer and chat template)",
+      DEFAULT_MODEL.name,
+    )
+    .option(
+      "--name <id>",
+      "the model's id in the API (default: its catalog or file name, or the header's name)",
+    )
     .requiredOption(
       "--tracker <url[,url…]>",
       "the tracker that picks routes (replicas, comma-separated: the next when one fails)",
@@ -78,27 +86,27 @@ export function gatewayCommand(): Command {
       "repairs re-prefill the whole new route instead of rebuilding only the lost hop (to compare)",
     )
     .action(async (o) => {
-      const { path, name } = await resolveModel(o.model);
       const { host, port } = hostPort(o.listen);
       const keys = [
         ...(o.apiKey ?? []),
         ...(Deno.env.get("STRATA_API_KEYS")?.split(",").filter(Boolean) ?? []),
       ];
       const relayToken = o.relay ? needSecret(o, RELAY_TOKEN, "--relay: ") : undefined;
+      const tls = await tlsOf(o);
+      const held = await openModelHeader(o.model, { headerFile: true });
+      const model = o.name ? { ...held, name: String(o.name) } : held;
       let volunteer: VolunteerOptions | undefined;
       if (o.volunteers) {
         if (!o.relay) throw new InvalidArgumentError("--volunteers needs --relay");
         const relaySecret = needSecret(o, RELAY_SECRET, "--volunteers: ");
         const nodeToken = needSecret(o, NODE_TOKEN, "--volunteers: ");
-        const { nLayer } = await fileFacts(path);
         // auto: no split; the tracker places each tab
-        const split = o.volunteers === "auto" ? [] : parseSplit(o.volunteers, nLayer);
+        const split = o.volunteers === "auto" ? [] : parseSplit(o.volunteers, model.manifest.nLayer);
         volunteer = { relayUrl: o.publicRelay ?? o.relay, relaySecret, nodeToken, split };
       }
       const g = await startGateway({
         volunteer,
-        modelPath: path,
-        modelName: name,
+        model,
         trackerUrl: o.tracker,
         apiKeys: keys,
         relay: o.relay ? { url: o.relay, token: relayToken! } : undefined,
@@ -108,7 +116,7 @@ export function gatewayCommand(): Command {
         repairDeadlineMs: o.repairDeadlineMs,
         repairResume: o.repairResume !== false,
         clientLimits: clientLimitsOf(o),
-        tls: await tlsOf(o),
+        tls,
         corsOrigins: o.cors ? String(o.cors).split(",").map((x: string) => x.trim()).filter(Boolean) : [],
       });
       console.log(JSON.stringify({ event: "ready", url: g.url, pid: Deno.pid }));

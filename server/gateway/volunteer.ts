@@ -41,6 +41,8 @@ export async function volunteerRoutes(
   o: VolunteerOptions,
   m: VolunteerModel & { readonly manifest: ArtifactManifest },
   tracker: ReturnType<typeof trackerClient>["client"],
+  /** the artifact URL tabs download from (default: this gateway's own /artifacts) */
+  artifactUrl?: string,
 ): Promise<void> {
   const [page, bundle] = await Promise.all([
     Deno.readTextFile(join(repoRoot, "web", "volunteer", "index.html")),
@@ -84,7 +86,7 @@ export async function volunteerRoutes(
         candidates,
         capBytes,
         nodes,
-        artifactUrl: `${new URL(c.req.url).origin}/artifacts/${m.manifest.artifact}`,
+        artifactUrl: artifactUrl ?? `${new URL(c.req.url).origin}/artifacts/${m.manifest.artifact}`,
       }));
     } catch (e) {
       throw apiError(e);

@@ -38,7 +38,12 @@ export async function readHeader(path: string): Promise<GgufHeader> {
 export async function fileFacts(
   path: string,
 ): Promise<{ arch: string; nLayer: number; nCtxTrain: number; header: GgufHeader }> {
-  const header = await readHeader(path);
+  return headerFacts(await readHeader(path));
+}
+
+export function headerFacts(
+  header: GgufHeader,
+): { arch: string; nLayer: number; nCtxTrain: number; header: GgufHeader } {
   const a = arch(header);
   // 0 when the file does not say
   return {

@@ -6,6 +6,7 @@ import { SeamError } from "../../src/seam/errors.ts";
 import type { FrameTap, SeamLink } from "../../src/seam/link.ts";
 import { connectRelay } from "../relay/ws-socket.ts";
 import { FastSeams } from "./fast.ts";
+import { log } from "../log/log.ts";
 import { GrpcSeams, seamTransport } from "./grpc.ts";
 
 export class Dialer {
@@ -22,7 +23,13 @@ export class Dialer {
   /** A dialer with a connection to the relay, when one is given (the peer is named by its token). */
   static async connect(relay?: { url: string; token: string }, tap?: FrameTap): Promise<Dialer> {
     if (!relay) return new Dialer(undefined, tap);
-    const peer = new RelayPeer(await connectRelay(relay.url, relay.token), relay.token.split(".")[0], tap);
+    const name = relay.token.split(".")[0];
+    // a dropped relay connection is dialed again: the node serves on through it without a restart
+    const peer = new RelayPeer(await connectRelay(relay.url, relay.token), name, tap, {
+      connect: () => connectRelay(relay.url, relay.token),
+      onChange: (state, detail) =>
+        log[state === "up" ? "info" : "warn"]("relay connection", { state, detail }),
+    });
     return new Dialer({ url: relay.url.replace(/\/$/, ""), peer }, tap);
   }
 

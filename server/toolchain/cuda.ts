@@ -6,7 +6,7 @@
 // driver API) is compiled out.
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { cacheDir } from "../paths.ts";
+import { buildDir } from "../paths.ts";
 import { runCommand } from "../process/run.ts";
 import { progress } from "../log/progress.ts";
 
@@ -68,10 +68,10 @@ export function cudaArch(): string {
   return DEFAULT_CUDA_ARCH;
 }
 
-const pypiRoot = () => join(cacheDir("cuda", "pypi-13.5"), "nvidia", "cu13");
+const pypiRoot = () => join(buildDir("cuda", "pypi-13.5"), "nvidia", "cu13");
 
 async function installWheels(): Promise<string> {
-  const target = cacheDir("cuda", "pypi-13.5");
+  const target = buildDir("cuda", "pypi-13.5");
   const root = pypiRoot();
   if (existsSync(join(root, "bin", "nvcc")) && existsSync(join(root, ".strata-complete"))) return root;
   const bar = progress("cuda: installing the CUDA 13 toolkit from PyPI (first use; ≈ 600 MB)", 1);
@@ -127,7 +127,7 @@ function pythonCublasDirs(): string[] {
 
 /** A folder of unversioned links (CMake's find_library wants libX.so). */
 function linkDir(name: string, libs: Record<string, string>): string {
-  const dir = cacheDir("cuda", name);
+  const dir = buildDir("cuda", name);
   Deno.mkdirSync(dir, { recursive: true });
   for (const [link, target] of Object.entries(libs)) {
     const at = join(dir, link);

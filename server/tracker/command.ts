@@ -1,7 +1,7 @@
 // `strata tracker`: registrations, leases, admission probes and routes.
 import { Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
-import { resolveModel } from "../model/fetch.ts";
+import { openModelHeader } from "../model/model-header.ts";
 import { cacheDir } from "../paths.ts";
 import { count, hostPort, int, num, untilSignal } from "../cli-options.ts";
 import { NODE_CALLS_PER_MIN } from "./call-limits.ts";
@@ -22,16 +22,27 @@ export function trackerCommand(): Command {
       "with --ca: the CA's private key (PEM); the tracker serves HTTPS and signs nodes' TLS keys",
     )
     .option(
-      "--model <name|path>",
-      "the model it routes (its header only: weights are never loaded)",
+      "--model <name|path|url>",
+      "the model it routes: a name, a GGUF, or an origin's artifact URL (…/artifacts/<sha256>); only its " +
+        "header and manifest are read, never a weight",
       DEFAULT_MODEL.name,
     )
     .option(
-      "--reference <file>",
-      "the model's signed probe reference (default: <model>.strata-ref, then the cache)",
+      "--reference <file|url>",
+      "the model's signed probe reference (default: <model>.strata-ref, then the cache; for an artifact " +
+        "URL, the origin's <url>/reference)",
     )
     .option("--publisher-key <hex>", "take only a reference signed by this Ed25519 key (raw, hex)")
-    .option("--listen <host:port>", "where nodes and gateways reach it", "127.0.0.1:7600")
+    .option("--listen <host:port>", "where it listens", "127.0.0.1:7600")
+    .option(
+      "--public-url <url>",
+      "where nodes and gateways reach it, when not --listen (e.g. https://tracker.example.net:7600): " +
+        "its certificate names this host",
+    )
+    .option(
+      "--data <dir>",
+      "keep its database here (<dir>/tracker.db): admissions and the route key outlive it",
+    )
     .option(
       "--db <file|url>",
       "registrations, admissions, the route key and epochs: a SQLite file (one tracker), or a " +
@@ -77,31 +88,36 @@ export function trackerCommand(): Command {
     )
     .action(async (o) => {
       const token = needSecret(o, NODE_TOKEN);
-      const { path } = await resolveModel(o.model);
       const { host, port } = hostPort(o.listen);
       if (o.caKey !== undefined && o.ca === undefined) throw new InvalidArgumentError("--ca-key needs --ca");
+      if (o.data !== undefined && o.db !== undefined) {
+        throw new InvalidArgumentError("give --data or --db, not both");
+      }
+      if (o.data !== undefined) await Deno.mkdir(o.data, { recursive: true });
       await trustCaFile(o.ca);
+      const model = await openModelHeader(o.model);
       const ca = o.caKey === undefined
         ? undefined
         : { cert: await Deno.readTextFile(o.ca), key: await Deno.readTextFile(o.caKey) };
       const t = await startTracker({
         ca,
-        modelPath: path,
-        referencePath: o.reference,
+        model,
+        reference: o.reference,
         publisherKey: o.publisherKey,
         spotCheckMs: o.spotCheckMs,
-        db: o.db ?? cacheDir("tracker.db"),
+        db: o.db ?? (o.data !== undefined ? `${o.data}/tracker.db` : cacheDir("tracker.db")),
         syncMs: o.syncMs,
         nodeToken: token,
         leaseMs: o.leaseMs,
         host,
         port,
+        publicUrl: o.publicUrl,
         relay: o.relay ? { url: o.relay, token: needSecret(o, RELAY_TOKEN, "--relay: ") } : undefined,
         seamCompression: o.seamCompression,
         repairReserve: o.repairReserve,
         nodeCallsPerMin: o.limitNodeCallsPerMin,
       });
-      console.log(JSON.stringify({ event: "ready", url: t.url, pid: Deno.pid }));
+      console.log(JSON.stringify({ event: "ready", url: o.publicUrl ?? t.url, pid: Deno.pid }));
       await untilSignal();
       await t.close();
       Deno.exit(0);

@@ -1,7 +1,6 @@
 // The tracker process: the core (registrations, leases, admissions, routes) over SQLite,
 // probing nodes through a seam dialer against the model's signed reference file (it reads
 // the model's header, never a weight), served as a Connect service over HTTP/2.
-import { sha256File } from "../model/hash.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { listenConnect } from "../http/http2.ts";
 import { directCallsSide } from "./direct-calls.ts";
@@ -13,8 +12,9 @@ import { create } from "@bufbuild/protobuf";
 import { NodeInfoSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { openReference, ReferenceError } from "../../src/tracker/reference.ts";
 import { findReference, referenceBeside } from "../model/reference-file.ts";
-import { readHeader } from "../model/facts.ts";
-import { buildManifest } from "../../src/gguf/manifest.ts";
+import type { ModelHeader } from "../model/model-header.ts";
+import { readAtMost } from "../../src/bytes/read-at-most.ts";
+import { trustedFetch } from "../tls/trust.ts";
 import { kvShape } from "../../src/gguf/kv-shape.ts";
 import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import type { SeamCompressionPolicy } from "../../src/tracker/route-compression.ts";
@@ -31,9 +31,11 @@ import { certHosts, certifiedPair, type CertPair, openNetworkCa } from "../tls/c
 import { trustNetworkCa } from "../tls/trust.ts";
 
 export interface TrackerOptions {
-  readonly modelPath: string;
-  /** the model's reference file (default: beside the model, then the cache) */
-  readonly referencePath?: string;
+  /** the model's header and manifest (from a local GGUF or an artifact origin) */
+  readonly model: ModelHeader;
+  /** the model's reference, a file or an https:// URL (default: beside a local model, then the
+   *  cache; for a model from an origin, the origin's `…/artifacts/<sha256>/reference`) */
+  readonly reference?: string;
   /** only a reference signed by this publisher key (raw Ed25519, hex) */
   readonly publisherKey?: string;
   /** a SQLite file, or a postgres:// URL that any number of replicas share */
@@ -46,6 +48,9 @@ export interface TrackerOptions {
   readonly leaseMs: number;
   readonly host: string;
   readonly port: number;
+  /** where nodes reach it, when not the listen address (0.0.0.0, a forwarder): its certificate
+   *  names this host, and spot checks give nodes this URL */
+  readonly publicUrl?: string;
   /** to probe nodes reachable only through a relay */
   readonly relay?: { url: string; token: string };
   /** how often a serving node gets a spot check (0: never) */
@@ -76,8 +81,9 @@ function logEvent(e: TrackerEvent): void {
 }
 
 export async function startTracker(o: TrackerOptions) {
-  const [artifact, header] = await Promise.all([sha256File(o.modelPath), readHeader(o.modelPath)]);
-  const reference = await loadReference(o, artifact);
+  const { header, manifest } = o.model;
+  const artifact = manifest.artifact;
+  const reference = await loadReference(o);
   log.info("probe reference", {
     probes: reference.probes.length,
     engine: reference.engine,
@@ -85,14 +91,14 @@ export async function startTracker(o: TrackerOptions) {
   });
   const ca = o.ca ? await openNetworkCa(o.ca) : undefined;
   if (ca) trustNetworkCa(ca.cert);
-  const tls = ca ? await certifiedPair(ca, "tracker", certHosts(o.host)) : undefined;
+  const hosts = o.publicUrl ? [new URL(o.publicUrl).hostname.replace(/^\[|\]$/g, "")] : certHosts(o.host);
+  const tls = ca ? await certifiedPair(ca, "tracker", hosts) : undefined;
   const shared = /^postgres(ql)?:\/\//.test(o.db);
   const store = shared ? await PgTrackerStore.open(o.db) : new TrackerStore(o.db);
   if (store instanceof PgTrackerStore) {
     // the first replica makes the route key; every other signs with the same
     await store.claimMeta(ROUTE_KEY_META, async () => JSON.stringify(await newRouteKeyText()));
   }
-  const manifest = buildManifest(header, (await Deno.stat(o.modelPath)).size, artifact);
   const dialer = await Dialer.connect(o.relay);
   const sink = new SpotSink(reference.nEmbd);
   const core = await TrackerCore.open({
@@ -107,7 +113,8 @@ export async function startTracker(o: TrackerOptions) {
     leaseMs: o.leaseMs,
     probe: (target, key) => probeNode(dialer.dial, key, reference, target),
     // the tracker's own URL poses as the next shard; known once it listens
-    spot: (target, key) => spotCheck(dialer.dial, key, reference, { url: server.url, sink }, target),
+    spot: (target, key) =>
+      spotCheck(dialer.dial, key, reference, { url: o.publicUrl ?? server.url, sink }, target),
     seamCompression: o.seamCompression,
     repairReserve: o.repairReserve,
     claimSigner: syncClaimSigner,
@@ -220,20 +227,43 @@ async function replicate(store: PgTrackerStore, core: TrackerCore, everyMs: numb
 /** A tracker without a reference cannot admit anyone: it says how to make one. */
 export class NoReference extends Error {}
 
-async function loadReference(o: TrackerOptions, artifact: string) {
-  const path = o.referencePath ?? await findReference(o.modelPath, artifact);
-  if (!path) {
+/** A reference answer may hold this much (a 1 GB model's is about 5 MB). */
+const MAX_REFERENCE_BYTES = 512 << 20;
+
+async function loadReference(o: TrackerOptions) {
+  const { artifact } = o.model.manifest;
+  const src = o.model.source;
+  const where = o.reference ??
+    ("url" in src ? `${src.url}/reference` : await findReference(src.path, artifact));
+  if (!where) {
+    const path = "path" in src ? src.path : "";
     throw new NoReference(
-      `no probe reference for ${o.modelPath} (artifact ${artifact.slice(0, 12)}…): the tracker checks ` +
+      `no probe reference for ${path} (artifact ${artifact.slice(0, 12)}…): the tracker checks ` +
         `nodes against one and never loads the model. Make it where the model is held: ` +
-        `strata model certify ${o.modelPath} --memory-cap SIZE (writes ${referenceBeside(o.modelPath)}), ` +
-        `or give --reference FILE`,
+        `strata model certify ${path} --memory-cap SIZE (writes ${referenceBeside(path)}), ` +
+        `or give --reference FILE|URL`,
     );
   }
   try {
-    return await openReference(await Deno.readFile(path), { artifact, publisher: o.publisherKey });
+    const ref = await openReference(await referenceBytes(where), { artifact, publisher: o.publisherKey });
+    if (ref.nLayer !== o.model.manifest.nLayer) {
+      throw new ReferenceError(`it has ${ref.nLayer} layers, the model's header ${o.model.manifest.nLayer}`);
+    }
+    return ref;
   } catch (e) {
-    if (e instanceof ReferenceError) throw new NoReference(`reference ${path} refused: ${e.message}`);
+    if (e instanceof ReferenceError) throw new NoReference(`reference ${where} refused: ${e.message}`);
     throw e;
   }
+}
+
+async function referenceBytes(where: string): Promise<Uint8Array> {
+  if (!/^https?:\/\//.test(where)) return await Deno.readFile(where);
+  const r = await trustedFetch()(where);
+  if (!r.ok) {
+    await r.body?.cancel();
+    throw new NoReference(`reference ${where}: HTTP ${r.status}`);
+  }
+  const bytes = await readAtMost(r.body, MAX_REFERENCE_BYTES);
+  if (!bytes) throw new NoReference(`reference ${where}: more than ${MAX_REFERENCE_BYTES} bytes`);
+  return bytes;
 }

@@ -21,6 +21,16 @@ export interface RelaySocket {
 
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
+/** Dials the relay again after a drop (a tab's connection: it comes back by itself). */
+export interface Redial {
+  connect(): Promise<RelaySocket>;
+  /** told each time the connection is back (or, with an error, each failed try) */
+  onChange?(state: "down" | "up", detail: string): void;
+  /** the first wait, doubled after each failed try up to maxWaitMs (default 500 and 15000) */
+  readonly firstWaitMs?: number;
+  readonly maxWaitMs?: number;
+}
+
 /** Answers another peer's request for a piece of the artifact (undefined: not held here). */
 export type PieceServe = (offset: number, size: number) => Promise<Uint8Array | undefined>;
 
@@ -35,11 +45,68 @@ export class RelayPeer {
   #serve?: SeamServe;
   #pieces?: PieceServe;
   #channels = 0;
+  /** closed for good */
   #closed?: string;
+  /** the connection dropped and is being dialed again: nothing goes out meanwhile */
+  #down?: string;
+  #socket!: RelaySocket;
+  /** which connection this is: a stream belongs to the one it was opened on */
+  #generation = 0;
 
-  constructor(readonly socket: RelaySocket, readonly name: string, private readonly tap?: FrameTap) {
-    socket.onMessage((bytes) => this.#receive(bytes));
-    socket.onClose((why) => this.#lost(`relay connection closed: ${why}`));
+  /** `redial`: after a drop, connect again (with backoff) and go on serving under the same name;
+   *  streams open at the drop fail, as they would on any lost connection */
+  constructor(
+    socket: RelaySocket,
+    readonly name: string,
+    private readonly tap?: FrameTap,
+    private readonly redial?: Redial,
+  ) {
+    this.#attach(socket);
+  }
+
+  get socket(): RelaySocket {
+    return this.#socket;
+  }
+
+  #attach(socket: RelaySocket): void {
+    this.#socket = socket;
+    this.#generation++;
+    // a dropped socket's late events are not this connection's
+    socket.onMessage((bytes) => socket === this.#socket && this.#receive(bytes));
+    socket.onClose((why) => socket === this.#socket && this.#dropped(`relay connection closed: ${why}`));
+  }
+
+  /** Nothing goes out on a closed or dropped connection (its close event says what happened). */
+  #send(bytes: Uint8Array): void {
+    if (!this.#closed && !this.#down) this.#socket.send(bytes);
+  }
+
+  #dropped(why: string): void {
+    if (this.#closed) return;
+    if (!this.redial) return this.#lost(why);
+    this.#failStreams(why);
+    this.#down = why;
+    this.redial.onChange?.("down", why);
+    void this.#reconnect(this.redial);
+  }
+
+  async #reconnect(r: Redial): Promise<void> {
+    let wait = r.firstWaitMs ?? 500;
+    while (!this.#closed) {
+      await new Promise((ok) => setTimeout(ok, wait));
+      if (this.#closed) return;
+      try {
+        const socket = await r.connect();
+        if (this.#closed) return socket.close();
+        this.#down = undefined;
+        this.#attach(socket);
+        r.onChange?.("up", `reconnected as ${this.name}`);
+        return;
+      } catch (e) {
+        r.onChange?.("down", errorText(e));
+        wait = Math.min(wait * 2, r.maxWaitMs ?? 15_000);
+      }
+    }
   }
 
   /** Streams other peers open to this one are served by `serve`. */
@@ -54,7 +121,8 @@ export class RelayPeer {
 
   /** One piece of the artifact from the peer named `to` (its bytes, unchecked: check them). */
   getPiece(to: string, offset: number, size: number, timeoutMs = 60_000): Promise<Uint8Array> {
-    if (this.#closed) return Promise.reject(new SeamError("unavailable", this.#closed));
+    const gone = this.#closed ?? this.#down;
+    if (gone) return Promise.reject(new SeamError("unavailable", gone));
     const channel = `${this.name}-p${++this.#channels}`;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -68,34 +136,36 @@ export class RelayPeer {
       };
       this.#asked.set(channel, { to, resolve: done(resolve), reject: done(reject) });
       const req = toBinary(PieceRequestSchema, create(PieceRequestSchema, { offset: BigInt(offset), size }));
-      this.socket.send(encodeEnvelope({ to, channel, kind: Kind.PIECE_GET }, req));
+      this.#send(encodeEnvelope({ to, channel, kind: Kind.PIECE_GET }, req));
     });
   }
 
   /** Opens a seam stream to the peer named `to`. */
   dial(to: string): SeamLink {
-    if (this.#closed) throw new SeamError("unavailable", this.#closed);
+    const gone = this.#closed ?? this.#down;
+    if (gone) throw new SeamError("unavailable", gone);
     const channel = `${this.name}-${++this.#channels}`;
     const replies = new AsyncQueue<SeamFrame>();
     this.#dialed.set(channel, { to, replies });
-    this.socket.send(encodeEnvelope({ to, channel, kind: Kind.OPEN }));
+    this.#send(encodeEnvelope({ to, channel, kind: Kind.OPEN }));
     let open = true;
     // closed by us: no more frames go out, the peer's replies still come in
     let sending = true;
+    const generation = this.#generation;
     const end = (kind: Kind, error = "") => {
       sending = false;
       if (!open) return;
       open = false;
       this.#dialed.delete(channel);
-      if (!this.#closed) this.socket.send(encodeEnvelope({ to, channel, kind, error }));
+      this.#send(encodeEnvelope({ to, channel, kind, error }));
     };
     return {
       transport: "relay",
       send: (frame) => {
-        if (!sending || this.#closed) return false;
+        if (!sending || this.#closed || this.#down || generation !== this.#generation) return false;
         const bytes = encodeFrame(frame);
         this.tap?.(bytes, frame);
-        this.socket.send(encodeEnvelope({ to, channel, kind: Kind.DATA }, bytes));
+        this.#send(encodeEnvelope({ to, channel, kind: Kind.DATA }, bytes));
         return true;
       },
       replies,
@@ -103,7 +173,7 @@ export class RelayPeer {
       close: () => {
         if (!sending) return;
         sending = false;
-        if (open && !this.#closed) this.socket.send(encodeEnvelope({ to, channel, kind: Kind.CLOSE }));
+        if (open) this.#send(encodeEnvelope({ to, channel, kind: Kind.CLOSE }));
       },
       abort: (reason) => {
         end(Kind.ERROR, reason);
@@ -114,7 +184,7 @@ export class RelayPeer {
 
   close(): void {
     this.#lost("closed by this peer");
-    this.socket.close();
+    this.#socket.close();
   }
 
   #receive(bytes: Uint8Array): void {
@@ -138,7 +208,7 @@ export class RelayPeer {
             served.push(decodeFrame(payload));
           } catch (e) {
             // bytes that are no frame end this stream (and only this one) with the reason
-            this.socket.send(
+            this.#send(
               encodeEnvelope({ to: h.from, channel: h.channel, kind: Kind.ERROR, error: errorText(e) }),
             );
             served.fail(e);
@@ -184,7 +254,7 @@ export class RelayPeer {
 
   async #answerPiece(from: string, channel: string, payload: Uint8Array): Promise<void> {
     const refuse = (error: string) =>
-      this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.ERROR, error }));
+      this.#send(encodeEnvelope({ to: from, channel, kind: Kind.ERROR, error }));
     let req;
     try {
       req = fromBinary(PieceRequestSchema, payload);
@@ -196,7 +266,7 @@ export class RelayPeer {
       const bytes = await this.#pieces(Number(req.offset), req.size);
       if (this.#closed) return;
       if (!bytes) return refuse(`${this.name} holds no piece at ${req.offset}`);
-      this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.PIECE }, bytes));
+      this.#send(encodeEnvelope({ to: from, channel, kind: Kind.PIECE }, bytes));
     } catch (e) {
       refuse(errorText(e));
     }
@@ -205,26 +275,30 @@ export class RelayPeer {
   #open(from: string, channel: string, key: string): void {
     if (!this.#serve || this.#served.has(key)) {
       const error = this.#serve ? `channel ${channel} is already open` : `${this.name} serves no seams`;
-      this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.ERROR, error }));
+      this.#send(encodeEnvelope({ to: from, channel, kind: Kind.ERROR, error }));
       return;
     }
     const frames = new AsyncQueue<SeamFrame>();
     this.#served.set(key, frames);
     const reply = (f: SeamFrame) => {
       if (!this.#closed && this.#served.get(key) === frames) {
-        this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.DATA }, encodeFrame(f)));
+        this.#send(encodeEnvelope({ to: from, channel, kind: Kind.DATA }, encodeFrame(f)));
       }
     };
     void this.#serve(frames, reply, "relay").finally(() => {
       if (this.#served.get(key) !== frames) return;
       this.#served.delete(key);
-      if (!this.#closed) this.socket.send(encodeEnvelope({ to: from, channel, kind: Kind.CLOSE }));
+      this.#send(encodeEnvelope({ to: from, channel, kind: Kind.CLOSE }));
     });
   }
 
   #lost(why: string): void {
     if (this.#closed) return;
     this.#closed = why;
+    this.#failStreams(why);
+  }
+
+  #failStreams(why: string): void {
     for (const q of this.#served.values()) q.fail(new SeamError("unavailable", why));
     for (const d of this.#dialed.values()) d.replies.fail(new SeamError("unavailable", why));
     for (const a of [...this.#asked.values()]) a.reject(new SeamError("unavailable", why));

@@ -14,7 +14,7 @@ import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts"
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { wholeGreedy } from "../../checks/engine-host/whole-greedy.ts";
-import { cacheDir } from "../../server/paths.ts";
+import { buildDir } from "../../server/paths.ts";
 
 const KEY = "test-key";
 const MAX = 8;
@@ -283,7 +283,7 @@ async function jsonSchemaAnswers() {
 
 /** Runs openai_sdk.py with the Python `openai` package (pip-installed once into the cache). */
 async function pythonSdk(gateway: string) {
-  const venv = cacheDir("python", "openai-sdk");
+  const venv = buildDir("python", "openai-sdk");
   const python = `${venv}/bin/python`;
   const run = async (cmd: string, args: string[], env: Record<string, string> = {}) => {
     const o = await new Deno.Command(cmd, { args, env, stdout: "piped", stderr: "piped" }).output();

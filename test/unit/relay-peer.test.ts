@@ -290,6 +290,36 @@ describe("relay peer: peers that go away", () => {
     expect(server.failed).toMatchObject({ code: "unavailable" });
   });
 
+  it("with redial, a dropped connection comes back under the same name and serves new streams", async () => {
+    const relay = new MemoryRelay();
+    const changes: string[] = [];
+    const tab = new RelayPeer(relay.connect("tab"), "tab", undefined, {
+      connect: () => Promise.resolve(relay.connect("tab")),
+      onChange: (state) => changes.push(state),
+      firstWaitMs: 1,
+    });
+    const server = echo();
+    tab.listen(server.serve);
+    const driver = new RelayPeer(relay.connect("driver"), "driver");
+    const first = driver.dial("tab");
+    const replies = new Inbox(first.replies);
+    first.send(step(1n));
+    await replies.count(1);
+    (tab.socket as MemorySocket).drop("1006 connection lost");
+    // the stream open at the drop fails, and the tab refuses to dial while it is down
+    await replies.done;
+    expect(replies.error).toMatchObject({ code: "unavailable" });
+    expect(() => tab.dial("driver")).toThrow(expect.objectContaining({ code: "unavailable" }));
+    await vi.waitFor(() => expect(changes).toEqual(["down", "up"]));
+    const second = driver.dial("tab");
+    second.send(step(2n));
+    const again = new Inbox(second.replies);
+    await again.count(1);
+    expect(again.items[0].stepId).toBe(2n);
+    tab.close();
+    driver.close();
+  });
+
   it("close() on the peer fails its own streams and leaves the relay", async () => {
     const { relay, head, tail } = peers();
     tail.listen(echo().serve);

@@ -19,7 +19,7 @@ patches() {
     [ "$name" = "-" ] || echo "$here/patches/$name.patch"
   done
 }
-cache="${STRATA_CACHE:-$HOME/.cache/strata}/pkg"
+cache="${STRATA_BUILDS:-${STRATA_CACHE:-$HOME/.cache/strata}}/pkg"
 pin() { node -p "require('$here/pin.json').$1"; }
 
 # the stamp first: a tree carried to a machine without node (checks/gpu/carry.sh) needs no pin lookups

@@ -58,6 +58,9 @@ const state = {
   name: "",
   admission: "",
   info: {} as Record<string, number | string>,
+  /** the relay connection: up, or down (and being dialed again) with the reason */
+  relay: "",
+  relayDrops: 0,
   /** how long this page's thread was blocked since the tab began to serve */
   mainThread: mainThread.figures,
 };
@@ -114,7 +117,18 @@ async function contribute(): Promise<void> {
   phase("connecting");
   const id = await postJson<{ name: string; token: string; relayUrl: string }>("/volunteer/api/token", {});
   state.name = id.name;
-  const peer = new RelayPeer(await connectBrowserRelay(id.relayUrl, id.token), id.name);
+  // a dropped connection is dialed again, and the tab serves on under its name (no reload)
+  const peer = new RelayPeer(await connectBrowserRelay(id.relayUrl, id.token), id.name, undefined, {
+    connect: () => connectBrowserRelay(id.relayUrl, id.token),
+    onChange: (up, detail) => {
+      if (up === "down" && state.relay !== "down") state.relayDrops++;
+      state.relay = up;
+      $("note").textContent = up === "up"
+        ? `relay: ${detail}`
+        : `relay connection lost (${detail}); reconnecting`;
+    },
+  });
+  state.relay = "up";
 
   phase("downloading");
   const manifest = await manifestFromResponse(await fetch(a.manifestUrl), a.artifact);
@@ -210,6 +224,7 @@ async function contribute(): Promise<void> {
       ["engine", `${engine.backend}, ${threads} thread(s), ${state.tokensPerS.toFixed(1)} tok/s alone`],
       ...(state.fallback ? [["WebGPU", state.fallback] as [string, string]] : []),
       ["admission", state.admission || "pending"],
+      ["relay", `${state.relay}${state.relayDrops ? `, reconnected after ${state.relayDrops} drop(s)` : ""}`],
       ["sessions", `${i.sessions} now, ${i.sessionsServed} served`],
       ["tokens", `${i.prefillTokens} prompt, ${i.decodeTokens} generated`],
       ["batches", `${i.batches}; last ${i.lastBatchSessions} session(s), largest ${i.maxBatchSessions}`],

@@ -2,7 +2,7 @@
 // outside the repository, keyed by pin + patches + C API + build flags.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir, checkoutTag, repoRoot } from "../../paths.ts";
+import { buildDir, checkoutTag, repoRoot } from "../../paths.ts";
 import { cmakeBuild } from "../../toolchain/cmake-build.ts";
 import { runCommand } from "../../process/run.ts";
 import { log } from "../../log/log.ts";
@@ -50,7 +50,7 @@ async function libraryPath(backend: NativeBackend): Promise<string> {
     cpu: CPU_FEATURES,
     ...backendFacts(backend),
   });
-  return join(cacheDir("native", `${backend}-${key}`), "libstrata.so");
+  return join(buildDir("native", `${backend}-${key}`), "libstrata.so");
 }
 
 /** Path of the cached library for this backend, without building. */
@@ -100,7 +100,7 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
 
   // a CUDA build folder per toolkit and architecture: CMake refuses a changed CUDA compiler
-  const buildDir = cacheDir(
+  const work = buildDir(
     "native",
     backend === "cuda" ? `build-cuda-${key}` : `build-${backend}-${checkoutTag}`,
   );
@@ -109,11 +109,11 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
     console.error(`engine: CUDA from ${cuda.source} (${cuda.nvcc}), GPU architecture sm_${cuda.arch}`);
   }
   console.error(`engine: building the native ${backend} library (first use only; a few minutes)`);
-  const env = await cmakeConfigure(backend, buildDir, cuda?.cmakeArgs ?? FLAGS[backend]);
+  const env = await cmakeConfigure(backend, work, cuda?.cmakeArgs ?? FLAGS[backend]);
 
-  const seconds = await cmakeBuild(`engine: compiling (${backend})`, buildDir, ["strata"], env, started);
+  const seconds = await cmakeBuild(`engine: compiling (${backend})`, work, ["strata"], env, started);
 
-  await installChecked(join(buildDir, "libstrata.so"), lib, {
+  await installChecked(join(work, "libstrata.so"), lib, {
     backend,
     key,
     flags: cuda?.cmakeArgs ?? FLAGS[backend],

@@ -3,7 +3,7 @@
 // GGML_RPC on), cached like the engine library.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir, checkoutTag, repoRoot } from "../../paths.ts";
+import { buildDir, checkoutTag, repoRoot } from "../../paths.ts";
 import { cmakeBuild } from "../../toolchain/cmake-build.ts";
 import { runCommand } from "../../process/run.ts";
 import { log } from "../../log/log.ts";
@@ -29,12 +29,12 @@ export interface RpcTools {
 }
 
 export async function ensureRpcTools(): Promise<RpcTools> {
-  const out = cacheDir("native", `rpc-${await forkBuildKey({ tools: TOOLS, flags: FLAGS })}`);
+  const out = buildDir("native", `rpc-${await forkBuildKey({ tools: TOOLS, flags: FLAGS })}`);
   const tools = { rpcServer: join(out, "ggml-rpc-server"), llamaServer: join(out, "llama-server") };
   if (existsSync(tools.rpcServer) && existsSync(tools.llamaServer)) return tools;
   const started = performance.now();
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
-  const buildDir = cacheDir("native", `build-rpc-${checkoutTag}`);
+  const work = buildDir("native", `build-rpc-${checkoutTag}`);
   const env: Record<string, string> = { CCACHE_BASEDIR: repoRoot, CCACHE_NOHASHDIR: "1" };
   const launcher = hasCommand("ccache")
     ? ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
@@ -44,7 +44,7 @@ export async function ensureRpcTools(): Promise<RpcTools> {
     "-S",
     join(forkDir, "tree"),
     "-B",
-    buildDir,
+    work,
     ...(hasCommand("ninja") ? ["-G", "Ninja"] : []),
     "-DCMAKE_BUILD_TYPE=Release",
     ...launcher,
@@ -52,13 +52,13 @@ export async function ensureRpcTools(): Promise<RpcTools> {
   ], { env });
   const seconds = await cmakeBuild(
     "bench: compiling (rpc-server, llama-server)",
-    buildDir,
+    work,
     TOOLS,
     env,
     started,
   );
   Deno.mkdirSync(out, { recursive: true });
-  for (const t of TOOLS) Deno.copyFileSync(join(buildDir, "bin", t), join(out, t));
+  for (const t of TOOLS) Deno.copyFileSync(join(work, "bin", t), join(out, t));
   Deno.chmodSync(tools.rpcServer, 0o755);
   Deno.chmodSync(tools.llamaServer, 0o755);
   log.info("engine.built", { what: "llama.cpp rpc tools", seconds });

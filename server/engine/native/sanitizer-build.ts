@@ -11,7 +11,7 @@
 // environment; ASAN_OPTIONS below says why each option is set.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir, checkoutTag } from "../../paths.ts";
+import { buildDir, checkoutTag } from "../../paths.ts";
 import { cmakeBuild } from "../../toolchain/cmake-build.ts";
 import { runCommand } from "../../process/run.ts";
 import { log } from "../../log/log.ts";
@@ -121,7 +121,7 @@ function settings(): Record<string, unknown> {
 }
 
 async function sanitizerLibraryPath(): Promise<string> {
-  return join(cacheDir("native", `asan-cpu-${await forkBuildKey(settings())}`), "libstrata.so");
+  return join(buildDir("native", `asan-cpu-${await forkBuildKey(settings())}`), "libstrata.so");
 }
 
 /** Path of the cached sanitizer library, without building (STRATA_ASAN_LIB overrides). */
@@ -143,12 +143,12 @@ export async function ensureSanitizerLibrary(): Promise<string> {
 
   const started = performance.now();
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
-  const buildDir = cacheDir("native", `build-asan-cpu-${checkoutTag}`);
+  const work = buildDir("native", `build-asan-cpu-${checkoutTag}`);
   console.error("engine: building the AddressSanitizer cpu library (first use only; a few minutes)");
-  const env = await cmakeConfigure("cpu", buildDir, ASAN_CMAKE_ARGS);
+  const env = await cmakeConfigure("cpu", work, ASAN_CMAKE_ARGS);
   const seconds = await cmakeBuild(
     "engine: compiling (cpu, AddressSanitizer)",
-    buildDir,
+    work,
     ["strata"],
     env,
     started,
@@ -156,7 +156,7 @@ export async function ensureSanitizerLibrary(): Promise<string> {
 
   // the same smoke check as every build (a real decode of a mixed batch), run under the
   // runtime: a report there fails the build like a crash would
-  await installChecked(join(buildDir, "libstrata.so"), lib, {
+  await installChecked(join(work, "libstrata.so"), lib, {
     backend: "cpu",
     sanitizer: "address",
     key,

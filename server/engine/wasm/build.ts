@@ -3,7 +3,7 @@
 // private writable place, and acorn is found through NODE_PATH (docs/engine.md).
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir, checkoutTag, repoRoot } from "../../paths.ts";
+import { buildDir, checkoutTag, repoRoot } from "../../paths.ts";
 import { cmakeBuild } from "../../toolchain/cmake-build.ts";
 import { runCommand } from "../../process/run.ts";
 import { log } from "../../log/log.ts";
@@ -73,7 +73,7 @@ function dirName(flavor: WasmFlavor, o: WasmBuildOptions): string {
 async function moduleDir(flavor: WasmFlavor, o: WasmBuildOptions): Promise<string> {
   const shim = flavor === "webgpu" ? SHIM.map((f) => Deno.readTextFileSync(join(forkDir, f))) : undefined;
   const key = await forkBuildKey({ wasm: flavor, flags: flags(flavor, o), shim, glue: GLUE });
-  return cacheDir("wasm", `${dirName(flavor, o)}-${key}`);
+  return buildDir("wasm", `${dirName(flavor, o)}-${key}`);
 }
 
 /** Folder holding strata.mjs and strata.wasm, if built. */
@@ -103,9 +103,9 @@ export async function ensureWasmEngine(
   const out = await moduleDir(flavor, o);
   const started = performance.now();
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
-  const emCache = cacheDir("wasm", "em-cache");
+  const emCache = buildDir("wasm", "em-cache");
   if (!existsSync(emCache)) {
-    Deno.mkdirSync(cacheDir("wasm"), { recursive: true });
+    Deno.mkdirSync(buildDir("wasm"), { recursive: true });
     await runCommand("cp", ["-r", "/usr/share/emscripten/cache", emCache]);
   }
   const env = {
@@ -114,21 +114,21 @@ export async function ensureWasmEngine(
     CCACHE_BASEDIR: repoRoot,
     CCACHE_NOHASHDIR: "1",
   };
-  const buildDir = cacheDir("wasm", `build-${dirName(flavor, o)}-${checkoutTag}`);
+  const work = buildDir("wasm", `build-${dirName(flavor, o)}-${checkoutTag}`);
   console.error(`engine: building the WASM engine (${dirName(flavor, o)}; first use only; a few minutes)`);
   await runCommand("emcmake", [
     "cmake",
     "-S",
     forkDir,
     "-B",
-    buildDir,
+    work,
     "-DCMAKE_BUILD_TYPE=Release",
     ...(hasCommand("ninja") ? ["-G", "Ninja"] : []),
     ...flags(flavor, o),
   ], { env });
   const seconds = await cmakeBuild(
     `engine: compiling (wasm-${flavor})`,
-    buildDir,
+    work,
     ["strata_wasm"],
     env,
     started,
@@ -138,9 +138,9 @@ export async function ensureWasmEngine(
   Deno.mkdirSync(staging, { recursive: true });
   try {
     for (const f of OUTPUTS) {
-      if (!existsSync(join(buildDir, f))) continue;
-      if (f.endsWith(".wasm")) Deno.copyFileSync(join(buildDir, f), join(staging, f));
-      else Deno.writeTextFileSync(join(staging, f), adaptGlue(f, Deno.readTextFileSync(join(buildDir, f))));
+      if (!existsSync(join(work, f))) continue;
+      if (f.endsWith(".wasm")) Deno.copyFileSync(join(work, f), join(staging, f));
+      else Deno.writeTextFileSync(join(staging, f), adaptGlue(f, Deno.readTextFileSync(join(work, f))));
     }
     const smoke = await smokeCheck({ kind: "wasm", dir: staging, flavor }, ["wasm32", "simd128"]);
     Deno.writeTextFileSync(join(staging, "build.json"), JSON.stringify({ flavor, seconds, smoke }, null, 2));
