@@ -7,6 +7,8 @@ export interface Host {
   readonly name: string;
   readonly netns: string;
   readonly ip: string;
+  /** its end of the veth to the bridge (deleting it cuts the host off) */
+  readonly dev: string;
 }
 
 export interface Hosts {
@@ -51,9 +53,25 @@ async function sweepStale(): Promise<void> {
       spaces.map(async (ns) => (await ipOut("netns", "pids", ns)).trim() !== ""),
     );
     if (busy.some(Boolean)) continue;
-    for (const ns of spaces) await ip("netns", "del", ns).catch(() => {});
+    for (const ns of spaces) await removeNamespace(ns);
     await ip("link", "del", `sr${tag}`).catch(() => {});
   }
+}
+
+/** A namespace and the files `ip netns exec` binds into it (/etc/netns/<ns>: its own hosts file). */
+async function removeNamespace(ns: string): Promise<void> {
+  await ip("netns", "del", ns).catch(() => {});
+  await Deno.remove(`/etc/netns/${ns}`, { recursive: true }).catch(() => {});
+}
+
+/** Gives a host its own /etc/hosts: these names at these addresses. */
+export async function setHostNames(h: Host, names: ReadonlyArray<readonly [string, string]>): Promise<void> {
+  const etc = `/etc/netns/${h.netns}`;
+  await Deno.mkdir(etc, { recursive: true });
+  await Deno.writeTextFile(
+    `${etc}/hosts`,
+    `127.0.0.1 localhost\n${names.map(([name, addr]) => `${addr} ${name}`).join("\n")}\n`,
+  );
 }
 
 export async function createHosts(names: string[], subnet = "10.213.0"): Promise<Hosts> {
@@ -62,7 +80,7 @@ export async function createHosts(names: string[], subnet = "10.213.0"): Promise
   const sw = `strata-sw-${tag}`;
   const made: string[] = [];
   const destroy = async () => {
-    for (const ns of made.reverse()) await ip("netns", "del", ns).catch(() => {});
+    for (const ns of made.reverse()) await removeNamespace(ns);
     await ip("link", "del", `sr${tag}`).catch(() => {});
   };
   try {
@@ -89,7 +107,7 @@ export async function createHosts(names: string[], subnet = "10.213.0"): Promise
       await ip("-n", ns, "link", "set", "lo", "up");
       const addr = `${subnet}.${i + 1}`;
       await attach(ns, `sh${tag}${i}`, addr);
-      hosts.push({ name, netns: ns, ip: addr });
+      hosts.push({ name, netns: ns, ip: addr, dev: `sh${tag}${i}` });
     }
     const rootIp = `${subnet}.254`;
     await attach(undefined, `sr${tag}`, rootIp);

@@ -11,6 +11,7 @@ import { rangeMemoryOf, type RangeModel } from "../../src/tracker/range-memory.t
 import type { trackerClient } from "../tracker/client.ts";
 import { bundleWebEntry } from "../web/bundle.ts";
 import { repoRoot } from "../paths.ts";
+import { bytesToHex } from "../../src/bytes/hex.ts";
 
 export async function networkPageRoutes(
   app: Hono,
@@ -34,7 +35,7 @@ export async function networkPageRoutes(
   app.get("/network/", (c) => c.html(page));
   app.get("/network/main.js", (c) => c.body(bundle, 200, { "Content-Type": "text/javascript" }));
   app.get("/network/api/state", async (c) => {
-    const { nodes } = await o.tracker.nodes({}, { timeoutMs: 5000 });
+    const { nodes, routePublicKey } = await o.tracker.nodes({}, { timeoutMs: 5000 });
     const m = o.model.manifest;
     const state: NetworkState = {
       model: { name: o.model.name, nLayer: m.nLayer, artifact: m.artifact },
@@ -60,6 +61,7 @@ export async function networkPageRoutes(
           sessions: n.sessions,
         };
       }),
+      routeKey: bytesToHex(routePublicKey),
       routes: o.routes.snapshot(),
       at: Date.now(),
     };

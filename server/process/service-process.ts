@@ -22,10 +22,30 @@ export class ServiceProcess {
     netns?: string,
   ) {
     const deno = [Deno.execPath(), "run", "-A", "--quiet", DENO_V8_FLAGS, "--config", config, cli, ...args];
-    // `ip netns exec` enters the namespace and execs: the child's pid is Deno's own
-    const [cmd, ...rest] = netns ? ["ip", "netns", "exec", netns, ...deno] : deno;
+    return await ServiceProcess.#spawn(label, deno, { env, timeoutMs, netns });
+  }
+
+  /** A shell command line that ends in a `strata` server (as a guide prints it), run in `cwd`. */
+  static async startLine(
+    label: string,
+    line: string,
+    o: { env?: Record<string, string>; cwd?: string; timeoutMs?: number; netns?: string },
+  ): Promise<ServiceProcess> {
+    // `exec env`: the server (after any VAR=value words) is the process this one signals
+    return await ServiceProcess.#spawn(label, ["bash", "-c", `exec env ${line}`], o);
+  }
+
+  static async #spawn(
+    label: string,
+    argv: string[],
+    o: { env?: Record<string, string>; cwd?: string; timeoutMs?: number; netns?: string },
+  ): Promise<ServiceProcess> {
+    const { env = {}, timeoutMs = 120_000, netns, cwd } = o;
+    // `ip netns exec` enters the namespace and execs: the child's pid is the command's own
+    const [cmd, ...rest] = netns ? ["ip", "netns", "exec", netns, ...argv] : argv;
     const child = new Deno.Command(cmd, {
       args: rest,
+      cwd,
       stdin: "null",
       stdout: "piped",
       stderr: "piped",

@@ -21,6 +21,9 @@ export function relayCommand(): Command {
   addSecretOption(relay.command("token"), RELAY_SECRET)
     .description("print the token a peer connects with (its name is inside)")
     .requiredOption("--name <name>", "the peer's name")
-    .action(async (o) => console.log(await peerToken(needSecret(o, RELAY_SECRET), o.name)));
+    // `relay` takes the same options: commander hands them to whichever of the two is first
+    .action(async (o) =>
+      console.log(await peerToken(needSecret({ ...relay.opts(), ...o }, RELAY_SECRET), o.name))
+    );
   return relay;
 }

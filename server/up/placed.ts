@@ -35,6 +35,8 @@ export async function placedNetwork(
       threads: o.threads,
       memoryCapBytes: capBytes,
       chromium: tabs[0]?.chromium,
+      // a --tls network's tabs trust its CA, as its volunteers would add it
+      trustCa: o.tlsDir ? `${o.tlsDir}/ca.pem` : undefined,
     });
     tabs.push(tab);
     const s = await tab.contribute();

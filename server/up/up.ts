@@ -120,10 +120,6 @@ export async function up(o: UpOptions): Promise<Network> {
   };
   const same = (a: LayerRange, b: LayerRange) => a.start === b.start && a.end === b.end;
   try {
-    if (o.tlsDir && (o.browserShard || o.placed?.tabs)) {
-      // a page cannot pin the network's own CA: its relay would need a public certificate
-      throw new Error("--tls does not take browser tabs");
-    }
     const tls = o.tlsDir
       ? await makeNetworkTls(o.tlsDir, { relay: host, gateway: hostPort(o.gatewayListen).host })
       : undefined;
@@ -241,6 +237,7 @@ export async function up(o: UpOptions): Promise<Network> {
       browser = await openVolunteerTab(gatewayUrl, {
         layers: formatRange(o.browserShard),
         threads: o.threads,
+        trustCa: tls?.ca,
       });
       const s = await browser.contribute();
       const mib = (n = 0) => (n / 2 ** 20).toFixed(1);

@@ -35,9 +35,16 @@ export interface VolunteerTab {
 
 export async function openVolunteerTab(
   gatewayUrl: string,
-  o: { layers?: string; threads?: number; memoryCapBytes?: number; chromium?: Chromium } = {},
+  o: {
+    layers?: string;
+    threads?: number;
+    memoryCapBytes?: number;
+    chromium?: Chromium;
+    /** an https:// gateway's CA (PEM file), for a browser of its own to trust */
+    trustCa?: string;
+  } = {},
 ): Promise<VolunteerTab> {
-  const chromium = o.chromium ?? await Chromium.launch();
+  const chromium = o.chromium ?? await Chromium.launch([], { trustCa: o.trustCa });
   const q = new URLSearchParams();
   if (o.layers) q.set("layers", o.layers);
   if (o.threads) q.set("threads", String(o.threads));

@@ -19,6 +19,8 @@ export interface NodeView {
 export interface NetworkState {
   readonly model: { readonly name: string; readonly nLayer: number; readonly artifact: string };
   readonly nodes: readonly NodeView[];
+  /** the tracker's route key (public, raw Ed25519, hex): the same across replicas and restarts */
+  readonly routeKey?: string;
   /** the gateway's sessions now, by route */
   readonly routes: ReadonlyArray<{ readonly name: string; readonly sessions: number }>;
   /** ms since the epoch */

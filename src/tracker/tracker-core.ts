@@ -487,6 +487,7 @@ export class TrackerCore {
       ? only.flatMap((n) => this.#registry.get(n) ?? [])
       : [...this.#registry.records()];
     return create(NodesResponseSchema, {
+      routePublicKey: this.#key.publicRaw,
       nodes: records.map((r) => {
         const lease = this.#registry.lease(r.node);
         return create(NodeStateSchema, {

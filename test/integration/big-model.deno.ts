@@ -4,6 +4,7 @@
 // (which reads the header and the signed reference, never a weight). Eight concurrent chats
 // against whole-model llama.cpp on the same file in a separate process.
 import { cacheDir } from "../../server/paths.ts";
+import { synthLlama1GB } from "./synth-model.ts";
 import { sha256File } from "../../server/model/hash.ts";
 import { checkManifest, shardPieces } from "../../src/artifact/pieces.ts";
 import { peerToken } from "../../src/relay/token.ts";
@@ -29,15 +30,8 @@ const run = async (args: string[]) => {
   return new TextDecoder().decode(o.stdout);
 };
 
-// made once and kept: the same seed writes the same bytes
-const model = cacheDir("models", "synth-llama-1GB-seed1.gguf");
 const t0 = performance.now();
-try {
-  await Deno.stat(model);
-} catch {
-  await run(["model", "synth", "--arch", "llama", "--size", "1GB", "--seed", "1", "--out", `${model}.part`]);
-  await Deno.rename(`${model}.part`, model);
-}
+const model = await synthLlama1GB();
 const synthMs = performance.now() - t0;
 const fileBytes = (await Deno.stat(model)).size;
 const sha = await sha256File(model);

@@ -14,7 +14,7 @@ import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts"
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { wholeGreedy } from "../../checks/engine-host/whole-greedy.ts";
-import { buildDir } from "../../server/paths.ts";
+import { openaiVenv } from "./openai-venv.ts";
 
 const KEY = "test-key";
 const MAX = 8;
@@ -283,8 +283,7 @@ async function jsonSchemaAnswers() {
 
 /** Runs openai_sdk.py with the Python `openai` package (pip-installed once into the cache). */
 async function pythonSdk(gateway: string) {
-  const venv = buildDir("python", "openai-sdk");
-  const python = `${venv}/bin/python`;
+  const python = `${await openaiVenv()}/bin/python`;
   const run = async (cmd: string, args: string[], env: Record<string, string> = {}) => {
     const o = await new Deno.Command(cmd, { args, env, stdout: "piped", stderr: "piped" }).output();
     const text = new TextDecoder().decode(o.stdout);
@@ -293,12 +292,6 @@ async function pythonSdk(gateway: string) {
     }
     return text;
   };
-  try {
-    await Deno.stat(python);
-  } catch {
-    await run("python3", ["-m", "venv", venv]);
-    await run(`${venv}/bin/pip`, ["install", "--quiet", "openai>=1.50"]);
-  }
   const script = new URL("./openai_sdk.py", import.meta.url).pathname;
   const out = JSON.parse(
     await run(python, [script], {
