@@ -5,7 +5,10 @@
 // `openai` package over HTTPS against whole-model llama.cpp, a headless Chromium tab that
 // trusts the network's CA (NSS store, no ignored errors) serving over wss://, what each host's
 // cache holds, a node host cut off mid-chat, and a tracker restart with --data.
-// Prints one JSON object; deploy.test.ts asserts on it.
+// Prints one JSON object. Not in the suite yet: on 2026-12-05 it ran up to the guide's first
+// chat, which the tracker answered "no complete route" although every layer was covered (the
+// tab's placed range and the nodes' did not chain into a route); see issue 44's note. Run it by
+// hand as root: deno run -A --config deno.json test/integration/deploy.deno.ts
 import { createHosts, setHostNames } from "../../checks/hosts/netns.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { buildDir, repoRoot } from "../../server/paths.ts";
@@ -233,9 +236,7 @@ try {
   }
   report.caches = caches;
 
-  // 3. the guide's client line, as written
   const clientLines = blocks.find((b) => b.on === "a client")!.lines;
-  report.guideChat = (await sh("client", clientLines[1])).trim();
 
   // a volunteer: the guide's certutil lines on the client host, then Chromium there with that HOME
   for (const line of blocks.find((b) => b.on === "a volunteer's machine")!.lines) await sh("client", line);
@@ -264,6 +265,8 @@ try {
     "the tab in strata status",
   );
   report.withTab = withTab.state.nodes;
+  // 3. the guide's client line, as written, once the network covers the model
+  report.guideChat = (await sh("client", clientLines[1])).trim();
 
   // 8 concurrent chats through the gateway, the openai package on the client host over HTTPS
   const env = `SSL_CERT_FILE=ca.pem OPENAI_BASE_URL=${GATEWAY}/v1 OPENAI_API_KEY=$(cat api-keys)`;
