@@ -12,7 +12,7 @@ import { Chromium } from "../../server/web/chromium.ts";
 import { openVolunteerTab } from "../../server/web/volunteer-tab.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
-import { chatReference } from "./chat-reference.ts";
+import { chatReference, EIGHT_QUESTIONS } from "./chat-reference.ts";
 import { streamChat } from "./chat-client.ts";
 
 const SIZE = 1e9;
@@ -41,16 +41,7 @@ const certified = JSON.parse(
     .trim().split("\n").pop()!,
 );
 
-const questions = [
-  "What is the capital of France?",
-  "List three prime numbers.",
-  "Hi!",
-  "What is 12 times 7?",
-  "Name a color.",
-  "Tell me a joke.",
-  "Where is Peru?",
-  "Count to five.",
-];
+const questions = EIGHT_QUESTIONS;
 const ref = await chatReference(model, questions, MAX);
 
 const net = await ServiceProcess.start(

@@ -12,6 +12,15 @@ export const CHAT_QUESTIONS = [
   "What is 12 times 7?",
 ];
 
+/** Eight, for tests that ask them all at once (the four above, then four more). */
+export const EIGHT_QUESTIONS = [
+  ...CHAT_QUESTIONS,
+  "Name a color.",
+  "Tell me a joke.",
+  "Where is Peru?",
+  "Count to five.",
+];
+
 export interface ChatReference {
   readonly texts: string[];
   /**

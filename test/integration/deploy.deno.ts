@@ -17,21 +17,12 @@ import { openVolunteerTab } from "../../server/web/volunteer-tab.ts";
 import { ensureDebianPackages } from "../../server/toolchain/apt.ts";
 import { type ArtifactManifest, shardPieces } from "../../src/artifact/pieces.ts";
 import { coverage, type NetworkState } from "../../src/gateway/network-view.ts";
-import { chatReference } from "./chat-reference.ts";
+import { chatReference, EIGHT_QUESTIONS } from "./chat-reference.ts";
 import { openaiVenv } from "./openai-venv.ts";
 import { SYNTH_CAP, synthLlama1GB } from "./synth-model.ts";
 
 const MAX = 12;
-const QUESTIONS = [
-  "What is the capital of France?",
-  "List three prime numbers.",
-  "Hi!",
-  "What is 12 times 7?",
-  "Name a color.",
-  "Tell me a joke.",
-  "Where is Peru?",
-  "Count to five.",
-];
+const QUESTIONS = EIGHT_QUESTIONS;
 const ROLES = ["origin", "tracker", "gateway", "node1", "node2", "node3", "client"];
 const GATEWAY = "https://gateway.example.net:8443";
 const TAB_CAP = 2 * SYNTH_CAP;
