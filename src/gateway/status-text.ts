@@ -24,7 +24,6 @@ export function statusText(state: NetworkState, health: GatewayHealth): string {
       } tokens`
       : `not serving: ${health.reason ?? "no complete route"}`,
   ];
-  if (state.routeKey) lines.push(`route key: ${state.routeKey.slice(0, 16)}…`);
   const cover = runs(coverage(m.nLayer, state.nodes));
   const gaps = cover.filter((r) => r.hosts === 0).map((r) => `${r.start}:${r.end}`);
   lines.push(
@@ -50,5 +49,6 @@ export function statusText(state: NetworkState, health: GatewayHealth): string {
       used.length ? used.map((r) => `${r.name} (${sessions(r.sessions)})`).join(", ") : "none"
     }`,
   );
+  if (state.routeKey) lines.push(`route key: ${state.routeKey.slice(0, 16)}…`);
   return lines.join("\n");
 }
