@@ -91,8 +91,8 @@ export async function startTracker(o: TrackerOptions) {
   });
   const ca = o.ca ? await openNetworkCa(o.ca) : undefined;
   if (ca) trustNetworkCa(ca.cert);
-  const hosts = o.publicUrl ? [new URL(o.publicUrl).hostname.replace(/^\[|\]$/g, "")] : certHosts(o.host);
-  const tls = ca ? await certifiedPair(ca, "tracker", hosts) : undefined;
+  const certHost = o.publicUrl ? new URL(o.publicUrl).hostname : o.host;
+  const tls = ca ? await certifiedPair(ca, "tracker", certHosts(certHost)) : undefined;
   const shared = /^postgres(ql)?:\/\//.test(o.db);
   const store = shared ? await PgTrackerStore.open(o.db) : new TrackerStore(o.db);
   if (store instanceof PgTrackerStore) {

@@ -281,7 +281,7 @@ export class RelayPeer {
     const frames = new AsyncQueue<SeamFrame>();
     this.#served.set(key, frames);
     const reply = (f: SeamFrame) => {
-      if (!this.#closed && this.#served.get(key) === frames) {
+      if (this.#served.get(key) === frames) {
         this.#send(encodeEnvelope({ to: from, channel, kind: Kind.DATA }, encodeFrame(f)));
       }
     };

@@ -64,7 +64,7 @@ Deno.symlinkSync(`${repoRoot}/strata`, `${bin}/strata`);
 const procs = new Map<string, ServiceProcess>();
 let chromium: Chromium | undefined;
 const report: Record<string, unknown> = { fileBytes, reference: ref.texts };
-let model_url = "";
+let modelUrl = "";
 
 /** A host's environment: its own HOME and empty cache, the builds shared as the software is. */
 const envOf = (name: string): Record<string, string> => ({
@@ -72,7 +72,7 @@ const envOf = (name: string): Record<string, string> => ({
   HOME: home(name),
   STRATA_CACHE: `${home(name)}/.cache/strata`,
   STRATA_BUILDS: buildDir(),
-  MODEL: model_url,
+  MODEL: modelUrl,
 });
 
 async function sh(name: string, line: string, extraEnv: Record<string, string> = {}): Promise<string> {
@@ -191,11 +191,11 @@ try {
       if (!SERVER.test(line)) continue;
       const p = await serve(name, line);
       started[`${name} ${SERVER.exec(line)![2]}`] = p.ready;
-      if (name === "origin") model_url = String((p.ready.artifacts as string[])[0]);
+      if (name === "origin") modelUrl = String((p.ready.artifacts as string[])[0]);
     }
   }
   report.started = started;
-  report.modelUrl = model_url;
+  report.modelUrl = modelUrl;
   // three 400 MB nodes hold most of the model; the volunteer below completes it
   const placed = await until(status, (s) => admitted(s.state).length === 3, 600_000, "3 nodes placed");
   report.placed = placed.state.nodes;
@@ -203,7 +203,7 @@ try {
 
   // what each host holds, once the nodes are placed and serving
   const m = JSON.parse(
-    await sh("client", `curl -s --cacert ca.pem ${model_url}/manifest`),
+    await sh("client", `curl -s --cacert ca.pem ${modelUrl}/manifest`),
   ) as ArtifactManifest;
   const caches: Record<string, unknown> = {};
   for (const name of ["tracker", "gateway", "node1", "node2", "node3", "client"]) {
