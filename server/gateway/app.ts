@@ -20,7 +20,7 @@ import { chatPageRoutes } from "./chat-page.ts";
 import { type VolunteerOptions, volunteerRoutes } from "./volunteer.ts";
 import { trackerClient } from "../tracker/client.ts";
 import { Dialer } from "../seam/dialer.ts";
-import { log } from "../log/log.ts";
+import { log, logRelay } from "../log/log.ts";
 import { NodeWatch } from "../../src/gateway/node-watch.ts";
 import { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 import { networkStatus } from "../../src/gateway/network-status.ts";
@@ -82,7 +82,7 @@ export async function startGateway(o: GatewayOptions) {
   const manifest = "path" in src ? await artifactManifest(src.path) : src.manifest;
   const artifact = hexToBytes(manifest.artifact);
   const tracker = trackerClient(o.trackerUrl);
-  const dialer = await Dialer.connect(o.relay);
+  const dialer = await Dialer.connect(o.relay, undefined, logRelay);
   const gate = new RouteGate(tracker.client, artifact, { ...DEFAULT_ADMISSION, ...o.admission });
   const limits = new ClientLimits(o.clientLimits ?? NO_CLIENT_LIMITS);
   const history = new LoadHistory();

@@ -18,3 +18,7 @@ export const log = {
   debug: (event: string, fields: Record<string, unknown> = {}) => emit("debug", event, fields),
   enabled: (level: Level) => LEVELS[level] <= threshold,
 };
+
+/** A relay connection dropping and coming back (Dialer.connect's `onRelay`). */
+export const logRelay = (state: "down" | "up", detail: string): void =>
+  log[state === "up" ? "info" : "warn"]("relay connection", { state, detail });

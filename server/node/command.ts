@@ -22,7 +22,7 @@ import { type RunningNode, startNode } from "./start-node.ts";
 import { placedRange } from "./placed-range.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { sha256File } from "../model/hash.ts";
-import { log } from "../log/log.ts";
+import { log, logRelay } from "../log/log.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { fetchManifest, fetchShardFile, isArtifactUrl } from "../artifacts/fetch-shard.ts";
 import { fileTap } from "../seam/tap.ts";
@@ -168,7 +168,7 @@ export function nodeCommand(): Command {
       const fixedPort = o.listen && hostPort(o.listen).port !== 0;
       const relay = o.relay ? { url: o.relay as string, token: relayToken! } : undefined;
       const tap = fileTap(Deno.env.get("STRATA_SEAM_TAP"));
-      const shared = auto && !fixedPort ? await Dialer.connect(relay, tap) : undefined;
+      const shared = auto && !fixedPort ? await Dialer.connect(relay, tap, logRelay) : undefined;
       // the KV pool of the range loaded last (reported when ready)
       let pool = 0;
       const start = async (range: LayerRange) => {

@@ -18,7 +18,7 @@ import { artifactRoutes } from "../artifacts/routes.ts";
 import { type HttpServer, serveHttp } from "../http/serve-http.ts";
 import { Dialer } from "../seam/dialer.ts";
 import { grpcListener } from "../seam/grpc.ts";
-import { log } from "../log/log.ts";
+import { log, logRelay } from "../log/log.ts";
 import { scaledOutputs } from "./fault.ts";
 import { trackerPort } from "../tracker/client.ts";
 import { trackerCert } from "../tls/tracker-cert.ts";
@@ -117,7 +117,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   // a node moving to another range keeps its relay connection: the old range's sessions ride
   // it until they end, the new range's start on it (a second connection under the same name
   // would replace the first)
-  const dialer = c.dialer ?? await Dialer.connect(c.relay, c.tap);
+  const dialer = c.dialer ?? await Dialer.connect(c.relay, c.tap, logRelay);
   const listeners: SeamListener[] = [];
   const cert = c.tls ? await certified(c) : undefined;
   if (c.listen) listeners.push(grpcListener(c.listen, c.publicUrl, cert && (() => Promise.resolve(cert))));

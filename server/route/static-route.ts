@@ -1,5 +1,6 @@
 // A route given by hand: node URLs in order (ranges asked of each direct node, or given),
 // tickets signed with the operator's route key. The tracker replaces this in a network.
+import { logRelay } from "../log/log.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import {
@@ -39,7 +40,7 @@ export class StaticRoute {
   ) {}
 
   static async connect(o: StaticRouteOptions): Promise<StaticRoute> {
-    const dialer = await Dialer.connect(o.relay, o.tap);
+    const dialer = await Dialer.connect(o.relay, o.tap, logRelay);
     if (o.split && o.split.length !== o.nodes.length) {
       throw new SeamError("malformed", `${o.nodes.length} nodes but ${o.split.length} ranges`);
     }

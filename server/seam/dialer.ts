@@ -6,7 +6,6 @@ import { SeamError } from "../../src/seam/errors.ts";
 import type { FrameTap, SeamLink } from "../../src/seam/link.ts";
 import { connectRelay } from "../relay/ws-socket.ts";
 import { FastSeams } from "./fast.ts";
-import { log } from "../log/log.ts";
 import { GrpcSeams, seamTransport } from "./grpc.ts";
 
 export class Dialer {
@@ -20,15 +19,19 @@ export class Dialer {
     if (seamTransport() === "tcp") this.fast = new FastSeams((url) => this.grpc.dial(url), tap);
   }
 
-  /** A dialer with a connection to the relay, when one is given (the peer is named by its token). */
-  static async connect(relay?: { url: string; token: string }, tap?: FrameTap): Promise<Dialer> {
+  /** A dialer with a connection to the relay, when one is given (the peer is named by its token);
+   *  `onRelay` hears the connection drop and come back (this file runs under Node too: no log here). */
+  static async connect(
+    relay?: { url: string; token: string },
+    tap?: FrameTap,
+    onRelay?: (state: "down" | "up", detail: string) => void,
+  ): Promise<Dialer> {
     if (!relay) return new Dialer(undefined, tap);
     const name = relay.token.split(".")[0];
     // a dropped relay connection is dialed again: the node serves on through it without a restart
     const peer = new RelayPeer(await connectRelay(relay.url, relay.token), name, tap, {
       connect: () => connectRelay(relay.url, relay.token),
-      onChange: (state, detail) =>
-        log[state === "up" ? "info" : "warn"]("relay connection", { state, detail }),
+      onChange: onRelay,
     });
     return new Dialer({ url: relay.url.replace(/\/$/, ""), peer }, tap);
   }

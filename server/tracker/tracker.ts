@@ -4,7 +4,7 @@
 import { Dialer } from "../seam/dialer.ts";
 import { listenConnect } from "../http/http2.ts";
 import { directCallsSide } from "./direct-calls.ts";
-import { log } from "../log/log.ts";
+import { log, logRelay } from "../log/log.ts";
 import { probeNode } from "./admission.ts";
 import { spotCheck, SpotSink } from "./spot-check.ts";
 import { seamRoutes } from "../seam/grpc.ts";
@@ -99,7 +99,7 @@ export async function startTracker(o: TrackerOptions) {
     // the first replica makes the route key; every other signs with the same
     await store.claimMeta(ROUTE_KEY_META, async () => JSON.stringify(await newRouteKeyText()));
   }
-  const dialer = await Dialer.connect(o.relay);
+  const dialer = await Dialer.connect(o.relay, undefined, logRelay);
   const sink = new SpotSink(reference.nEmbd);
   const core = await TrackerCore.open({
     storage: store,

@@ -40,16 +40,20 @@ export interface OfferedShard {
 }
 
 /**
- * The longest context a route can offer now: on every layer the node that offers the most,
- * the least of those over the layers, capped as contextCap caps it. 0 while some layer has no
- * node (no complete route).
+ * The longest context a route can offer now: over the chains of ranges from layer 0 to the
+ * last, each hop starting where the one before ended (the routes a tracker hands out), the one
+ * whose tightest node offers the most, capped as contextCap caps it. 0 without such a chain
+ * (a layer nobody holds, or ranges that cover every layer but overlap without meeting).
  */
 export function offeredContext(shards: readonly OfferedShard[], nLayer: number, nCtxTrain: number): number {
-  let cells = Infinity;
-  for (let layer = 0; layer < nLayer; layer++) {
-    let best = 0;
-    for (const s of shards) if (s.start <= layer && layer < s.end) best = Math.max(best, s.sessionCells);
-    cells = Math.min(cells, best);
+  // reach[l]: the most cells a chain from layer 0 up to l offers (0: none reaches l)
+  const reach = new Array<number>(nLayer + 1).fill(0);
+  reach[0] = Infinity;
+  const byStart = [...shards].filter((s) => s.start >= 0 && s.end <= nLayer && s.start < s.end)
+    .sort((a, b) => a.start - b.start);
+  for (const s of byStart) {
+    if (reach[s.start] > 0) reach[s.end] = Math.max(reach[s.end], Math.min(reach[s.start], s.sessionCells));
   }
+  const cells = reach[nLayer];
   return cells > 0 ? contextCap(nCtxTrain, cells) : 0;
 }

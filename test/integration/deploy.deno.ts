@@ -108,8 +108,21 @@ async function serve(name: string, line: string): Promise<ServiceProcess> {
 }
 
 /** `strata status --json` from the client host, as the guide's client line asks it. */
-async function status(): Promise<{ state: NetworkState; health: { ok: boolean } }> {
-  return JSON.parse(await sh("client", `strata status --url ${GATEWAY} --ca ca.pem --json`));
+type Status = { state: NetworkState; health: { ok: boolean } };
+let lastStatus: Status | undefined;
+async function status(): Promise<Status> {
+  return lastStatus = JSON.parse(await sh("client", `strata status --url ${GATEWAY} --ca ca.pem --json`));
+}
+
+/** Serving, every node admitted and live, and no range moving for three polls in a row. */
+async function settled(ms: number, why: string): Promise<Status> {
+  let same = 0, last = "";
+  return await until(status, (s) => {
+    const ranges = JSON.stringify(s.state.nodes.map((n) => [n.node, n.start, n.end, n.live, n.admission]));
+    same = ranges === last ? same + 1 : 0;
+    last = ranges;
+    return s.health.ok && s.state.nodes.every((n) => n.live && n.admission === "admitted") && same >= 2;
+  }, ms, why);
 }
 
 async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, ms: number, why: string): Promise<T> {
@@ -249,12 +262,9 @@ try {
     engine: served.engine,
     download: served.download,
   };
-  const withTab = await until(
-    status,
-    (s) => admitted(s.state).some((n) => n.node === served.name) && complete(s.state) && s.health.ok,
-    120_000,
-    "the tab in strata status",
-  );
+  // the tab's joining may move the nodes (placement): a route once they are where they go
+  const withTab = await settled(600_000, "the network settled with the tab");
+  if (!admitted(withTab.state).some((n) => n.node === served.name)) throw new Error("the tab is not admitted");
   report.withTab = withTab.state.nodes;
   // 3. the guide's client line, as written, once the network covers the model
   report.guideChat = (await sh("client", clientLines[1])).trim();
@@ -323,7 +333,7 @@ try {
   };
   const filled = await until(
     status,
-    (s) => !admitted(s.state).some((n) => n.node === victim.node) && complete(s.state),
+    (s) => !admitted(s.state).some((n) => n.node === victim.node) && complete(s.state) && s.health.ok,
     300_000,
     "the hole filled",
   );
@@ -351,6 +361,10 @@ try {
     "serving again after the restart",
   );
   (report.restart as Record<string, unknown>).admittedAfter = admitted(again.state).map((n) => n.node).sort();
+} catch (e) {
+  // what it got to, for whoever reads the failure
+  console.error(JSON.stringify({ failed: String(e), lastStatus, ...report }).slice(0, 20_000));
+  throw e;
 } finally {
   await chromium?.close();
   for (const p of [...procs.values()].reverse()) await p.stop(5000);

@@ -21,6 +21,16 @@ describe("the context a route offers", () => {
     expect(offeredContext(shards.slice(0, 2), 30, 8192)).toBe(0);
   });
 
+  it("needs ranges that meet: every layer covered by overlapping ranges is no route", () => {
+    const overlapping = [
+      { start: 0, end: 13, sessionCells: 1024 },
+      { start: 13, end: 19, sessionCells: 1024 },
+      { start: 15, end: 22, sessionCells: 1024 },
+    ];
+    expect(offeredContext(overlapping, 22, 8192)).toBe(0);
+    expect(offeredContext([...overlapping, { start: 19, end: 22, sessionCells: 512 }], 22, 8192)).toBe(512);
+  });
+
   it("refuses a prompt and max_tokens past the cap, naming it", () => {
     expect(contextWindow(6000, 32, 8192)).toEqual({ newTokens: 32, kvCells: 6032 });
     expect(contextWindow(6000, undefined, 8192)).toEqual({ newTokens: 2192, kvCells: 8192 });
