@@ -48,6 +48,17 @@ export function hostPort(v: string): { host: string; port: number } {
   return { host: m[1] || "127.0.0.1", port: Number(m[2]) };
 }
 
+/** A server's address as others reach it: --public-url (checked, without a trailing /), else
+ *  the address it listens at. */
+export function publicUrl(given: string | undefined, listening: string): string {
+  if (given === undefined) return listening;
+  try {
+    return new URL(given).href.replace(/\/$/, "");
+  } catch {
+    throw new InvalidArgumentError(`--public-url ${given} is not a URL`);
+  }
+}
+
 export async function readJsonFile<T>(path: string, what: string): Promise<T> {
   try {
     return JSON.parse(await Deno.readTextFile(path)) as T;

@@ -3,7 +3,7 @@
 import { Command } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { resolveModel } from "../model/fetch.ts";
-import { hostPort, untilSignal } from "../cli-options.ts";
+import { hostPort, publicUrl, untilSignal } from "../cli-options.ts";
 import { serveHttp } from "../http/serve-http.ts";
 import { artifactManifest } from "./manifest.ts";
 import { artifactRoutes } from "./routes.ts";
@@ -33,7 +33,7 @@ export function artifactsCommand(): Command {
       );
       const { host, port } = hostPort(o.listen);
       const server = serveHttp(artifactRoutes(served).fetch, host, port, await tlsOf(o));
-      const url = (o.publicUrl as string | undefined)?.replace(/\/$/, "") ?? server.url;
+      const url = publicUrl(o.publicUrl, server.url);
       console.log(JSON.stringify({
         event: "ready",
         url,

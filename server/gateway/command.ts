@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { openModelHeader } from "../model/model-header.ts";
 import { cacheDir } from "../paths.ts";
-import { hostPort, int, num, untilSignal } from "../cli-options.ts";
+import { hostPort, int, num, publicUrl, untilSignal } from "../cli-options.ts";
 import { startGateway } from "./app.ts";
 import type { VolunteerOptions } from "./volunteer.ts";
 import { parseSplit } from "../../src/engine/layer-range.ts";
@@ -44,6 +44,7 @@ export function gatewayCommand(): Command {
       "the tracker that picks routes (replicas, comma-separated: the next when one fails)",
     )
     .option("--listen <host:port>", "where clients connect", "127.0.0.1:8080")
+    .option("--public-url <url>", "where clients and volunteers reach it (default: --listen)")
     .option(
       "--api-key <key>",
       "require this bearer key (repeat for several; or STRATA_API_KEYS=a,b)",
@@ -119,7 +120,7 @@ export function gatewayCommand(): Command {
         tls,
         corsOrigins: o.cors ? String(o.cors).split(",").map((x: string) => x.trim()).filter(Boolean) : [],
       });
-      console.log(JSON.stringify({ event: "ready", url: g.url, pid: Deno.pid }));
+      console.log(JSON.stringify({ event: "ready", url: publicUrl(o.publicUrl, g.url), pid: Deno.pid }));
       await untilSignal();
       await g.close();
       Deno.exit(0);

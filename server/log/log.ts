@@ -1,9 +1,12 @@
 // Structured logs: one JSON object per line on stderr. Quiet by default (warnings and
 // errors only); STRATA_LOG=info or debug shows more.
+import process from "node:process";
+
 const LEVELS = { error: 0, warn: 1, info: 2, debug: 3 } as const;
 type Level = keyof typeof LEVELS;
 
-const threshold: number = LEVELS[(Deno.env.get("STRATA_LOG") ?? "warn") as Level] ?? LEVELS.warn;
+// node:process reads the same under Deno and Node (which runs the seam code too)
+const threshold: number = LEVELS[(process.env.STRATA_LOG ?? "warn") as Level] ?? LEVELS.warn;
 
 function emit(level: Level, event: string, fields: Record<string, unknown>): void {
   if (LEVELS[level] > threshold) return;

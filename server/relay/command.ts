@@ -2,7 +2,7 @@
 import { Command } from "commander";
 import { addSecretOption, needSecret, RELAY_SECRET } from "../secrets.ts";
 import { peerToken } from "../../src/relay/token.ts";
-import { hostPort, untilSignal } from "../cli-options.ts";
+import { hostPort, publicUrl, untilSignal } from "../cli-options.ts";
 import { startRelay } from "./relay-server.ts";
 import { addCertFileOptions, tlsOf } from "../tls/options.ts";
 
@@ -10,10 +10,11 @@ export function relayCommand(): Command {
   const relay = addSecretOption(addCertFileOptions(new Command("relay"), "wss://"), RELAY_SECRET)
     .description("carry seams for nodes that cannot accept connections (WebSocket hub)")
     .option("--listen <host:port>", "where peers connect", "127.0.0.1:7700")
+    .option("--public-url <url>", "where browsers and nodes reach it (ws:// or wss://; default: --listen)")
     .action(async (o) => {
       const { host, port } = hostPort(o.listen);
       const r = await startRelay({ host, port, secret: needSecret(o, RELAY_SECRET), tls: await tlsOf(o) });
-      console.log(JSON.stringify({ event: "ready", url: r.url }));
+      console.log(JSON.stringify({ event: "ready", url: publicUrl(o.publicUrl, r.url) }));
       await untilSignal();
       await r.close();
       Deno.exit(0);

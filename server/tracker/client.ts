@@ -6,6 +6,7 @@ import { type Client, Code, ConnectError, createClient, type Transport } from "@
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { TrackerPort } from "../../src/node/membership.ts";
+import { clientTrackerPort } from "../../src/node/tracker-port.ts";
 import { SessionEnds } from "../../src/tracker/session-ends.ts";
 import { nodeTlsOptions } from "../tls/trust.ts";
 import { directTransport } from "./direct-transport.ts";
@@ -74,15 +75,7 @@ function failover(replicas: readonly { transport: Transport }[]): Transport {
 /** A node named `node` registering with the tracker at `url`, presenting its node token. */
 export function trackerPort(url: string, token: string, node: string): TrackerPort {
   const { client, close } = trackerClient(url);
-  return {
-    register: async (urls, shard) => {
-      const r = await client.register({ token, node, urls, shard }, { timeoutMs: 30_000 });
-      return { leaseMs: Number(r.leaseMs), routePublicKey: r.routePublicKey };
-    },
-    heartbeat: async (load, timeoutMs) => await client.heartbeat({ token, node, ...load }, { timeoutMs }),
-    leave: async () => void await client.leave({ token, node }, { timeoutMs: 5000 }),
-    close,
-  };
+  return clientTrackerPort(client, { node, token }, { close });
 }
 
 /** Session ends sent through `client` as `Done` calls, batched while one is in flight. */

@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { openModelHeader } from "../model/model-header.ts";
 import { cacheDir } from "../paths.ts";
-import { count, hostPort, int, num, untilSignal } from "../cli-options.ts";
+import { count, hostPort, int, num, publicUrl, untilSignal } from "../cli-options.ts";
 import { NODE_CALLS_PER_MIN } from "./call-limits.ts";
 import { startTracker } from "./tracker.ts";
 import { addCaOption } from "../tls/options.ts";
@@ -117,7 +117,7 @@ export function trackerCommand(): Command {
         repairReserve: o.repairReserve,
         nodeCallsPerMin: o.limitNodeCallsPerMin,
       });
-      console.log(JSON.stringify({ event: "ready", url: o.publicUrl ?? t.url, pid: Deno.pid }));
+      console.log(JSON.stringify({ event: "ready", url: publicUrl(o.publicUrl, t.url), pid: Deno.pid }));
       await untilSignal();
       await t.close();
       Deno.exit(0);
