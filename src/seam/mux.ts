@@ -103,18 +103,22 @@ const ERROR = 3; // the sender tore the channel down; the body says why
 const OPEN = 4; // a dialer's new channel: sent at dial, so channels start in the order numbered
 const HEADER = 9;
 
-/** A body's buffer starts this large and doubles as its bytes come (up to the length announced). */
-const FIRST_BODY_BYTES = 64 << 10;
-
 /**
  * Splits a byte stream into messages; a body past the frame limit is skipped, never held. A
- * body's buffer grows with the bytes that came, so a header announcing 64 MB and nothing after
- * it costs 64 KB, not 64 MB (exported for its test).
+ * body that spans chunks is kept as views of them until it is whole, then joined once: what is
+ * held is what came, so a header announcing 64 MB and nothing after it costs nothing, and a
+ * large body costs one copy, not a buffer doubled (and copied) as its bytes came, whose
+ * garbage a flood of large frames would pile up faster than it is collected (exported for its
+ * test).
  */
 export class MessageReader {
   readonly #head = new Uint8Array(HEADER);
   #headAt = 0;
-  #body?: Uint8Array;
+  /** the body under way: views of the chunks its bytes came in */
+  #parts?: Uint8Array[];
+  /** small pieces of a body are copied here, so that a peer's trickle costs no view per byte */
+  #tail?: Uint8Array;
+  #tailAt = 0;
   #bodyLen = 0;
   #bodyAt = 0;
   #skip = 0;
@@ -128,7 +132,7 @@ export class MessageReader {
 
   /** Bytes held for the body under way. */
   get held(): number {
-    return this.#body?.length ?? 0;
+    return this.#parts ? this.#bodyAt : 0;
   }
 
   push(chunk: Uint8Array): void {
@@ -140,22 +144,15 @@ export class MessageReader {
         at += n;
         continue;
       }
-      if (this.#body) {
+      if (this.#parts) {
         const n = Math.min(this.#bodyLen - this.#bodyAt, chunk.length - at);
-        if (this.#bodyAt + n > this.#body.length) {
-          const grown = new Uint8Array(
-            Math.min(this.#bodyLen, Math.max(this.#bodyAt + n, 2 * this.#body.length)),
-          );
-          grown.set(this.#body.subarray(0, this.#bodyAt));
-          this.#body = grown;
-        }
-        this.#body.set(chunk.subarray(at, at + n), this.#bodyAt);
+        this.#keep(this.#parts, chunk.subarray(at, at + n));
         this.#bodyAt += n;
         at += n;
         if (this.#bodyAt === this.#bodyLen) {
-          const body = this.#body;
-          this.#body = undefined;
-          this.onMessage(this.#channel, this.#kind, body);
+          const parts = this.#parts;
+          this.#parts = undefined;
+          this.onMessage(this.#channel, this.#kind, joined(parts, this.#bodyLen));
         }
         continue;
       }
@@ -175,6 +172,25 @@ export class MessageReader {
     }
   }
 
+  /** Adds a piece of the body: as a view, joined to the last where it follows it in memory (a
+   *  slab's reads do); a small one copied into the tail buffer. */
+  #keep(parts: Uint8Array[], piece: Uint8Array): void {
+    let view = piece;
+    if (piece.length < SMALL_PIECE) {
+      if (!this.#tail || this.#tailAt + piece.length > this.#tail.length) {
+        this.#tail = new Uint8Array(Math.min(TAIL_BYTES, this.#bodyLen - this.#bodyAt));
+        this.#tailAt = 0;
+      }
+      this.#tail.set(piece, this.#tailAt);
+      view = this.#tail.subarray(this.#tailAt, this.#tailAt + piece.length);
+      this.#tailAt += piece.length;
+    }
+    const last = parts.at(-1);
+    if (last && last.buffer === view.buffer && last.byteOffset + last.length === view.byteOffset) {
+      parts[parts.length - 1] = new Uint8Array(last.buffer, last.byteOffset, last.length + view.length);
+    } else parts.push(view);
+  }
+
   /** Reads a header at `head[h..]`; a body wholly inside `chunk` after it is taken as a view. */
   #start(head: Uint8Array, h: number, chunk: Uint8Array): number {
     const v = new DataView(head.buffer, head.byteOffset + h, HEADER);
@@ -191,15 +207,28 @@ export class MessageReader {
       this.onMessage(this.#channel, this.#kind, chunk.subarray(at, at + len));
       return at + len;
     }
-    this.#body = new Uint8Array(Math.min(len, FIRST_BODY_BYTES));
+    if (len === 0) {
+      this.onMessage(this.#channel, this.#kind, new Uint8Array(0));
+      return at;
+    }
+    this.#parts = [];
+    this.#tail = undefined;
     this.#bodyLen = len;
     this.#bodyAt = 0;
-    if (len === 0) {
-      this.#body = undefined;
-      this.onMessage(this.#channel, this.#kind, new Uint8Array(0));
-    }
     return at;
   }
+}
+
+/** A body's piece smaller than this is copied rather than kept as a view. */
+const SMALL_PIECE = 4 << 10;
+const TAIL_BYTES = 64 << 10;
+
+function joined(parts: readonly Uint8Array[], len: number): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const body = new Uint8Array(len);
+  let at = 0;
+  for (const p of parts) (body.set(p, at), (at += p.length));
+  return body;
 }
 
 /** One message on the wire: its header and body as two parts (written together, never joined).
