@@ -79,7 +79,12 @@ export function speakFirst(
 export interface ByteDuplex {
   /** Writes the parts back to back, in one go where the runtime can (no copy to join them). */
   write(parts: readonly Uint8Array[]): void;
-  onData(handler: (chunk: Uint8Array) => void): void;
+  /**
+   * `reusable`, where the handler gives it, says whether the buffer a chunk came in may be
+   * written again: nothing the handler holds or handed on views it. A host may then read into it
+   * again instead of a fresh one (where every handler says so).
+   */
+  onData(handler: (chunk: Uint8Array) => void, reusable?: (buffer: ArrayBufferLike) => boolean): void;
   /** Called once when the connection ends or fails. */
   onClose(handler: (why: string) => void): void;
   close(): void;
@@ -124,11 +129,28 @@ export class MessageReader {
   #skip = 0;
   #channel = 0;
   #kind = 0;
+  /** buffers a message was handed on as a view of: never to be written again */
+  readonly #escaped = new WeakSet<ArrayBufferLike>();
 
   constructor(
     private readonly onMessage: (channel: number, kind: number, body: Uint8Array) => void,
     private readonly onOversize: (channel: number, bytes: number) => void,
   ) {}
+
+  /**
+   * Whether the bytes of `buffer` are no longer needed: no message was handed on as a view of
+   * it, and the body under way holds none of it. (A body that spans chunks is handed on as a
+   * copy, so a flood of large frames leaves its read buffers free to be read into again instead
+   * of garbage for the collector to catch up with.)
+   */
+  reusable(buffer: ArrayBufferLike): boolean {
+    return !this.#escaped.has(buffer) && !this.#parts?.some((p) => p.buffer === buffer);
+  }
+
+  #hand(body: Uint8Array): void {
+    if (body.length) this.#escaped.add(body.buffer);
+    this.onMessage(this.#channel, this.#kind, body);
+  }
 
   /** Bytes held for the body under way. */
   get held(): number {
@@ -152,7 +174,7 @@ export class MessageReader {
         if (this.#bodyAt === this.#bodyLen) {
           const parts = this.#parts;
           this.#parts = undefined;
-          this.onMessage(this.#channel, this.#kind, joined(parts, this.#bodyLen));
+          this.#hand(joined(parts, this.#bodyLen));
         }
         continue;
       }
@@ -204,7 +226,7 @@ export class MessageReader {
       return at;
     }
     if (head === chunk && chunk.length - at >= len) {
-      this.onMessage(this.#channel, this.#kind, chunk.subarray(at, at + len));
+      this.#hand(chunk.subarray(at, at + len));
       return at + len;
     }
     if (len === 0) {
@@ -460,7 +482,7 @@ export function serveMux(
     for (const [, q] of open) q.fail(new SeamError("unavailable", `the fast seam connection closed: ${why}`));
     open.clear();
   });
-  duplex.onData((chunk) => reader.push(chunk));
+  duplex.onData((chunk) => reader.push(chunk), (buffer) => reader.reusable(buffer));
   duplex.write([FAST_ACCEPT]);
   if (head.length) reader.push(head);
 }

@@ -339,4 +339,37 @@ describe("fast seam on a seam server's port", () => {
     expect(whole).toEqual(body);
     expect(r2.held).toBe(0);
   });
+
+  it("says a read buffer may be written again only once nothing it handed on or holds views it", () => {
+    const bodies: Uint8Array[] = [];
+    const reader = new MessageReader((_, __, body) => bodies.push(body), () => {});
+    const message = (len: number) => {
+      const m = new Uint8Array(9 + len);
+      new DataView(m.buffer).setUint32(0, len, true);
+      m[8] = 1;
+      return m;
+    };
+    // a whole small message in a slab is handed on as a view of it: that slab is never free
+    const a = new Uint8Array(64);
+    a.set(message(20));
+    reader.push(a.subarray(0, 29));
+    expect(bodies[0].buffer).toBe(a.buffer);
+    expect(reader.reusable(a.buffer)).toBe(false);
+    // a large body spanning two slabs: each held while it is under way, free once it is
+    // copied out (and its bytes stay the copy's when the slabs are written again)
+    const big = message(200_000);
+    big.fill(7, 9);
+    const [b, c] = [new Uint8Array(150_000), new Uint8Array(150_000)];
+    b.set(big.subarray(0, 100_000));
+    c.set(big.subarray(100_000));
+    reader.push(b.subarray(0, 100_000));
+    expect(reader.reusable(b.buffer)).toBe(false);
+    reader.push(c.subarray(0, big.length - 100_000));
+    expect(bodies[1].length).toBe(200_000);
+    expect(reader.reusable(b.buffer)).toBe(true);
+    expect(reader.reusable(c.buffer)).toBe(true);
+    b.fill(0);
+    c.fill(0);
+    expect(bodies[1].every((x) => x === 7)).toBe(true);
+  });
 });
