@@ -30,6 +30,7 @@ import { tokenRoutes } from "./token-routes.ts";
 import { generate, type GenerationContext, routeWindow } from "../../src/gateway/generation.ts";
 import { planPrompt, type PromptPlan } from "../../src/gateway/prompt-plan.ts";
 import { routeError } from "../../src/gateway/route-errors.ts";
+import { PrefixAffinity } from "../../src/gateway/prefix-affinity.ts";
 import { choiceAnswer, ResponseShape, usageOf } from "../../src/gateway/responses.ts";
 import { Metrics } from "./metrics.ts";
 import { RouteGate } from "./route-gate.ts";
@@ -58,6 +59,8 @@ export interface GatewayOptions {
   readonly repairDeadlineMs?: number;
   /** false: every repair re-prefills the whole new route (the lost-hop rebuild off, to compare) */
   readonly repairResume?: boolean;
+  /** false: prompts are prefilled whole, and shards keep no session's KV (GenerationContext.prefixReuse) */
+  readonly prefixReuse?: boolean;
   /** what one client (its API key, else its address) may take (default: no limit) */
   readonly clientLimits?: ClientLimitOptions;
   /** serve HTTPS with this certificate */
@@ -88,6 +91,8 @@ export async function startGateway(o: GatewayOptions) {
   const history = new LoadHistory();
   const ctx: GenerationContext = {
     history,
+    prefixReuse: o.prefixReuse,
+    affinity: o.prefixReuse === false ? undefined : new PrefixAffinity(),
     tokenizer,
     dial: dialer.dial,
     log: (message, fields) => log.info(message, fields),
@@ -247,11 +252,13 @@ export async function startGateway(o: GatewayOptions) {
       );
     }
     const plan = planPrompt(tokenizer, req);
+    // the nodes that kept the longest prefix of this prompt, as far as this gateway knows
+    const prefer = await ctx.affinity?.nodesFor(plan.ids) ?? [];
     // the plan's grammar, and the stops its format adds (the client's own come first)
     const constrained = { ...req, grammar: plan.grammar, stop: [...req.stop, ...plan.stops] };
     return req.stream
-      ? await stream(c, constrained, plan, key, charge)
-      : await complete(c, constrained, plan, key, charge);
+      ? await stream(c, constrained, plan, key, charge, prefer)
+      : await complete(c, constrained, plan, key, charge, prefer);
   }
 
   /** Whose line a request waits in: its API key when the gateway checks keys, else everyone's. */
@@ -261,9 +268,15 @@ export async function startGateway(o: GatewayOptions) {
   };
 
   /** A route, after a wait in the queue if every one is busy; a refusal counts in /metrics. */
-  async function lease(kind: string, key: string, signal: AbortSignal, avoid: string[] = []) {
+  async function lease(
+    kind: string,
+    key: string,
+    signal: AbortSignal,
+    prefer: readonly string[],
+    avoid: string[] = [],
+  ) {
     try {
-      return await gate.acquire(key, signal, { avoid });
+      return await gate.acquire(key, signal, { avoid }, prefer);
     } catch (e) {
       metrics.request(kind, routeError(e).status);
       throw e;
@@ -284,12 +297,13 @@ export async function startGateway(o: GatewayOptions) {
     plan: PromptPlan,
     key: string,
     charge: (tokens: number) => void,
+    prefer: readonly string[],
   ) {
     const ids = plan.ids;
     const held: RouteLease[] = [];
     try {
       for (const _ of choiceRequests(req)) {
-        held.push(await lease(req.kind, key, c.req.raw.signal));
+        held.push(await lease(req.kind, key, c.req.raw.signal, prefer));
         routeWindow(ctx, held[held.length - 1], ids, req);
       }
     } catch (e) {
@@ -303,7 +317,7 @@ export async function startGateway(o: GatewayOptions) {
       const gone = new AbortController();
       sse.onAbort(() => gone.abort());
       let used = 0;
-      const usage = { prompt: ids.length, completion: 0 };
+      const usage = { prompt: ids.length, completion: 0, cached: 0 };
       try {
         await Promise.all(
           choiceRequests(req).map(async (one, index) => {
@@ -323,6 +337,7 @@ export async function startGateway(o: GatewayOptions) {
             });
             used += g.completionTokens;
             usage.completion += g.completionTokens;
+            usage.cached = Math.max(usage.cached, g.cachedTokens);
             const a = choiceAnswer(g, plan.answer);
             if (a.toolCalls) await send(sse, shape.toolCallsChunk(index, a.toolCalls));
             else if (plan.answer.kind !== "text" && a.text) await send(sse, shape.chunk(index, a.text, null));
@@ -331,7 +346,9 @@ export async function startGateway(o: GatewayOptions) {
             metrics.generation(summary, g.promptTokens, g.completionTokens);
           }),
         );
-        if (req.includeUsage) await send(sse, shape.usageChunk(usageOf(usage.prompt, usage.completion)));
+        if (req.includeUsage) {
+          await send(sse, shape.usageChunk(usageOf(usage.prompt, usage.completion, usage.cached)));
+        }
         metrics.request(req.kind, 200);
       } catch (e) {
         const err = routeError(e);
@@ -355,13 +372,14 @@ export async function startGateway(o: GatewayOptions) {
     plan: PromptPlan,
     key: string,
     charge: (tokens: number) => void,
+    prefer: readonly string[],
   ) {
     const ids = plan.ids;
     // aborts when the client disconnects (deno.json opts out of Deno.serve's legacy abort on
     // success): its routes are cancelled, or it leaves the queue
     const gone: AbortSignal = c.req.raw.signal;
     const settled = await Promise.allSettled(
-      choiceRequests(req).map((one) => completeOne(one, ids, key, gone)),
+      choiceRequests(req).map((one) => completeOne(one, ids, key, gone, prefer)),
     );
     const used = settled.reduce(
       (n, r) => n + (r.status === "fulfilled" ? ids.length + r.value.g.completionTokens : 0),
@@ -388,7 +406,7 @@ export async function startGateway(o: GatewayOptions) {
     return c.json({
       ...shape.completion(
         done.map(({ g }) => choiceAnswer(g, plan.answer)),
-        usageOf(ids.length, completion),
+        usageOf(ids.length, completion, Math.max(...done.map(({ g }) => g.cachedTokens))),
       ),
       // one choice: its telemetry; several: each choice's
       strata: summaries.length === 1 ? summaries[0] : summaries,
@@ -396,10 +414,17 @@ export async function startGateway(o: GatewayOptions) {
   }
 
   /** One choice of a request that does not stream: a route that fails first is retried once on other nodes. */
-  async function completeOne(req: GenerationRequest, ids: Int32Array, key: string, gone: AbortSignal) {
+  async function completeOne(
+    req: GenerationRequest,
+    ids: Int32Array,
+    key: string,
+    gone: AbortSignal,
+    prefer: readonly string[],
+  ) {
     const avoid: string[] = [];
     for (let attempt = 0;; attempt++) {
-      const held = await lease(req.kind, key, gone, avoid);
+      // a retry on other nodes prefers none
+      const held = await lease(req.kind, key, gone, attempt === 0 ? prefer : [], avoid);
       try {
         return { g: await generate(ctx, held, req, ids, gone, () => {}), attempts: attempt + 1 };
       } catch (e) {

@@ -83,6 +83,10 @@ export function gatewayCommand(): Command {
       "let browser pages of these origins call /v1, /tokenize and /detokenize (comma-separated, or *)",
     )
     .option(
+      "--no-prefix-reuse",
+      "prefill every prompt whole: no prompt starts from the KV its route's shards kept, and none is kept",
+    )
+    .option(
       "--no-repair-resume",
       "repairs re-prefill the whole new route instead of rebuilding only the lost hop (to compare)",
     )
@@ -116,6 +120,7 @@ export function gatewayCommand(): Command {
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
         repairDeadlineMs: o.repairDeadlineMs,
         repairResume: o.repairResume !== false,
+        prefixReuse: o.prefixReuse !== false,
         clientLimits: clientLimitsOf(o),
         tls,
         corsOrigins: o.cors ? String(o.cors).split(",").map((x: string) => x.trim()).filter(Boolean) : [],

@@ -30,6 +30,21 @@ export class Metrics {
     this.add("strata_route_requests_total", "generations per route", { route });
     this.add("strata_prompt_tokens_total", "prompt tokens", {}, prompt);
     this.add("strata_completion_tokens_total", "generated tokens", {}, completion);
+    this.add(
+      "strata_prompt_tokens_cached_total",
+      "prompt tokens the route's shards held already",
+      {},
+      g.prefix.tokens_reused,
+    );
+    for (const node of g.prefix.nodes) {
+      this.add("strata_node_prefix_hits_total", "sessions that started from a node's prefix entry", { node });
+      this.add(
+        "strata_node_prefix_tokens_reused_total",
+        "prompt positions a node took from its prefix entries",
+        { node },
+        g.prefix.tokens_reused,
+      );
+    }
     if (ttftMs !== null) {
       this.add("strata_ttft_seconds_sum", "time to first token, sum", {}, ttftMs / 1000);
       this.add("strata_ttft_seconds_count", "time to first token, count", {});

@@ -29,11 +29,18 @@ export class RouteGate {
   }
 
   /**
-   * A route for a new session, waiting in `key`'s line while every route is busy. Throws
+   * A route for a new session, waiting in `key`'s line while every route is busy (through the
+   * `prefer` nodes where one has room). Throws
    * `QueueRefused` past the bound or the deadline, `ClientLeft` when `signal` aborts first,
    * or the tracker's error (no route at all).
    */
-  async acquire(key: string, signal: AbortSignal, repair?: RepairAsk): Promise<RouteLease> {
+  async acquire(
+    key: string,
+    signal: AbortSignal,
+    repair?: RepairAsk,
+    /** nodes that hold the prompt's prefix: a route through them first, where it has room */
+    prefer: readonly string[] = [],
+  ): Promise<RouteLease> {
     // a repair keeps its session's id: nodes that still hold the session know it by it
     const sessionId = repair?.sessionId ?? crypto.randomUUID();
     const attempt = async () => {
@@ -45,6 +52,7 @@ export class RouteGate {
             count: 1,
             avoidNodes: [...repair?.avoid ?? []],
             keepNodes: [...repair?.keep ?? []],
+            preferNodes: [...prefer],
             afterEpoch: repair?.afterEpoch ?? 0n,
           },
           { timeoutMs: 10_000 },

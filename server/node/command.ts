@@ -8,6 +8,7 @@ import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import {
   backendOption,
+  count,
   hostPort,
   int,
   MEMORY_SIZE_HELP,
@@ -102,6 +103,12 @@ export function nodeCommand(): Command {
       "the KV pool in any order and the CPU's fastest kernels (batched matmuls: faster prefill where the CPU has AMX), but a greedy answer may change with who else is asking",
     )
     .option("--max-sessions <n>", "concurrent Route Sessions", int("max-sessions"), 16)
+    .option(
+      "--prefix-cells <n>",
+      "KV cells finished sessions may keep as prefix entries for the prompts that extend them " +
+        "(batch-invariant CPU and WebGPU engines only; 0: none; default: half the pool)",
+      count("prefix-cells"),
+    )
     .option(
       "--cohorts",
       "let a route's decoding sessions take turns in one cohort per shard, so its shards overlap (default on CPU engines)",
@@ -209,6 +216,7 @@ export function nodeCommand(): Command {
           leaseMs: o.sessionIdleMs,
           cohorts: o.cohorts,
           unusedSessionMs: o.unusedSessionMs,
+          prefixCells: o.prefixCells,
           routeKey: key ? await importPublicRouteKey(key) : undefined,
           tracker: o.tracker ? { url: o.tracker, token: trackerToken! } : undefined,
           fault: o.injectFault,

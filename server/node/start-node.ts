@@ -43,6 +43,8 @@ export interface NodeConfig {
   readonly maxSessions: number;
   readonly batchTokens: number;
   readonly leaseMs: number;
+  /** KV cells kept as prefix entries (0: none; default: half the pool) */
+  readonly prefixCells?: number;
   /** a route's decoding sessions take turns in cohorts (default: on CPU engines; see NodeSetup) */
   readonly cohorts?: boolean;
   /** a session opened that has taken no step this long is released (default 120 s) */
@@ -145,6 +147,9 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     leaseMs: c.leaseMs,
     unusedSessionMs: c.unusedSessionMs,
     cohorts: c.cohorts,
+    prefix: c.prefixCells === undefined
+      ? undefined
+      : c.prefixCells > 0 && { entries: c.maxSessions, cells: c.prefixCells },
     routeKey: c.routeKey,
     artifactUrl,
   }, {

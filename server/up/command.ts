@@ -9,6 +9,7 @@ import { resolveModel } from "../model/fetch.ts";
 import { upStateFile } from "../gateway/command.ts";
 import {
   backendOption,
+  count,
   int,
   MEMORY_SIZE_HELP,
   memorySize,
@@ -90,6 +91,12 @@ export function upCommand(): Command {
       "how long a repair waits for a route to take over from one that lost a node",
       int("repair-deadline-ms"),
     )
+    .option(
+      "--prefix-cells <n>",
+      "KV cells each node keeps as prefix entries for the prompts that extend them (0: none; the node's default: half its pool)",
+      count("prefix-cells"),
+    )
+    .option("--no-prefix-reuse", "the gateway prefills every prompt whole (to compare)")
     .option(
       "--no-repair-resume",
       "repairs re-prefill the whole new route instead of rebuilding only the lost hop (to compare)",
@@ -216,6 +223,8 @@ export function upCommand(): Command {
         repairReserve: o.repairReserve,
         repairDeadlineMs: o.repairDeadlineMs,
         repairResume: o.repairResume !== false,
+        prefixReuse: o.prefixReuse !== false,
+        prefixCells: o.prefixCells,
         batchInvariant: o.batchInvariant !== false,
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },
         clientLimits: clientLimitsOf(o),

@@ -45,3 +45,19 @@ export async function trackedNodeArgs(o: {
     env: { STRATA_NODE_TOKEN: o.nodeToken, STRATA_RELAY_TOKEN: await peerToken(o.relaySecret, o.name) },
   };
 }
+export interface NodeTuning {
+  readonly maxSessions?: number;
+  readonly kvCells?: number;
+  readonly ctxSize?: number;
+  readonly unusedSessionMs?: number;
+  /** KV cells each node keeps as prefix entries (0: none; default: the node's) */
+  readonly prefixCells?: number;
+}
+
+export const nodeTuningArgs = (o: NodeTuning): string[] => [
+  ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
+  ...(o.kvCells ? ["--kv-cells", String(o.kvCells)] : []),
+  ...(o.ctxSize ? ["--ctx-size", String(o.ctxSize)] : []),
+  ...(o.unusedSessionMs ? ["--unused-session-ms", String(o.unusedSessionMs)] : []),
+  ...(o.prefixCells !== undefined ? ["--prefix-cells", String(o.prefixCells)] : []),
+];

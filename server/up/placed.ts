@@ -7,7 +7,7 @@ import { ServiceProcess } from "../process/service-process.ts";
 import { trackerClient } from "../tracker/client.ts";
 import { gaps, type Span } from "../../src/tracker/placement.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
-import { trackedNodeArgs } from "./node-args.ts";
+import { nodeTuningArgs, trackedNodeArgs } from "./node-args.ts";
 import { gatewayProcess, type NodeProc, pagesOf, type UpOptions, type UpPlane, waitAdmitted } from "./up.ts";
 import type { KeepUp } from "./keep-up.ts";
 
@@ -63,10 +63,7 @@ export async function placedNetwork(
       "--memory-cap",
       String(capBytes),
       ...(engine === "wasm" ? ["--engine", "wasm"] : ["--backend", o.backend]),
-      ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
-      ...(o.kvCells ? ["--kv-cells", String(o.kvCells)] : []),
-      ...(o.ctxSize ? ["--ctx-size", String(o.ctxSize)] : []),
-      ...(o.unusedSessionMs ? ["--unused-session-ms", String(o.unusedSessionMs)] : []),
+      ...nodeTuningArgs(o),
       "--serve-artifact",
       `${o.listenHost ?? "127.0.0.1"}:0`,
     ], node.env);

@@ -8,7 +8,7 @@ import { ensureReference } from "../model/reference-file.ts";
 import { trackerClient } from "../tracker/client.ts";
 import { ServiceProcess } from "../process/service-process.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
-import { trackedNodeArgs } from "./node-args.ts";
+import { nodeTuningArgs, trackedNodeArgs } from "./node-args.ts";
 import { placedNetwork } from "./placed.ts";
 import { KeepUp } from "./keep-up.ts";
 import { clientLimitArgs } from "../gateway/limit-options.ts";
@@ -51,6 +51,10 @@ export interface UpOptions {
   readonly repairDeadlineMs?: number;
   /** false: the gateway's repairs re-prefill whole routes (the lost-hop rebuild off, to compare) */
   readonly repairResume?: boolean;
+  /** false: the gateway prefills every prompt whole and nodes keep no session's KV */
+  readonly prefixReuse?: boolean;
+  /** KV cells each node keeps as prefix entries (0: none; default: the node's) */
+  readonly prefixCells?: number;
   /** session slots on every layer the tracker keeps free of new sessions, for repairs */
   readonly repairReserve?: number;
   readonly dbPath: string;
@@ -201,10 +205,7 @@ export async function up(o: UpOptions): Promise<Network> {
         const p = await ServiceProcess.start(`node ${name}`, [
           ...node.args,
           ...(wasm ? ["--engine", "wasm"] : ["--backend", o.backend]),
-          ...(o.maxSessions ? ["--max-sessions", String(o.maxSessions)] : []),
-          ...(o.kvCells ? ["--kv-cells", String(o.kvCells)] : []),
-          ...(o.ctxSize ? ["--ctx-size", String(o.ctxSize)] : []),
-          ...(o.unusedSessionMs ? ["--unused-session-ms", String(o.unusedSessionMs)] : []),
+          ...nodeTuningArgs(o),
           ...(o.batchInvariant === false ? ["--no-batch-invariant"] : []),
           // volunteers download from the nodes that hold their layers, too
           "--serve-artifact",
@@ -311,6 +312,7 @@ export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: stri
       : []),
     ...(o.repairDeadlineMs !== undefined ? ["--repair-deadline-ms", String(o.repairDeadlineMs)] : []),
     ...(o.repairResume === false ? ["--no-repair-resume"] : []),
+    ...(o.prefixReuse === false ? ["--no-prefix-reuse"] : []),
     ...(o.clientLimits ? clientLimitArgs(o.clientLimits) : []),
     ...(o.corsOrigins?.length ? ["--cors", o.corsOrigins.join(",")] : []),
     ...tlsArgs(at.tls, "gateway"),

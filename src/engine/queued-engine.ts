@@ -56,12 +56,19 @@ export abstract class QueuedEngine implements RangeEngine {
     });
   }
 
+  /**
+   * The sequence's position goes back at once (a batch put together before the trim runs starts
+   * its steps there); its cells go in the queue, before any call queued after this. Its caller
+   * has no step of the sequence in the engine.
+   */
   trimSequence(seq: SeqId, pos: number): Promise<void> {
-    return this.queue.run(async () => {
-      if (pos === this.#seqs.nextPosition(seq)) return;
+    try {
+      if (pos === this.#seqs.nextPosition(seq)) return Promise.resolve();
       this.#seqs.trim(seq, pos);
-      await this.trimCells(seq, pos);
-    });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.queue.run(() => this.trimCells(seq, pos));
   }
 
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {

@@ -8,6 +8,7 @@ import { ApiError, type GenerationRequest } from "./openai.ts";
 import { StopMatcher } from "./stop.ts";
 import { GenerationTelemetry } from "./telemetry.ts";
 import { contextCap, contextWindow } from "../route/context-window.ts";
+import type { PrefixAffinity } from "./prefix-affinity.ts";
 import { RouteSession, type SamplingPolicy, type StepReply } from "../route/route-session.ts";
 import { SeamError } from "../seam/errors.ts";
 import type { SeamLink } from "../seam/link.ts";
@@ -36,6 +37,11 @@ export interface GenerationContext {
   readonly repair?: RepairPort;
   /** the gateway's load over time (the network page's charts) */
   readonly history?: LoadHistory;
+  /** offer prompts' prefixes to the shards' prefix entries and let them keep sessions' KV
+   *  (default true) */
+  readonly prefixReuse?: boolean;
+  /** where this gateway's sessions' KV was kept: new prompts prefer those nodes */
+  readonly affinity?: PrefixAffinity;
 }
 
 /** What a repair asks of the gateway. */
@@ -64,6 +70,8 @@ export interface Generated {
   readonly logprobs: TokenLogprobs[];
   readonly finishReason: "stop" | "length";
   readonly promptTokens: number;
+  /** of them, those a route's shards held already (prefix reuse) */
+  readonly cachedTokens: number;
   readonly completionTokens: number;
   readonly telemetry: GenerationTelemetry;
 }
@@ -127,6 +135,8 @@ export async function generate(
   // the route in use: the caller's lease, or one a repair took (ended here)
   let route: Lease = lease;
   let on: OnRoute | undefined;
+  // prompt tokens the first route took from its shards' prefix entries
+  let cachedTokens: number | undefined;
   try {
     // a session whose KV cells ran out (its own cap, or the node's pool ran short and it gave
     // way) ends like one that reached max_tokens: finish_reason length, the text so far
@@ -144,7 +154,11 @@ export async function generate(
         const prefix = out.length ? Int32Array.from([...ids, ...out]) : ids;
         // a repair with tokens sent resumes: the route holds the prefix but its last token
         const held = broken?.parked ? prefix.subarray(0, prefix.length - 1) : undefined;
-        on = await onRoute(ctx, route, req, window.kvCells, signal, out, held);
+        on = await onRoute(ctx, route, req, window.kvCells, signal, out, held, prefix);
+        if (cachedTokens === undefined) {
+          cachedTokens = on.session.reused;
+          telemetry.reusedPrefix(cachedTokens, nodesOf(route));
+        }
         if (broken) broken.opened = performance.now();
         if (broken?.parked) releaseParked(ctx, broken.parked, [...broken.nodes, ...nodesOf(route)]);
         let first = true;
@@ -285,6 +299,7 @@ export async function generate(
     else {
       // every token is out: a route that fails now only frees what is left of the session
       await on?.session.release().catch((e) => on?.abandon(e));
+      if (on?.session.kept.length) ctx.affinity?.kept(on.session.kept, nodesOf(route));
     }
   } catch (e) {
     await on?.session.cancel();
@@ -300,6 +315,7 @@ export async function generate(
     logprobs,
     finishReason,
     promptTokens: ids.length,
+    cachedTokens: cachedTokens ?? 0,
     completionTokens: out.length,
     telemetry,
   };
@@ -380,7 +396,8 @@ async function onRoute(
   kvCells: number,
   signal: AbortSignal,
   generated: readonly number[],
-  held?: Int32Array,
+  held: Int32Array | undefined,
+  prompt: Int32Array,
 ): Promise<OnRoute> {
   const { sessionId, route } = lease;
   const hops = hopsOf(lease);
@@ -412,7 +429,12 @@ async function onRoute(
   }
   const resumed = session !== undefined;
   // the prompt follows OPEN at once: the OPEN round trip leaves TTFT
-  session ??= await RouteSession.open(ctx.dial, hops, { ...options, pipelineOpen: true });
+  // (a prompt that may start from its shards' prefix entries waits for OPEN's answer)
+  session ??= await RouteSession.open(ctx.dial, hops, {
+    ...options,
+    pipelineOpen: true,
+    prefixOf: ctx.prefixReuse === false ? undefined : prompt,
+  });
   const abort = () => void session.cancel();
   signal.addEventListener("abort", abort);
   // a node of the route that left the tracker ends the session, even if its seam said

@@ -9,12 +9,15 @@ export interface Usage {
   readonly prompt_tokens: number;
   readonly completion_tokens: number;
   readonly total_tokens: number;
+  /** prompt tokens the route's shards held already (prefix reuse), as OpenAI reports its cache */
+  readonly prompt_tokens_details: { readonly cached_tokens: number };
 }
 
-export const usageOf = (promptTokens: number, completionTokens: number): Usage => ({
+export const usageOf = (promptTokens: number, completionTokens: number, cachedTokens = 0): Usage => ({
   prompt_tokens: promptTokens,
   completion_tokens: completionTokens,
   total_tokens: promptTokens + completionTokens,
+  prompt_tokens_details: { cached_tokens: cachedTokens },
 });
 
 export type FinishReason = "stop" | "length" | "tool_calls";

@@ -30,7 +30,15 @@ export class GenerationTelemetry {
   /** seam crossings of the last decode step (hops + 1 when the last shard replies straight here) */
   #crossings = 0;
 
+  /** prompt tokens the route's shards held already, and which nodes held them */
+  #prefix = { tokens_reused: 0, nodes: [] as string[] };
+
   constructor(readonly route: string) {}
+
+  /** The route started from its shards' prefix entries: `tokens` of the prompt, held by `nodes`. */
+  reusedPrefix(tokens: number, nodes: readonly string[]): void {
+    this.#prefix = { tokens_reused: tokens, nodes: tokens > 0 ? [...nodes] : [] };
+  }
 
   /** The route lost a node and another took over (its first token has come). */
   repaired(r: RepairRecord): void {
@@ -87,6 +95,7 @@ export class GenerationTelemetry {
       decode_tokens_per_s: decodeS > 0 ? this.#decodeSteps / decodeS : null,
       total_ms: performance.now() - this.#t0,
       repairs: [...this.#repairs],
+      prefix: this.#prefix,
       crossings_per_step: this.#crossings,
       // last shard first, as replies travel back
       nodes: [...this.#nodes.values()].sort((a, b) =>

@@ -42,6 +42,10 @@ export class NodeSession {
   readonly sampledAt = new Map<number, number>();
   /** the last shard's constraint on what the session samples (Sampling.grammar) */
   grammar?: SessionGrammar;
+  /** the lineage its prefix entries are keyed by, where this shard reuses prefixes */
+  prefixLineage?: string;
+  /** positions taken from a prefix entry, until the first step says where the route goes on */
+  reused = 0;
   /** when it was opened: a session that never takes a step is let go (ShardNodeOptions.unusedMs) */
   readonly openedAt = Date.now();
 

@@ -10,6 +10,7 @@ import { contextCap } from "../route/context-window.ts";
 import type { SeamDialer, SeamServe } from "../seam/link.ts";
 import { measureDecode } from "./measure.ts";
 import { joinTracker, type Membership, type MembershipEvents, type TrackerPort } from "./membership.ts";
+import type { PrefixBudget } from "../scheduler/prefix-entries.ts";
 import { ShardNode } from "./shard-node.ts";
 
 /** Somewhere seams arrive: a gRPC server, a relay channel. */
@@ -60,6 +61,12 @@ export interface NodeSetup {
   readonly routeKey?: CryptoKey;
   /** where this node serves its range's bytes of the artifact ("" = it does not) */
   readonly artifactUrl?: string;
+  /**
+   * Finished sessions' KV kept as prefix entries, for prompts that extend them (only where the
+   * engine is batch-invariant: prefix-reuse.ts). Default: as many entries as sessions, in half
+   * the KV pool; false: none.
+   */
+  readonly prefix?: PrefixBudget | false;
 }
 
 export interface RunningShard {
@@ -131,6 +138,9 @@ export async function startShardNode(
       kvCells: memory.kvCells,
       kvCellsPerSession: sessionCells,
       cohorts: s.cohorts ?? costsPerToken(engine.backend),
+      prefix: s.prefix === false
+        ? undefined
+        : (s.prefix ?? { entries: s.maxSessions, cells: Math.floor(memory.kvCells / 2) }),
     },
     leaseMs: s.leaseMs,
     unusedMs: s.unusedSessionMs,

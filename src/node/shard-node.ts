@@ -34,6 +34,8 @@ import { codecMs } from "../seam/codec-time.ts";
 import { unixMs } from "../seam/clock.ts";
 import { packTensor, unpackTensor } from "../seam/tensor.ts";
 import { NodeSession } from "./node-session.ts";
+import { prefixKeyOf, reusesPrefixes } from "./prefix-reuse.ts";
+import { nextLineage } from "../route/prefix-keys.ts";
 import { rebuildChunks } from "./rebuild.ts";
 import { PREFILL_CHUNK_TOKENS, SCHEMA_VERSION } from "../seam/limits.ts";
 import { errorCode, errorText, refusal, replyTo, sessionFailure, tensorBytes } from "./replies.ts";
@@ -100,6 +102,7 @@ export class ShardNode {
    *  on re-prefills the same route). */
   readonly #ended = new Map<string, bigint>();
   readonly #leaseTimer: ReturnType<typeof setInterval>;
+  #reusing?: Promise<boolean>;
 
   constructor(readonly engine: RangeEngine, readonly options: ShardNodeOptions) {
     this.#batcher = new Batcher(engine, options.limits);
@@ -113,6 +116,14 @@ export class ShardNode {
         ),
       ),
     );
+  }
+
+  /** Whether this shard keeps and reuses prefixes: asked for (limits.prefix) and exact here. */
+  #reuses(): Promise<boolean> {
+    this.#reusing ??= this.options.limits.prefix
+      ? this.engine.memory().then((m) => reusesPrefixes(engineLabel(this.engine), m), () => false)
+      : Promise.resolve(false);
+    return this.#reusing;
   }
 
   get #first(): boolean {
@@ -200,6 +211,13 @@ export class ShardNode {
       refusedFrames: BigInt(this.#counters.refused),
       sessionsServed: BigInt(this.#counters.served),
       soloTokensPerS: b.soloTokensPerS,
+      prefix: b.prefix && {
+        ...b.prefix,
+        hits: BigInt(b.prefix.hits),
+        misses: BigInt(b.prefix.misses),
+        tokensReused: BigInt(b.prefix.tokensReused),
+        evictions: BigInt(b.prefix.evictions),
+      },
     });
   }
 
@@ -326,12 +344,23 @@ export class ShardNode {
         );
         await this.#drop(existing, "superseded");
       }
-      this.#batcher.open(f.sessionId, open.kvCells, { shards: open.routeShards });
+      const prefix = open.prefix && await this.#reuses()
+        ? prefixKeyOf(open.prefix, open.prefix.lineage)
+        : undefined;
+      s.nextPos = this.#batcher.open(f.sessionId, open.kvCells, { shards: open.routeShards, prefix });
+      s.prefixLineage = prefix?.lineage;
+      if (s.nextPos > 0) {
+        // this session did not send its reused positions on: a repair cannot rebuild from it
+        s.sent = undefined;
+        s.reused = s.nextPos;
+      }
     }
     this.#sessions.set(s.id, s);
     this.#counters.served++;
     if (!next) {
-      s.answer(replyTo(f, { cacheResult: s.nextPos, hopPositions: open.resume ? [s.nextPos] : [] }));
+      s.answer(
+        replyTo(f, { cacheResult: s.nextPos, hopPositions: open.resume || open.prefix ? [s.nextPos] : [] }),
+      );
       return s;
     }
     try {
@@ -344,7 +373,14 @@ export class ShardNode {
       ...f,
       range: next.range,
       recipeFingerprint: this.engine.recipe,
-      open: create(OpenSchema, { ...open, routeTicket: next.routeTicket, nextHops: open.nextHops.slice(1) }),
+      open: create(OpenSchema, {
+        ...open,
+        routeTicket: next.routeTicket,
+        nextHops: open.nextHops.slice(1),
+        // the next shard's input comes through this one
+        prefix: open.prefix &&
+          { ...open.prefix, lineage: await nextLineage(open.prefix.lineage, this.engine.recipe, range) },
+      }),
     }));
     void this.#pump(s, next.url);
     return s;
@@ -406,6 +442,11 @@ export class ShardNode {
       return;
     }
     const { start, count } = f.positions!;
+    if (s.reused > 0 && !f.rebuild) {
+      // the route continues from the smallest prefix its shards held: this one may hold more
+      if (start < s.nextPos && start === f.cacheExpect) s.nextPos = this.#batcher.cutBack(s.id, start);
+      s.reused = 0;
+    }
     if (start !== s.nextPos || f.cacheExpect !== s.nextPos) {
       throw new SeamError(
         "bad_position",
@@ -608,7 +649,12 @@ export class ShardNode {
     s.ending = true;
     this.#forgetSent(s);
     this.#retire(s, f.phase === Phase.RELEASE);
-    await this.#batcher.release(s.id, f.phase === Phase.CANCEL ? "cancelled" : "released").catch(() => {});
+    if (f.phase === Phase.RELEASE && f.keep && s.prefixLineage !== undefined) {
+      const key = { ...prefixKeyOf(f.keep, new Uint8Array(0)), lineage: s.prefixLineage };
+      await this.#batcher.keep(s.id, key).catch(() => {});
+    } else {
+      await this.#batcher.release(s.id, f.phase === Phase.CANCEL ? "cancelled" : "released").catch(() => {});
+    }
     if (!s.downstream) {
       s.closed = true;
       s.answer(replyTo(f, { cacheResult: 0 }));
@@ -633,6 +679,11 @@ export class ShardNode {
           s.rebuilds.delete(r.stepId);
           if (r.status) w?.reject(new SeamError("unavailable", r.status.message));
           else w?.resolve(r);
+          continue;
+        }
+        if (r.phase === Phase.OPEN && s.open.prefix && !s.open.resume && !r.status) {
+          r.hopPositions.push(s.nextPos);
+          s.answer(r);
           continue;
         }
         if (r.phase === Phase.OPEN && s.open.resume && !r.status) {

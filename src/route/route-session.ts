@@ -10,6 +10,8 @@ import {
   type Open,
   OpenSchema,
   Phase,
+  type PrefixBlocks,
+  PrefixBlocksSchema,
   type SeamFrame,
   SeamFrameSchema,
   type Tensor,
@@ -22,6 +24,7 @@ import { SCHEMA_VERSION } from "../seam/limits.ts";
 import type { SeamDialer, SeamLink, SeamTransport } from "../seam/link.ts";
 import { packTensor } from "../seam/tensor.ts";
 import { unixMs } from "../seam/clock.ts";
+import { PREFIX_BLOCK_TOKENS, prefixBlocks } from "./prefix-keys.ts";
 
 /** How long a step may go unanswered by default: what an OpenAI client waits for a reply. */
 export const STEP_TIMEOUT_MS = 600_000;
@@ -72,6 +75,12 @@ export interface SessionOptions {
    * climbing back through every hop. A last shard that refuses it answers up the route.
    */
   readonly replyLink?: boolean;
+  /**
+   * The prompt, for prefix reuse: its whole blocks are offered to the shards' prefix entries
+   * (the route then holds the longest prefix every shard held, and only the rest is
+   * prefilled), and at release the shards keep the session's KV under its tokens' blocks.
+   */
+  readonly prefixOf?: Int32Array;
 }
 
 export interface StepReply {
@@ -108,6 +117,7 @@ interface FrameFields {
   readonly chunkCount?: number;
   readonly tensors?: Tensor[];
   readonly open?: Open;
+  readonly keep?: PrefixBlocks;
 }
 
 interface Waiter {
@@ -137,6 +147,11 @@ export class RouteSession {
   readonly #stamps = new WeakMap<SeamFrame, readonly [number, number]>();
   /** one timer watches every step in flight (not one per step) */
   #watchdog?: ReturnType<typeof setTimeout>;
+  /** positions the route took from prefix entries at open */
+  #reused = 0;
+  /** the tokens the route holds, in order (kept for prefix keys at release) */
+  readonly #fed: number[] = [];
+  #kept: Uint8Array[] = [];
 
   private constructor(
     readonly link: SeamLink,
@@ -165,18 +180,42 @@ export class RouteSession {
   /** Opens the session on every shard (the first forwards the open down the route). */
   static async open(dial: SeamDialer, hops: readonly RouteHop[], o: SessionOptions): Promise<RouteSession> {
     if (hops.length === 0) throw new SeamError("malformed", "a route needs at least one hop");
+    // the prompt's whole blocks, but never its last token: the route computes at least that one
+    const blocks = o.prefixOf && await prefixBlocks(o.prefixOf.subarray(0, o.prefixOf.length - 1));
     const s = new RouteSession(dial(hops[0].url), hops, o);
     s.#start(dial);
-    const opening = s.#call(s.#frame(Phase.OPEN, {
-      open: openBlock(hops, o),
-    }));
-    if (o.pipelineOpen) {
+    const open = openBlock(hops, o);
+    if (blocks) open.prefix = create(PrefixBlocksSchema, { blockTokens: PREFIX_BLOCK_TOKENS, blocks });
+    const opening = s.#call(s.#frame(Phase.OPEN, { open }));
+    // a prompt that may start from a prefix waits for OPEN's answer: it says from where
+    if (o.pipelineOpen && !blocks?.length) {
       s.#opening = opening;
       opening.catch(() => {}); // awaited by the first step
       return s;
     }
-    await s.#accepted(opening);
+    const r = await s.#accepted(opening);
+    if (blocks?.length) s.#fromPrefix(r, o.prefixOf!);
     return s;
+  }
+
+  /** OPEN's answer to a prompt's blocks: the route goes on from the fewest positions a shard held. */
+  #fromPrefix(r: SeamFrame, prompt: Int32Array): void {
+    const at = r.hopPositions;
+    let held = at.length === this.hops.length ? Math.min(...at) : 0;
+    held = Math.min(held - (held % PREFIX_BLOCK_TOKENS), prompt.length - 1);
+    if (!(held > 0)) return;
+    this.#pos = this.#reused = held;
+    this.#fed.push(...prompt.subarray(0, held));
+  }
+
+  /** Positions the route took from its shards' prefix entries instead of computing them. */
+  get reused(): number {
+    return this.#reused;
+  }
+
+  /** The blocks the shards were asked to keep the session's KV under, at its release. */
+  get kept(): readonly Uint8Array[] {
+    return this.#kept;
   }
 
   /**
@@ -267,9 +306,9 @@ export class RouteSession {
   }
 
   /** OPEN's answer: a refusal ends the link and is the error the caller sees. */
-  async #accepted(opening: Promise<SeamFrame>): Promise<void> {
+  async #accepted(opening: Promise<SeamFrame>): Promise<SeamFrame> {
     try {
-      await opening;
+      return await opening;
     } catch (e) {
       this.link.abort("open refused");
       this.#replies?.abort("open refused");
@@ -299,6 +338,7 @@ export class RouteSession {
   async prefill(tokens: Int32Array): Promise<StepReply> {
     const t0 = performance.now();
     const chunks = prefillChunks(this.#pos, tokens.length, this.#chunkOf(tokens.length));
+    if (this.#fed.length === this.#pos) this.#fed.push(...tokens);
     const replies = chunks.map((c) =>
       this.#call(
         this.#frame(Phase.PREFILL, {
@@ -324,6 +364,7 @@ export class RouteSession {
   /** One token through the route; resolves with the next sampled token. */
   async decode(token: number): Promise<StepReply> {
     const t0 = performance.now();
+    if (this.#fed.length === this.#pos) this.#fed.push(token);
     const f = this.#frame(Phase.DECODE, {
       positions: { start: this.#pos, count: 1 },
       tensors: [packTensor("token_ids", Int32Array.of(token), [1])],
@@ -342,10 +383,16 @@ export class RouteSession {
     maxNew: number,
     stop: (token: number) => boolean,
   ): AsyncGenerator<StepReply> {
-    if (this.#pos > 0 && this.#pos !== prompt.length - 1) {
-      throw new SeamError("bad_position", `the route holds ${this.#pos} of ${prompt.length} tokens`);
+    let r: StepReply;
+    if (this.#reused > 0 && this.#pos === this.#reused) {
+      // a prefix the shards held: only the rest of the prompt is computed
+      r = await this.prefill(prompt.subarray(this.#pos));
+    } else {
+      if (this.#pos > 0 && this.#pos !== prompt.length - 1) {
+        throw new SeamError("bad_position", `the route holds ${this.#pos} of ${prompt.length} tokens`);
+      }
+      r = this.#pos > 0 ? await this.decode(prompt[this.#pos]) : await this.prefill(prompt);
     }
-    let r = this.#pos > 0 ? await this.decode(prompt[this.#pos]) : await this.prefill(prompt);
     yield r;
     for (let i = 1; i < maxNew && !stop(r.token); i++) {
       r = await this.decode(r.token);
@@ -394,7 +441,17 @@ export class RouteSession {
   async #finish(phase: Phase.RELEASE | Phase.CANCEL): Promise<void> {
     if (this.#done) return;
     try {
-      if (!this.#failure) await this.#call(this.#frame(phase, {}));
+      // a release keys what the route holds by its tokens' blocks: the shards may keep it
+      const keep = phase === Phase.RELEASE && this.options.prefixOf && this.#fed.length >= this.#pos
+        ? create(PrefixBlocksSchema, {
+          blockTokens: PREFIX_BLOCK_TOKENS,
+          blocks: await prefixBlocks(Int32Array.from(this.#fed.slice(0, this.#pos))),
+        })
+        : undefined;
+      if (!this.#failure) {
+        await this.#call(this.#frame(phase, { keep }));
+        this.#kept = keep?.blocks ?? [];
+      }
     } finally {
       this.#done = true;
       clearTimeout(this.#watchdog);

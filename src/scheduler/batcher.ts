@@ -7,6 +7,13 @@ import { EngineError } from "../engine/errors.ts";
 import type { DecodeOutputs, RangeEngine, SeqId } from "../engine/range-engine.ts";
 import { SeamError } from "../seam/errors.ts";
 import { CohortCaps, type RouteShards, routeShards } from "./cohorts.ts";
+import {
+  type PrefixBudget,
+  PrefixEntries,
+  type PrefixEntry,
+  type PrefixKey,
+  type PrefixStats,
+} from "./prefix-entries.ts";
 
 /** One unit of a session's work: a prefill chunk or one decode token. */
 export interface Step {
@@ -48,6 +55,8 @@ export interface BatcherLimits {
    * true). Off: every ready step goes into the next batch, and a route's shards run in lockstep.
    */
   readonly cohorts?: boolean;
+  /** keep finished sessions' KV as prefix entries within this budget (none: sessions' KV is freed) */
+  readonly prefix?: PrefixBudget;
 }
 
 interface Pending {
@@ -104,6 +113,8 @@ export interface BatcherStats {
   readonly decodeTokens: number;
   /** one session's decode rate here, from the recent batches that carried one token (0: too few yet) */
   readonly soloTokensPerS: number;
+  /** prefix entries, where the node keeps them */
+  readonly prefix?: PrefixStats;
 }
 
 /** One-token batches remembered for the decode rate, and how many make it trustworthy. */
@@ -129,8 +140,12 @@ export class Batcher {
   // engine time of the last one-token batches: what one session costs here, measured on real
   // traffic (the rate measured at load time ran beside whatever else the machine was doing)
   readonly #soloMs: number[] = [];
+  /** finished sessions' KV kept for the prompts that extend it (limits.prefix) */
+  readonly #prefixes?: PrefixEntries;
 
-  constructor(private readonly engine: RangeEngine, private readonly limits: BatcherLimits) {}
+  constructor(private readonly engine: RangeEngine, private readonly limits: BatcherLimits) {
+    if (limits.prefix && limits.prefix.entries > 0) this.#prefixes = new PrefixEntries(limits.prefix);
+  }
 
   get #perSession(): number {
     return Math.min(this.limits.kvCellsPerSession ?? this.limits.kvCells, this.limits.kvCells);
@@ -140,7 +155,11 @@ export class Batcher {
    * Admits a session that may grow to maxCells (its cap: prompt + new tokens), on a route of
    * `shards` shards. Nothing is reserved: cells are claimed step by step as the session needs them.
    */
-  open(sessionId: string, maxCells: number, o: { shards?: number; now?: number } = {}): void {
+  open(
+    sessionId: string,
+    maxCells: number,
+    o: { shards?: number; now?: number; prefix?: PrefixKey } = {},
+  ): number {
     const now = o.now ?? Date.now();
     if (this.#sessions.has(sessionId)) {
       throw new SeamError("malformed", `session ${sessionId} is already open`);
@@ -152,16 +171,21 @@ export class Batcher {
         `KV budget: ${maxCells} cells asked; one session holds at most ${this.#perSession} here`,
       );
     }
+    // a prefix entry's sequence, cut back to what it shares with the session's prompt
+    const found = o.prefix && this.#prefixes?.take(o.prefix, maxCells);
     let seq: SeqId;
-    try {
-      seq = this.engine.openSequence();
-    } catch (e) {
-      throw e instanceof EngineError ? new SeamError("kv_full", e.message) : e;
-    }
+    let cells = 0;
+    if (found) {
+      ({ seq } = found.entry);
+      cells = found.positions;
+      this.#held -= found.entry.cells - cells;
+      // queued before any step of the session (the engine runs its calls in order)
+      if (cells < found.entry.cells) void this.engine.trimSequence(seq, cells).catch(() => {});
+    } else seq = this.#sequence();
     this.#sessions.set(sessionId, {
       seq,
       maxCells,
-      cells: 0,
+      cells,
       opened: ++this.#opened,
       shards: routeShards(o.shards),
       queue: [],
@@ -170,6 +194,47 @@ export class Batcher {
       closed: false,
     });
     this.#gaveWay.delete(sessionId);
+    return cells;
+  }
+
+  /** A free engine sequence; with none, the oldest prefix entry's, emptied. */
+  #sequence(): SeqId {
+    try {
+      return this.engine.openSequence();
+    } catch (e) {
+      const entry = this.#prefixes?.oldest();
+      if (entry) {
+        this.#held -= entry.cells;
+        void this.engine.trimSequence(entry.seq, 0).catch(() => {});
+        return entry.seq;
+      }
+      throw e instanceof EngineError ? new SeamError("kv_full", e.message) : e;
+    }
+  }
+
+  /**
+   * Ends a session normally and keeps its KV as a prefix entry under `key` (its tokens' blocks)
+   * where the budget allows: else, or with nothing to key it by, frees it as release() does.
+   */
+  async keep(sessionId: string, key: PrefixKey): Promise<void> {
+    const s = this.#sessions.get(sessionId);
+    const held = s ? s.cells - (s.cells % key.blockTokens) : 0;
+    if (
+      !s || !this.#prefixes || s.queue.length > 0 || s.inEngine > 0 || held === 0 || key.blocks.length === 0
+    ) {
+      return await this.release(sessionId);
+    }
+    this.#sessions.delete(sessionId);
+    s.closed = true;
+    // what lies past the last whole block goes: no key names it
+    if (held < s.cells) void this.engine.trimSequence(s.seq, held).catch(() => {});
+    this.#held -= s.cells - held;
+    for (const e of this.#prefixes.add(s.seq, held, key)) await this.#evict(e);
+  }
+
+  async #evict(e: PrefixEntry): Promise<void> {
+    this.#held -= e.cells;
+    await this.engine.releaseSequence(e.seq);
   }
 
   /** Queues a step; resolves with its outputs once the batch that carried it ran. */
@@ -221,6 +286,10 @@ export class Batcher {
    * sessions, which hold the most work, run to their end.
    */
   #claim(s: SessionSlot, n: number): void {
+    // prefix entries go first, oldest first: they never make a live session give way
+    for (let e; this.#held + n > this.limits.kvCells && (e = this.#prefixes?.oldest());) {
+      void this.#evict(e).catch(() => {});
+    }
     if (this.#held + n > this.limits.kvCells) {
       // only sessions younger than the asker give way, and only when that makes room
       const younger = [...this.#sessions].filter(([, x]) => x.opened > s.opened)
@@ -279,6 +348,22 @@ export class Batcher {
     s.lastUsed = now;
   }
 
+  /**
+   * Cuts a session that took a prefix entry back to `pos` positions before its first step (its
+   * route goes on from there); returns `pos`. The engine trims it before any later call.
+   */
+  cutBack(sessionId: string, pos: number): number {
+    const s = this.#sessions.get(sessionId);
+    if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
+    if (s.queue.length > 0 || s.inEngine > 0 || pos > s.cells || pos < 0) {
+      throw new SeamError("bad_position", `session ${sessionId} cannot go back to ${pos} now`);
+    }
+    void this.engine.trimSequence(s.seq, pos).catch(() => {});
+    this.#held -= s.cells - pos;
+    s.cells = pos;
+    return pos;
+  }
+
   /** The session now runs on a route of `shards` shards (a repaired route may have more or fewer). */
   reroute(sessionId: string, shards: number): void {
     const s = this.#sessions.get(sessionId);
@@ -312,6 +397,7 @@ export class Batcher {
       preempted: this.#preempted,
       ...this.#stats,
       soloTokensPerS: soloRate(this.#soloMs),
+      prefix: this.#prefixes?.stats(),
     };
   }
 

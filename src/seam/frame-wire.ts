@@ -206,8 +206,8 @@ function putRange(w: Writer, no: number, r: LayerRange | undefined): void {
 }
 
 function writeFrame(w: Writer, f: SeamFrame): void {
-  // OPEN and status blocks, and fields kept from a newer schema: protobuf-es writes those
-  if (f.open !== undefined || f.status !== undefined || f.$unknown) throw ASIDE;
+  // OPEN, status and prefix blocks, and fields kept from a newer schema: protobuf-es writes those
+  if (f.open !== undefined || f.status !== undefined || f.keep !== undefined || f.$unknown) throw ASIDE;
   putU32(w, 1, f.schemaVersion);
   putStr(w, 2, f.workId);
   putStr(w, 3, f.sessionId);
@@ -568,7 +568,7 @@ function readFrame(r: Reader): SeamFrame {
       case 22:
         return (wire(w, VARINT), (m.crossings = r.varint() >>> 0));
       default:
-        // OPEN and status blocks, and fields this schema does not know
+        // OPEN, status and prefix blocks, and fields this schema does not know
         throw ASIDE;
     }
   });

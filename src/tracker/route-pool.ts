@@ -85,6 +85,26 @@ export class RoutePool {
   }
 
   /**
+   * The pooled route with room through the most of `nodes` (those that hold a session's prompt
+   * prefix), the least loaded of equals; undefined when none goes through any.
+   */
+  through(nodes: readonly string[], version: number, now: number, load: RouteLoad): Candidate[] | undefined {
+    const routes = this.#routesFor(version, now, false);
+    const votes = new Map<number, number>();
+    for (const n of nodes) {
+      const i = this.#routeOf.get(n);
+      if (i !== undefined) votes.set(i, (votes.get(i) ?? 0) + 1);
+    }
+    let best: { i: number; votes: number; load: number } | undefined;
+    for (const [i, v] of votes) {
+      const l = load(routes[i]);
+      if (l === undefined || l >= 1) continue;
+      if (!best || v > best.votes || (v === best.votes && l < best.load)) best = { i, votes: v, load: l };
+    }
+    return best && routes[best.i];
+  }
+
+  /**
    * Up to `count` routes, least loaded of those looked at first. A few picked at random are
    * looked at, then, if none of them is free, all of them in turn. None free: `busy` says
    * whether a route was there, only full.

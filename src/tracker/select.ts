@@ -16,6 +16,8 @@ export interface Candidate {
   readonly sessionCells: number;
   /** holds the session already (a repair): keeping it saves rebuilding its range */
   readonly kept?: boolean;
+  /** holds KV of the session's prompt prefix: a route through it computes less */
+  readonly preferred?: boolean;
   /** sessions it could still take (the repair reserve counts them) */
   readonly freeSlots?: number;
 }

@@ -443,14 +443,21 @@ export class TrackerCore {
     // (Working every route out for it cost a pass over every node's load: at 10,000 nodes,
     // tens of milliseconds a request, most of a replica's time in routes.)
     if (!keeps && reserve === 0 && this.#registry.size > (this.#o.poolMinNodes ?? POOL_MIN_NODES)) {
-      const picked = this.#pool.pick(req.count, this.#version, now, (rt) => this.#routeLoad(rt, now));
+      const load = (rt: readonly Candidate[]) => this.#routeLoad(rt, now);
+      // prefix affinity: the route through the nodes that hold the prompt's prefix, if it has room
+      const warm = req.count <= 1 && req.preferNodes.length > 0 && !repair
+        ? this.#pool.through(req.preferNodes, this.#version, now, load)
+        : undefined;
+      if (warm) return [warm];
+      const picked = this.#pool.pick(req.count, this.#version, now, load);
       if (picked.routes.length > 0) return picked.routes;
       // routes, only full: the gateway waits (working every route out again to say so would
       // cost a pass over the network for each waiting request)
       if (picked.busy && !repair) throw new TrackerError("resource_exhausted", "all routes are busy");
     }
     const cands = this.#candidates(req.avoidNodes, now)
-      .map((c) => req.keepNodes.includes(c.node) ? { ...c, kept: true } : c);
+      .map((c) => req.keepNodes.includes(c.node) ? { ...c, kept: true } : c)
+      .map((c) => req.preferNodes.includes(c.node) ? { ...c, preferred: true } : c);
     // a repair (or a retry on other nodes) may take the slots new sessions leave free
     return chooseRoutes(repair ? cands : reserved(cands, nLayer, reserve), nLayer, req.count);
   }

@@ -184,7 +184,13 @@ export class FakeEngine implements RangeEngine {
   }
 
   trimSequence(seq: SeqId, pos: number): Promise<void> {
-    return this.#queue.run(() => this.#seqs.trim(seq, pos));
+    // the position at once, the cells in the queue: as QueuedEngine does
+    try {
+      this.#seqs.trim(seq, pos);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#queue.run(() => {});
   }
 
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {

@@ -32,17 +32,24 @@ export interface ChatReference {
   divergence(q: number, text: string): { step: number; gapSigma: number; nearTie: boolean };
 }
 
+/** A conversation so far, as the chat API takes it. */
+export type ChatMessages = ReadonlyArray<{ readonly role: string; readonly content: string }>;
+
+/** questions: a user's question, or a whole conversation (chat models only). */
 export async function chatReference(
   model: string,
-  questions: string[],
+  questions: ReadonlyArray<string | ChatMessages>,
   newTokens: number,
 ): Promise<ChatReference> {
   const tok = await NativeTokenizer.load(model);
   // as the gateway tokenizes: a chat request, or a completion for a model without a chat template
   const prompts = questions.map((q) =>
     tok.chatTemplate
-      ? tok.tokenize(tok.applyChat([{ role: "user", content: q }]), { addSpecial: true, parseSpecial: true })
-      : tok.tokenize(q, { addSpecial: true, parseSpecial: false })
+      ? tok.tokenize(tok.applyChat(typeof q === "string" ? [{ role: "user", content: q }] : [...q]), {
+        addSpecial: true,
+        parseSpecial: true,
+      })
+      : tok.tokenize(String(q), { addSpecial: true, parseSpecial: false })
   );
   const refSteps = await wholeGreedy(model, prompts, newTokens, (t) => tok.isEndOfGeneration(t));
   const texts = refSteps.map((steps) =>

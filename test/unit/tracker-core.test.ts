@@ -346,6 +346,20 @@ describe("tracker core: leases and routes", () => {
     expect(other[0]).toBe(s1[0] === "a0" ? "b0" : "a0");
   });
 
+  it("prefers the route through the nodes that hold a prompt's prefix while it has room, pooled or not", async () => {
+    for (const poolMinNodes of [1_000, 0]) {
+      const { core } = await tracker({ poolMinNodes });
+      await admitted(core, [["a0", 0, 3, 2], ["a1", 3, 6, 2], ["b0", 0, 3, 2], ["b1", 3, 6, 2]]);
+      const prefer = (sessionId: string, preferNodes: string[]) =>
+        core.route(create(RouteRequestSchema, { ...ask(sessionId), preferNodes }));
+      // b0+b1 holds the prefix: it comes first though a0+a1 is as free, and again while it has room
+      expect((await prefer("s1", ["b0", "b1"])).routes[0].name).toBe("b0+b1");
+      expect((await prefer("s2", ["b1"])).routes[0].name).toBe("b0+b1");
+      // full now: load decides
+      expect((await prefer("s3", ["b0", "b1"])).routes[0].name).toBe("a0+a1");
+    }
+  });
+
   it("counts sessions from claims and heartbeats once each, and routes assigned", async () => {
     const { core } = await tracker();
     await admitted(core, [["a", 0, 6]]);
