@@ -19,6 +19,7 @@ import {
   kvPoolBenchCommand,
   loadBenchCommand,
   longContextBenchCommand,
+  prefixBenchCommand,
   seamCompressionCommand,
   suiteCommand,
   transportBenchCommand,
@@ -195,6 +196,7 @@ export function addCheckCommands(program: Command): void {
   bench.addCommand(constrainedBenchCommand());
   bench.addCommand(invarianceBenchCommand());
   bench.addCommand(kvPoolBenchCommand());
+  bench.addCommand(prefixBenchCommand());
   bench.addCommand(longContextBenchCommand());
   bench.addCommand(gateACommand());
   bench.addCommand(verifyCommand());

@@ -21,6 +21,7 @@ import { benchGatewayLoad, printGatewayLoad } from "./gateway-load.ts";
 import { benchConstrained, printConstrained } from "./constrained.ts";
 import { benchInvarianceCost, summarizeCost } from "./invariance-cost.ts";
 import { benchKvPool, printKvPool } from "./kv-pool.ts";
+import { benchPrefixReuse, printPrefixReuse } from "./prefix-reuse.ts";
 import { benchLongContext } from "./long-context.ts";
 
 const list = (v: string) => v.split(",").map(Number);
@@ -277,6 +278,37 @@ export function kvPoolBenchCommand(): Command {
         batchTokens: 512,
       }, (s) => console.error(`bench: ${s}`));
       console.log(o.json ? JSON.stringify(r, null, 2) : printKvPool(r));
+    });
+}
+
+/** `strata bench prefix`: conversations with prefix reuse and without, through one route. */
+export function prefixBenchCommand(): Command {
+  return new Command("prefix")
+    .description(
+      "prefix reuse through strata up, beside a gateway that prefills whole: a long conversation's TTFT per " +
+        "turn, and many users at once (hit rate, TTFT p50/p95, node memory against the budget)",
+    )
+    .option(
+      "--system-words <n>",
+      "words of the shared system prompt (~1.3 tokens each)",
+      int("system-words"),
+      1150,
+    )
+    .option("--turns <n>", "turns of the one conversation", int("turns"), 10)
+    .option("--users <n>", "users at once", int("users"), 16)
+    .option("--user-turns <n>", "turns of each user's conversation", int("user-turns"), 5)
+    .option("--max-tokens <n>", "tokens per answer at most", int("max-tokens"), 32)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      await ensureNativeLibrary("cpu");
+      const r = await benchPrefixReuse({
+        systemWords: o.systemWords,
+        turns: o.turns,
+        users: o.users,
+        userTurns: o.userTurns,
+        maxTokens: o.maxTokens,
+      }, (s) => console.error(`bench: ${s}`));
+      console.log(o.json ? JSON.stringify(r, null, 2) : printPrefixReuse(r));
     });
 }
 

@@ -71,6 +71,20 @@ export abstract class QueuedEngine implements RangeEngine {
     return this.queue.run(() => this.trimCells(seq, pos));
   }
 
+  /** As trimSequence: positions at once, the cells in the queue. */
+  copySequence(src: SeqId, dst: SeqId, pos: number): Promise<void> {
+    try {
+      this.#seqs.copy(src, dst, pos);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.queue.run(() => this.copyCells(src, dst, pos));
+  }
+
+  async canCopySequences(): Promise<boolean> {
+    return (await this.memory()).kvLayout === "ordered";
+  }
+
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {
     return this.queue.run(() => {
       this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
@@ -111,6 +125,7 @@ export abstract class QueuedEngine implements RangeEngine {
   protected abstract compute(batch: DecodeBatch, accepted: () => void): Promise<DecodeOutputs>;
   protected abstract freeCells(seq: SeqId): void | Promise<void>;
   protected abstract trimCells(seq: SeqId, pos: number): void | Promise<void>;
+  protected abstract copyCells(src: SeqId, dst: SeqId, pos: number): void | Promise<void>;
   protected abstract kvCells(): KvCells | Promise<KvCells>;
   protected abstract free(): void | Promise<void>;
 }

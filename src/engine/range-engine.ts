@@ -126,6 +126,13 @@ export interface RangeEngine {
    * some of its hops ran); its next position becomes `pos`.
    */
   trimSequence(seq: SeqId, pos: number): Promise<void>;
+  /**
+   * `dst` (open) holds `src`'s first `pos` positions and nothing else, sharing their cells (a prefix
+   * entry serving another session). Only where the engine can: `canCopySequences`.
+   */
+  copySequence?(src: SeqId, dst: SeqId, pos: number): Promise<void>;
+  /** Whether copySequence works here: an ordered KV pool (one stream the sequences share). */
+  canCopySequences?(): Promise<boolean>;
   /** Next position the sequence expects. */
   nextPosition(seq: SeqId): number;
   decode(batch: DecodeBatch): Promise<DecodeOutputs>;

@@ -43,6 +43,19 @@ export class SequenceTable {
     this.#next.set(seq, pos);
   }
 
+  /** `dst` now holds `src`'s first `pos` positions (a prefix copied), and goes on from there. */
+  copy(src: SeqId, dst: SeqId, pos: number): void {
+    const held = this.nextPosition(src);
+    this.nextPosition(dst);
+    if (src === dst || !(Number.isInteger(pos) && pos >= 0 && pos <= held)) {
+      throw new EngineError(
+        "bad_position",
+        `sequence ${src} holds ${held}; cannot copy ${pos} of it to ${dst}`,
+      );
+    }
+    this.#next.set(dst, pos);
+  }
+
   /** Validates a batch against the shard's facts and the open sequences' positions. */
   check(batch: DecodeBatch, facts: ModelFacts, input: "tokens" | "hidden", batchTokens: number): number {
     const n = batch.seq.length;

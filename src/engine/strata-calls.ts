@@ -46,6 +46,8 @@ export interface StrataCalls<H> {
   seqRelease(ctx: H, seq: number): number;
   /** strata_seq_trim: forget positions >= pos */
   seqTrim(ctx: H, seq: number, pos: number): number;
+  /** strata_seq_copy: dst holds positions [0, pos) of src (shared cells; ordered pools only) */
+  seqCopy(ctx: H, src: number, dst: number, pos: number): number;
   /** strata_grammar_new over the model's vocabulary */
   grammarNew(model: H, spec: GrammarSpec): Made<H>;
   grammarFree(grammar: H): void;

@@ -126,6 +126,10 @@ export abstract class StrataEngine<H> extends QueuedEngine {
     this.check(this.calls.seqTrim(this.ctx, seq, pos));
   }
 
+  protected copyCells(src: SeqId, dst: SeqId, pos: number): void {
+    this.check(this.calls.seqCopy(this.ctx, src, dst, pos));
+  }
+
   protected kvCells(): KvCells {
     const s = new BigInt64Array(7);
     this.check(this.calls.ctxStats(this.ctx, s));

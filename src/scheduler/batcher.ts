@@ -171,17 +171,25 @@ export class Batcher {
         `KV budget: ${maxCells} cells asked; one session holds at most ${this.#perSession} here`,
       );
     }
-    // a prefix entry's sequence, cut back to what it shares with the session's prompt
-    const found = o.prefix && this.#prefixes?.take(o.prefix, maxCells);
+    // a copy of a prefix entry where the engine shares cells and a slot is free (the entry stays
+    // for the next session that shares it), else the entry's sequence, cut back to what it shares
+    const copy = this.engine.copySequence && o.prefix ? this.#freeSequence() : undefined;
+    const found = o.prefix && this.#prefixes?.take(o.prefix, maxCells, copy !== undefined);
     let seq: SeqId;
     let cells = 0;
-    if (found) {
+    if (found && copy !== undefined) {
+      seq = copy;
+      cells = found.positions;
+      // counted for the session too, though the engine shares the cells: entries go sooner, never later
+      this.#held += cells;
+      void this.engine.copySequence!(found.entry.seq, seq, cells).catch(() => {});
+    } else if (found) {
       ({ seq } = found.entry);
       cells = found.positions;
       this.#held -= found.entry.cells - cells;
       // queued before any step of the session (the engine runs its calls in order)
       if (cells < found.entry.cells) void this.engine.trimSequence(seq, cells).catch(() => {});
-    } else seq = this.#sequence();
+    } else seq = copy ?? this.#sequence();
     this.#sessions.set(sessionId, {
       seq,
       maxCells,
@@ -195,6 +203,15 @@ export class Batcher {
     });
     this.#gaveWay.delete(sessionId);
     return cells;
+  }
+
+  /** A free engine sequence, or undefined. */
+  #freeSequence(): SeqId | undefined {
+    try {
+      return this.engine.openSequence();
+    } catch {
+      return undefined;
+    }
   }
 
   /** A free engine sequence; with none, the oldest prefix entry's, emptied. */

@@ -65,9 +65,13 @@ export class PrefixEntries {
     return this.#entries.length;
   }
 
-  /** The entry that shares the most with `key` (at most `within` positions), taken out, and
-   *  how many positions it gives; undefined when none shares a whole block. */
-  take(key: PrefixKey, within: number): { entry: PrefixEntry; positions: number } | undefined {
+  /**
+   * The entry that shares the most with `key` (at most `within` positions), and how many
+   * positions it gives; undefined when none shares a whole block. Taken out (its sequence
+   * moves to the session), or with `stays` kept as the most recently used (the session gets a
+   * copy).
+   */
+  take(key: PrefixKey, within: number, stays = false): { entry: PrefixEntry; positions: number } | undefined {
     let best: { entry: PrefixEntry; positions: number } | undefined;
     for (const entry of this.#entries) {
       const positions = Math.min(shared(entry, key), within - (within % key.blockTokens));
@@ -77,7 +81,8 @@ export class PrefixEntries {
       this.#misses++;
       return undefined;
     }
-    this.#entries = this.#entries.filter((e) => e !== best.entry);
+    if (stays) best.entry.used = ++this.#tick;
+    else this.#entries = this.#entries.filter((e) => e !== best.entry);
     this.#hits++;
     this.#reused += best.positions;
     return best;

@@ -84,6 +84,8 @@ export class FakeEngine implements RangeEngine {
   readonly output: "logits" | "hidden";
   readonly calls: FakeCall[] = [];
   readonly released: SeqId[] = [];
+  /** prefixes copied from one sequence to another */
+  readonly copies: { src: SeqId; dst: SeqId; pos: number }[] = [];
   readonly grammarTokens: number[] = [];
   readonly kvCells: number;
   readonly perSequence: number;
@@ -191,6 +193,20 @@ export class FakeEngine implements RangeEngine {
       return Promise.reject(e);
     }
     return this.#queue.run(() => {});
+  }
+
+  copySequence(src: SeqId, dst: SeqId, pos: number): Promise<void> {
+    try {
+      this.#seqs.copy(src, dst, pos);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    this.copies.push({ src, dst, pos });
+    return this.#queue.run(() => {});
+  }
+
+  canCopySequences(): Promise<boolean> {
+    return Promise.resolve(this.kvLayout === "ordered");
   }
 
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {

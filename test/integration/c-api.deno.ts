@@ -109,6 +109,42 @@ fail("threads_absurd", lib.strata_ctx_threads(ctx, 1_000_000), ctxErr(ctx));
 fail("release_unknown", lib.strata_seq_release(ctx, 4096), ctxErr(ctx));
 fail("trim_unknown", lib.strata_seq_trim(ctx, 4096, 0), ctxErr(ctx));
 fail("trim_negative", lib.strata_seq_trim(ctx, 0, -1), ctxErr(ctx));
+fail("copy_unknown", lib.strata_seq_copy(ctx, 0, 4096, 1), ctxErr(ctx));
+fail("copy_unordered", lib.strata_seq_copy(ctx, 0, 1, 2), ctxErr(ctx));
+{
+  // an ordered pool (batch-invariant): a prefix copied to another sequence goes on as the whole
+  // prompt prefilled there would, bit for bit, and the source keeps its own
+  const err = new ErrorBuffer();
+  const ordered = await lib.strata_ctx_new(model!, 256, 4, 64, 1, 2, err.buf, err.cap);
+  if (!ordered) throw new Error(err.message);
+  const run = async (seq: number, from: number, to: number) => {
+    const k = to - from;
+    const rows = await lib.strata_decode(
+      ordered,
+      k,
+      prompt.subarray(from, to),
+      k,
+      null,
+      0,
+      Int32Array.from({ length: k }, (_, i) => from + i),
+      k,
+      new Int32Array(k).fill(seq),
+      k,
+      Uint8Array.from({ length: k }, (_, i) => (i === k - 1 ? 1 : 0)),
+      k,
+    );
+    const out = new Float32Array(nVocab);
+    lib.strata_outputs(ordered, out, BigInt(out.length));
+    return rows === 1 ? out : undefined;
+  };
+  const cold = await run(0, 0, n);
+  results["copy"] = String(lib.strata_seq_copy(ordered, 0, 1, 3));
+  results["copy_pos_max"] = String(lib.strata_seq_pos_max(ordered, 1));
+  const warm = await run(1, 3, n);
+  results["copy_same_logits"] = String(!!cold && !!warm && cold.every((v, i) => Object.is(v, warm[i])));
+  results["copy_source_kept"] = String(lib.strata_seq_pos_max(ordered, 0));
+  lib.strata_ctx_free(ordered);
+}
 {
   // a repair takes back the prompt's last position and runs it again: the same logits
   results["trim"] = String(lib.strata_seq_trim(ctx, 0, n - 1));

@@ -58,6 +58,15 @@ describe("the flat C API cannot be crashed by its caller (Deno FFI, hostile argu
     expect(out.threads_absurd).toBe("-1: threads: 1 to 2 (this context's pool), not 1000000");
     expect(out.release_unknown).toBe("-1: unknown sequence 4096");
     expect(out.trim_unknown).toBe("-1: unknown sequence 4096");
+    expect(out.copy_unknown).toBe("-1: unknown sequence 4096");
+    expect(out.copy_unordered).toBe("-1: sequences share cells only in an ordered pool");
+    // a copied prefix goes on bit for bit as the cold prompt; the source keeps its positions
+    expect([out.copy, out.copy_pos_max, out.copy_same_logits, out.copy_source_kept]).toEqual([
+      "0",
+      "2",
+      "true",
+      "4",
+    ]);
     expect(out.trim_negative).toBe("-1: trim to a negative position");
     // taking back a position and running it again gives the same logits, bit for bit
     expect([out.trim, out.pos_max_after_trim, out.same_logits_after_trim]).toEqual(["0", "3", "true"]);

@@ -38,6 +38,8 @@ describe("prefix reuse on a route (strata up, two native nodes; a second gateway
       }
     }
     expect(reused).toBeGreaterThan(0);
+    // the shared system prompt: every first turn starts from a copy of an entry the conversation left
+    for (const { warm } of out.concurrent.first) expect(warm.cached).toBeGreaterThan(0);
     // entries gave way (budget and pool) and never failed a live session (every status 200);
     // what the nodes keep stays within their budget
     for (const n of Object.values(out.after_concurrent) as Json[]) {

@@ -34,13 +34,32 @@ describe("prefix entries in the batcher", () => {
     expect(b.stats().prefix).toMatchObject({ entries: 1, cells: 8, hits: 0 });
     expect(b.stats().reservedCells).toBe(8);
 
-    // the next turn shares both blocks and goes on
+    // the next turn shares both blocks and goes on, on a copy: the entry stays for the next
     expect(b.open("turn2", 64, { prefix: key("abcd") })).toBe(8);
     const r = await b.submit("turn2", tokens(20, 21, 22));
     expect(r.data).toEqual(hiddenRows([20, 21, 22], 8, 2));
     expect(e.calls.at(-1)!.pos).toEqual([8, 9, 10]);
-    expect(b.stats().prefix).toMatchObject({ entries: 0, hits: 1, tokensReused: 8 });
-    expect(b.stats().reservedCells).toBe(11);
+    expect(e.copies).toEqual([{ src: 0, dst: 1, pos: 8 }]);
+    expect(b.stats().prefix).toMatchObject({ entries: 1, hits: 1, tokensReused: 8 });
+    expect(b.stats().reservedCells).toBe(8 + 11);
+    // another user with the same system prompt, at the same time
+    expect(b.open("other", 64, { prefix: key("abzz") })).toBe(8);
+    await b.submit("other", tokens(30));
+    expect(e.calls.at(-1)!.pos).toEqual([8]);
+  });
+
+  it("with no sequence free the entry itself moves to the session", async () => {
+    const e = shard({ maxSequences: 2 });
+    const b = new Batcher(e, limits());
+    b.open("s", 64);
+    await b.submit("s", tokens(...run(8)));
+    await b.keep("s", key("ab"));
+    b.open("live", 64);
+    expect(b.open("t", 64, { prefix: key("ab") })).toBe(8);
+    await b.submit("t", tokens(3));
+    expect(e.calls.at(-1)!.pos).toEqual([8]);
+    expect(e.copies).toEqual([]);
+    expect(b.stats().prefix).toMatchObject({ entries: 0, hits: 1 });
   });
 
   it("shares only the blocks both hold, and nothing across lineages", async () => {
@@ -53,7 +72,7 @@ describe("prefix entries in the batcher", () => {
     expect(b.open("parted", 64, { prefix: key("abx") })).toBe(8);
     await b.submit("parted", tokens(30));
     expect(e.calls.at(-1)!.pos).toEqual([8]);
-    expect(b.stats().prefix).toMatchObject({ hits: 1, misses: 1, entries: 0 });
+    expect(b.stats().prefix).toMatchObject({ hits: 1, misses: 1, entries: 1 });
   });
 
   it("the route goes on from fewer positions: cutBack before the first step", async () => {
@@ -67,7 +86,7 @@ describe("prefix entries in the batcher", () => {
     expect(b.cutBack("t", 4)).toBe(4);
     await b.submit("t", tokens(7, 8));
     expect(e.calls.at(-1)!.pos).toEqual([4, 5]);
-    expect(b.stats().reservedCells).toBe(6);
+    expect(b.stats().reservedCells).toBe(12 + 6);
   });
 
   it("keeps at most its budget, letting the least recently kept go", async () => {

@@ -99,6 +99,10 @@ export class FfiCalls implements StrataCalls<Handle> {
     return this.lib.strata_seq_trim(ctx, seq, pos);
   }
 
+  seqCopy(ctx: Handle, src: number, dst: number, pos: number): number {
+    return this.lib.strata_seq_copy(ctx, src, dst, pos);
+  }
+
   grammarNew(model: Handle, spec: GrammarSpec): Made<Handle> {
     const bytes = new TextEncoder().encode(spec.gbnf);
     const t = packedTriggers(spec);

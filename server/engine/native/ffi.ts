@@ -54,6 +54,7 @@ const SYMBOLS = {
   strata_outputs: { parameters: ["pointer", "buffer", "i64"], result: "i64" },
   strata_seq_release: { parameters: ["pointer", "i32"], result: "i32" },
   strata_seq_trim: { parameters: ["pointer", "i32", "i32"], result: "i32" },
+  strata_seq_copy: { parameters: ["pointer", "i32", "i32", "i32"], result: "i32" },
   strata_seq_pos_max: { parameters: ["pointer", "i32"], result: "i32" },
   strata_ctx_stats: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_ctx_last_passes: { parameters: ["pointer"], result: "i32" },

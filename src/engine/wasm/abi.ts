@@ -21,6 +21,7 @@ export const SIGNATURES = {
   strata_outputs: "ppl",
   strata_seq_release: "pi",
   strata_seq_trim: "pii",
+  strata_seq_copy: "piii",
   strata_ctx_stats: "ppi",
   strata_ctx_last_passes: "p",
   strata_grammar_new: "ppipiipipi",

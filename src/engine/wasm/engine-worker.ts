@@ -63,6 +63,8 @@ export function serveEngineWorker(scope: EnginePort): void {
         return [await need().releaseSequence(q.seq as SeqId), []];
       case "trim":
         return [await need().trimSequence(q.seq as SeqId, q.pos), []];
+      case "copy":
+        return [await need().copySequence!(q.src as SeqId, q.dst as SeqId, q.pos), []];
       case "memory":
         return [await need().memory(), []];
       case "grammar": {

@@ -102,6 +102,10 @@ export class WasmCalls implements StrataCalls<number> {
     return this.abi.now("strata_seq_trim", ctx, seq, pos);
   }
 
+  seqCopy(ctx: number, src: number, dst: number, pos: number): number {
+    return this.abi.now("strata_seq_copy", ctx, src, dst, pos);
+  }
+
   grammarNew(model: number, spec: GrammarSpec): Made<number> {
     const bytes = new TextEncoder().encode(spec.gbnf);
     const t = packedTriggers(spec);

@@ -72,6 +72,10 @@ export class WorkerEngine extends QueuedEngine {
     await this.link.request({ op: "trim", seq, pos });
   }
 
+  protected async copyCells(src: SeqId, dst: SeqId, pos: number): Promise<void> {
+    await this.link.request({ op: "copy", src, dst, pos });
+  }
+
   protected async kvCells(): Promise<KvCells> {
     return await this.link.request({ op: "memory" }) as EngineMemory;
   }

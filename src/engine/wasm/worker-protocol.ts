@@ -21,6 +21,7 @@ export type WorkerRequest =
   | { id: number; op: "decode"; batch: DecodeBatch }
   | { id: number; op: "release"; seq: number }
   | { id: number; op: "trim"; seq: number; pos: number }
+  | { id: number; op: "copy"; src: number; dst: number; pos: number }
   | { id: number; op: "memory" }
   | { id: number; op: "grammar"; spec: GrammarSpec }
   | { id: number; op: "grammar_mask"; grammar: number; logits: Float32Array }

@@ -803,6 +803,22 @@ int32_t strata_seq_trim(strata_ctx * ctx, int32_t seq, int32_t pos) {
     });
 }
 
+int32_t strata_seq_copy(strata_ctx * ctx, int32_t src, int32_t dst, int32_t pos) {
+    if (!ctx) return STRATA_ERR_INPUT;
+    for (const int32_t seq : { src, dst }) {
+        if (seq < 0 || seq >= ctx->n_seq_max) return fail(ctx->err, STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));
+    }
+    if (src == dst || pos < 0) return fail(ctx->err, STRATA_ERR_INPUT, "a copy needs two sequences and a position >= 0");
+    // across streams llama.cpp copies whole streams only (and asserts otherwise)
+    if (ctx->kv_mode != STRATA_KV_ORDERED) return fail(ctx->err, STRATA_ERR_INPUT, "sequences share cells only in an ordered pool");
+    return guarded(ctx->err, STRATA_ERR_ENGINE, [&] {
+        llama_memory_t mem = llama_get_memory(ctx->c);
+        llama_memory_seq_rm(mem, dst, -1, -1);
+        llama_memory_seq_cp(mem, src, dst, 0, pos);
+        return 0;
+    });
+}
+
 int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq) {
     if (!ctx) return STRATA_ERR_INPUT;
     if (seq < 0 || seq >= ctx->n_seq_max) return fail(ctx->err, STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));

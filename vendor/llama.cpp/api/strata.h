@@ -132,6 +132,9 @@ STRATA_API int64_t strata_outputs(strata_ctx * ctx, float * dst, int64_t cap);
 STRATA_API int32_t strata_seq_release(strata_ctx * ctx, int32_t seq);
 // Forgets positions >= pos of seq (a route repair takes back a step some hops ran and others not).
 STRATA_API int32_t strata_seq_trim(strata_ctx * ctx, int32_t seq, int32_t pos);
+// Makes dst hold positions [0, pos) of src, and nothing else (what it held goes). Only in an
+// ordered pool (STRATA_KV_ORDERED): the two then share those cells, and no K or V is copied.
+STRATA_API int32_t strata_seq_copy(strata_ctx * ctx, int32_t src, int32_t dst, int32_t pos);
 // Highest position held for seq, -1 when empty.
 STRATA_API int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq);
 // kv cells total, kv cells used, kv bytes, n_seq_max, the cells one sequence may hold, graph
