@@ -87,26 +87,44 @@ async function converse(gateway: string, system: string, turns: number, maxToken
   return out;
 }
 
-export async function benchPrefixReuse(o: PrefixBenchOptions, say: (s: string) => void) {
-  const system = longSystemPrompt(o.systemWords);
+/**
+ * `strata up` with `upArgs` and the API key `key`, and beside its gateway a second one on the same
+ * nodes that prefills every prompt whole: the cold answers.
+ */
+export async function upWithColdGateway(key: string, upArgs: readonly string[]) {
   const net = await ServiceProcess.start(
     "strata up",
-    // room for every user's live session beside an entry each
-    ["up", "--port", "0", "--api-key", KEY, "--max-sessions", String(2 * o.users), "--kv-cells", "65536"],
+    ["up", "--port", "0", "--api-key", key, ...upArgs],
     {},
     600_000,
   );
-  const cold = await ServiceProcess.start("cold gateway", [
-    "gateway",
-    "--tracker",
-    String(net.ready.tracker),
-    "--listen",
-    "127.0.0.1:0",
-    "--api-key",
-    KEY,
-    "--no-prefix-reuse",
+  try {
+    const cold = await ServiceProcess.start("cold gateway", [
+      "gateway",
+      "--tracker",
+      String(net.ready.tracker),
+      "--listen",
+      "127.0.0.1:0",
+      "--api-key",
+      key,
+      "--no-prefix-reuse",
+    ]);
+    return { net, cold, warmUrl: String(net.ready.gateway), coldUrl: String(cold.ready.url) };
+  } catch (e) {
+    await net.stop();
+    throw e;
+  }
+}
+
+export async function benchPrefixReuse(o: PrefixBenchOptions, say: (s: string) => void) {
+  const system = longSystemPrompt(o.systemWords);
+  // room for every user's live session beside an entry each
+  const { net, cold, warmUrl: warm, coldUrl } = await upWithColdGateway(KEY, [
+    "--max-sessions",
+    String(2 * o.users),
+    "--kv-cells",
+    "65536",
   ]);
-  const warm = String(net.ready.gateway), coldUrl = String(cold.ready.url);
   const nodes = net.ready.nodes as Array<{ name: string; url: string; pid: number }>;
   const grpc = new GrpcSeams();
   try {

@@ -6,7 +6,7 @@
 // answer, and the first conversation with whole-model llama.cpp's greedy text.
 // Prints one JSON object; prefix.test.ts asserts on it.
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { ServiceProcess } from "../../server/process/service-process.ts";
+import { upWithColdGateway } from "../../checks/bench/prefix-reuse.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { type ChatMessages, chatReference, EIGHT_QUESTIONS } from "./chat-reference.ts";
 
@@ -27,26 +27,14 @@ const SYSTEM = [
   "Answer briefly and kindly, in plain words, and say so when you do not know something.",
 ].join(" ").repeat(3);
 
-const net = await ServiceProcess.start(
-  "strata up",
-  // eight conversations at once fit the pool, but not beside a full prefix budget: entries give
-  // way to live sessions
-  ["up", "--port", "0", "--api-key", KEY, "--kv-cells", "8192", "--prefix-cells", "4096"],
-  {},
-  600_000,
-);
-const cold = await ServiceProcess.start("cold gateway", [
-  "gateway",
-  "--tracker",
-  String(net.ready.tracker),
-  "--listen",
-  "127.0.0.1:0",
-  "--api-key",
-  KEY,
-  "--no-prefix-reuse",
+// eight conversations at once fit the pool, but not beside a full prefix budget: entries give way
+// to live sessions
+const { net, cold, warmUrl, coldUrl } = await upWithColdGateway(KEY, [
+  "--kv-cells",
+  "8192",
+  "--prefix-cells",
+  "4096",
 ]);
-const warmUrl = String(net.ready.gateway);
-const coldUrl = String(cold.ready.url);
 const nodes = net.ready.nodes as Array<{ name: string; url: string }>;
 const grpc = new GrpcSeams();
 

@@ -1,17 +1,8 @@
 // The tracker's Connect binding in memory: which calls need the node token, and the core's
 // errors as Connect statuses with their messages unchanged.
-import { uniformKv } from "../../src/gguf/kv-shape.ts";
-import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
-import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { buildManifest } from "../../src/gguf/manifest.ts";
-import { parseGgufHeader } from "../../src/gguf/reader.ts";
-import { synthModel } from "../../src/model/synth.ts";
-import { MemoryStorage } from "../../src/tracker/storage.ts";
-import { TrackerCore } from "../../src/tracker/tracker-core.ts";
-import { trackerRoutes } from "../../server/tracker/service.ts";
-import { certifier } from "../../server/tracker/certify.ts";
+import { memoryTracker } from "../fakes/memory-tracker.ts";
 import {
   describeCert,
   type NetworkCa,
@@ -25,22 +16,7 @@ const ARTIFACT = "ab".repeat(32);
 const TOKEN = "node-secret";
 
 async function client(ca?: NetworkCa, nodeCallsPerMin?: number) {
-  const file = synthModel({ arch: "qwen3", nLayer: 4 });
-  const core = await TrackerCore.open({
-    storage: new MemoryStorage(),
-    model: {
-      artifact: ARTIFACT,
-      nLayer: 4,
-      manifest: buildManifest(parseGgufHeader(file), file.length, ARTIFACT),
-      kv: uniformKv(4, 32),
-    },
-    leaseMs: 2_000,
-    probe: () => Promise.resolve({ ok: true, maxAbsDiff: 0, allowed: 1, detail: "" }),
-  });
-  return createClient(
-    TrackerService,
-    createRouterTransport(trackerRoutes(core, TOKEN, certifier(ca), nodeCallsPerMin)),
-  );
+  return (await memoryTracker({ artifact: ARTIFACT, nodeToken: TOKEN, ca, nodeCallsPerMin })).client;
 }
 
 const message = (p: Promise<unknown>) => p.then(() => "accepted", (e: Error) => e.message);

@@ -2,26 +2,19 @@
 // stand-in, called as a tab calls it (connect-web over fetch, into the gateway's Hono app).
 // The stand-in names each tab by its relay token, puts the node token in, and refuses what a
 // tab may not do.
-import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { uniformKv } from "../../src/gguf/kv-shape.ts";
-import { buildManifest } from "../../src/gguf/manifest.ts";
-import { parseGgufHeader } from "../../src/gguf/reader.ts";
-import { synthModel } from "../../src/model/synth.ts";
 import { clientTrackerPort } from "../../src/node/tracker-port.ts";
 import { peerToken } from "../../src/relay/token.ts";
 import { relayHopUrl } from "../../src/route/hop-url.ts";
-import { MemoryStorage } from "../../src/tracker/storage.ts";
-import { TrackerCore } from "../../src/tracker/tracker-core.ts";
 import { tabPlaceRequest } from "../../src/tracker/volunteer-assignment.ts";
+import { memoryTracker } from "../fakes/memory-tracker.ts";
 import { VOLUNTEER_CONNECT_PATH, volunteerTrackerRoutes } from "../../server/gateway/volunteer-tracker.ts";
-import { trackerRoutes } from "../../server/tracker/service.ts";
-import { certifier } from "../../server/tracker/certify.ts";
 
 const ARTIFACT = "ab".repeat(32);
 const NODE_TOKEN = "node-secret";
@@ -29,22 +22,7 @@ const RELAY_SECRET = "relay-secret";
 const RELAY = "ws://relay.example:7700";
 
 async function network() {
-  const file = synthModel({ arch: "qwen3", nLayer: 4 });
-  const core = await TrackerCore.open({
-    storage: new MemoryStorage(),
-    model: {
-      artifact: ARTIFACT,
-      nLayer: 4,
-      manifest: buildManifest(parseGgufHeader(file), file.length, ARTIFACT),
-      kv: uniformKv(4, 32),
-    },
-    leaseMs: 2_000,
-    probe: () => Promise.resolve({ ok: true, maxAbsDiff: 0, allowed: 1, detail: "" }),
-  });
-  const tracker = createClient(
-    TrackerService,
-    createRouterTransport(trackerRoutes(core, NODE_TOKEN, certifier(undefined))),
-  );
+  const { client: tracker } = await memoryTracker({ artifact: ARTIFACT, nodeToken: NODE_TOKEN });
   const gateway = new Hono();
   volunteerTrackerRoutes(gateway, tracker, {
     relayUrl: RELAY,
