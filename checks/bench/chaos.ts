@@ -199,7 +199,11 @@ export async function runChaos(o: ChaosOptions) {
       const kv = await Promise.all(
         (await nodes()).filter((n) => n.live && !kills.some((k) => k.node === n.node))
           .flatMap((n) => n.urls.filter((u) => u.startsWith("http")))
-          .map(async (u) => (await seams.info(u, 5000)).kvCellsUsed),
+          .map(async (u) => {
+            const i = await seams.info(u, 5000);
+            // what a node keeps of finished chats (prefix entries) is not a session's
+            return i.kvCellsUsed - Math.min(i.kvCellsUsed, i.prefix?.cells ?? 0);
+          }),
       );
       const after = await streamChat(gateway, {}, body(0));
       return {
@@ -300,7 +304,11 @@ export async function runChaos(o: ChaosOptions) {
       .filter((n) => n.live && !kills.some((k) => k.node === n.node))
       .flatMap((n) => n.urls.filter((u) => u.startsWith("http")).map((u) => ({ node: n.node, url: u })));
     const kvCells = await Promise.all(
-      direct.map(async (d) => ({ node: d.node, kvCellsUsed: (await seams.info(d.url, 5000)).kvCellsUsed })),
+      direct.map(async (d) => {
+        const i = await seams.info(d.url, 5000);
+        // KV beyond what the node keeps of finished chats (prefix entries)
+        return { node: d.node, kvCellsUsed: i.kvCellsUsed - Math.min(i.kvCellsUsed, i.prefix?.cells ?? 0) };
+      }),
     );
     const gatewayRestart = o.restartGateway ? await killGateway() : undefined;
     return {

@@ -157,6 +157,8 @@ export async function benchLongContext(o: LongContextOptions) {
         sessions: i.sessions,
         kv_cells: i.kvCells,
         kv_cells_used: i.kvCellsUsed,
+        // finished chats' KV kept for the prompts that extend them
+        prefix_cells: i.prefix?.cells ?? 0,
         kv_layout: i.kvLayout,
         batches: Number(i.batches),
         graph_passes: Number(i.graphPasses),

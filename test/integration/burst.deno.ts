@@ -68,6 +68,8 @@ try {
     node: i.node,
     sessions: i.sessions,
     kv_cells_used: i.kvCellsUsed,
+    // finished chats' KV the node keeps for the prompts that extend them
+    prefix_cells: i.prefix?.cells ?? 0,
     max_batch_sessions: i.maxBatchSessions,
   }));
   const metrics = await (await fetch(`${net.ready.gateway}/metrics`)).text();
@@ -108,6 +110,9 @@ try {
   // a non-streamed client that goes away: its cells are freed on every node within a second
   const nodesKv = async () =>
     (await Promise.all(nodeUrls.map((u) => seams.info(u, 5000)))).map((i) => i.kvCellsUsed);
+  // (what the node kept of finished chats stays: the client's cells are what comes on top)
+  const kvBefore = await nodesKv();
+  out.kv_before_client = kvBefore;
   const leaving = new AbortController();
   const gone = post({ messages: [{ role: "user", content: LONG }] }, leaving.signal).catch(() => "aborted");
   await new Promise((r) => setTimeout(r, 1500));
@@ -117,7 +122,7 @@ try {
   await gone;
   let freedMs = -1;
   while (performance.now() - abortedAt < 3000) {
-    if ((await nodesKv()).every((c) => c === 0)) {
+    if ((await nodesKv()).every((c, k) => c <= kvBefore[k])) {
       freedMs = performance.now() - abortedAt;
       break;
     }
@@ -140,7 +145,12 @@ try {
   };
   await new Promise((r) => setTimeout(r, 500));
   const end = await Promise.all(nodeUrls.map((u) => seams.info(u, 5000)));
-  out.nodes_at_end = end.map((i) => ({ node: i.node, sessions: i.sessions, kv_cells_used: i.kvCellsUsed }));
+  out.nodes_at_end = end.map((i) => ({
+    node: i.node,
+    sessions: i.sessions,
+    kv_cells_used: i.kvCellsUsed,
+    prefix_cells: i.prefix?.cells ?? 0,
+  }));
 } finally {
   // strata up stops its own services first: give it the time
   await net.stop(30_000);

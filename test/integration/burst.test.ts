@@ -15,9 +15,10 @@ describe("concurrency as users see it (strata up --routes 2, the openai client)"
     expect(out.errors).toEqual([]);
     // batch-invariant nodes: load changes nothing in a greedy answer
     expect(out.differing).toEqual([]);
+    // no session left; what KV is held is prefix entries (finished chats kept for the next turn)
     for (const n of out.nodes_after) {
       expect(n.sessions, JSON.stringify(n)).toBe(0);
-      expect(n.kv_cells_used, JSON.stringify(n)).toBe(0);
+      expect(n.kv_cells_used, JSON.stringify(n)).toBeLessThanOrEqual(n.prefix_cells);
     }
     // they shared batches: 32 streams a route at once
     expect(Math.max(...out.nodes_after.map((n: { max_batch_sessions: number }) => n.max_batch_sessions)))
@@ -41,9 +42,10 @@ describe("concurrency as users see it (strata up --routes 2, the openai client)"
         Math.round(out.freed_ms)
       } ms)`,
     );
-    // its route's two nodes hold its cells (the other route is idle)
-    expect(out.kv_while_client_there.filter((c: number) => c > 0)).toHaveLength(2);
-    expect(out.kv_after_client_left.every((c: number) => c === 0)).toBe(true);
+    // its route's two nodes hold its cells (the other route is idle), on top of what they kept
+    const before = out.kv_before_client as number[];
+    expect(out.kv_while_client_there.filter((c: number, k: number) => c > before[k])).toHaveLength(2);
+    expect(out.kv_after_client_left.every((c: number, k: number) => c <= before[k])).toBe(true);
     expect(out.freed_ms).toBeGreaterThanOrEqual(0);
     expect(out.freed_ms).toBeLessThan(1000);
 
@@ -55,7 +57,7 @@ describe("concurrency as users see it (strata up --routes 2, the openai client)"
     expect(out.flood.refused_with_retry_after).toBe(out.flood.refused);
     for (const n of out.nodes_at_end) {
       expect(n.sessions, JSON.stringify(n)).toBe(0);
-      expect(n.kv_cells_used, JSON.stringify(n)).toBe(0);
+      expect(n.kv_cells_used, JSON.stringify(n)).toBeLessThanOrEqual(n.prefix_cells);
     }
   });
 });

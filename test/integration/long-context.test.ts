@@ -27,7 +27,8 @@ describe("long contexts on strata up's defaults (the openai client)", () => {
     expect(out.concurrent.differing).toEqual([]);
     for (const n of out.nodes_after) {
       expect(n.sessions, JSON.stringify(n)).toBe(0);
-      expect(n.kv_cells_used, JSON.stringify(n)).toBe(0);
+      // what KV is held is prefix entries: finished chats kept for the next turn
+      expect(n.kv_cells_used, JSON.stringify(n)).toBeLessThanOrEqual(n.prefix_cells);
       expect(n.kv_layout).toBe("ordered");
       // every engine call one graph pass
       expect(n.graph_passes, JSON.stringify(n)).toBe(n.batches);
