@@ -39,6 +39,8 @@ export interface FakeEngineOptions {
   readonly streams?: boolean;
   /** the engine recipe fingerprint (32 bytes) */
   readonly recipe?: Uint8Array;
+  /** what it calls its backend (default "fake"); "wasm-cpu" makes a node reuse prefixes on it */
+  readonly backend?: string;
 }
 
 /** One decode call as the engine saw it (copies: the caller's arrays are its own). */
@@ -77,7 +79,7 @@ export const expectedToken = (token: number, pos: number, nVocab = 32) => (token
 
 export class FakeEngine implements RangeEngine {
   readonly kind = "wasm" as const;
-  readonly backend = "fake";
+  readonly backend: string;
   readonly recipe: Uint8Array;
   readonly facts: ModelFacts;
   readonly input: "tokens" | "hidden";
@@ -125,6 +127,7 @@ export class FakeEngine implements RangeEngine {
     this.batchTokens = o.batchTokens ?? 512;
     this.#seqs = new SequenceTable(maxSequences);
     this.recipe = o.recipe ?? new Uint8Array(32).fill(0x5e);
+    this.backend = o.backend ?? "fake";
   }
 
   /** Cells the open sequences hold: one per position each has committed. */

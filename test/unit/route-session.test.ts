@@ -416,6 +416,95 @@ describe("route session: failures, deadlines, release and cancel", () => {
   });
 });
 
+describe("prefix reuse over shard nodes", () => {
+  /** Two fake shards on which nodes keep prefixes (where `keeps` says so). */
+  async function route(keeps = [true, true]) {
+    const seams = new MemorySeams();
+    const { publicKey } = await routeKey();
+    const engines = [
+      new FakeEngine({ range: { start: 0, end: 2 }, backend: "wasm-cpu" }),
+      new FakeEngine({ range: { start: 2, end: 4 }, backend: "wasm-cpu" }),
+    ];
+    const nodes = engines.map((e, i) =>
+      new ShardNode(e, {
+        nodeId: `n${i}`,
+        artifactSha256: ARTIFACT,
+        routeKey: publicKey,
+        dial: seams.dial,
+        limits: {
+          maxBatchTokens: 128,
+          maxQueuedPerSession: 8,
+          kvCells: 256,
+          prefix: keeps[i] ? { entries: 4, cells: 128 } : undefined,
+        },
+        leaseMs: 60_000,
+      })
+    );
+    seams.listen("http://n0", nodes[0].serve);
+    seams.listen("http://n1", nodes[1].serve);
+    const open = async (id: string, prompt: Int32Array) =>
+      await RouteSession.open(
+        seams.dial,
+        await signedHops([{ url: "http://n0", range: { start: 0, end: 2 } }, {
+          url: "http://n1",
+          range: { start: 2, end: 4 },
+        }], id),
+        options({ sessionId: id, epoch: 1n, kvCells: 128, prefixOf: prompt }),
+      );
+    return { engines, nodes, open };
+  }
+
+  const tokensOf = async (s: RouteSession, prompt: Int32Array, n: number) => {
+    const out: number[] = [];
+    for await (const x of s.generate(prompt, n, () => false)) out.push(x.token);
+    return out;
+  };
+  const conversation = Int32Array.from({ length: 70 }, (_, i) => (i * 5) % 32);
+
+  it("a prompt that extends a released session computes only what follows its whole blocks", async () => {
+    const r = await route();
+    try {
+      const a = await r.open("a", conversation);
+      const answer = await tokensOf(a, conversation, 4);
+      await a.release();
+      expect(a.kept).toHaveLength(1); // 73 positions held: one whole block of 64
+      const next = Int32Array.from([...conversation, ...answer.slice(0, 3), 9, 9]);
+      const b = await r.open("b", next);
+      expect(b.reused).toBe(64);
+      const got = await tokensOf(b, next, 3);
+      // the rows name their positions: a step at the wrong place would give other tokens
+      let t = next[next.length - 1], pos = next.length - 1;
+      expect(got).toEqual(got.map(() => (t = expectedToken(t, pos++))));
+      // both shards computed the rest of the prompt, from position 64, in one call
+      for (const e of r.engines) {
+        expect(e.calls.some((c) => c.pos[0] === 64 && c.pos.length === next.length - 64)).toBe(true);
+      }
+      await b.release();
+    } finally {
+      for (const n of r.nodes) await n.close();
+    }
+  });
+
+  it("a route goes on from the fewest positions a shard held: one without the prefix, all from 0", async () => {
+    const r = await route([true, false]);
+    try {
+      const a = await r.open("a", conversation);
+      await tokensOf(a, conversation, 4);
+      await a.release();
+      const b = await r.open("b", conversation);
+      expect(b.reused).toBe(0);
+      await tokensOf(b, conversation, 2);
+      // the first shard took its entry, then cut back to nothing for the route
+      const calls = r.engines[0].calls;
+      expect(calls[calls.length - 2].pos[0]).toBe(0);
+      expect((await r.nodes[0].info()).prefix?.hits).toBe(1n);
+      await b.release();
+    } finally {
+      for (const n of r.nodes) await n.close();
+    }
+  });
+});
+
 describe("route session over shard nodes", () => {
   async function route(kvCells = 256) {
     const seams = new MemorySeams();
