@@ -109,7 +109,10 @@ export function volunteerTrackerService(
       return await tracker.place({
         ...req,
         token: o.nodeToken,
-        node,
+        // a tab cannot move to another range once it holds one: it asks under a name of the
+        // ask's own, which the plan holds for one lease, and is counted by what it registers
+        // (a fixed range) instead of as a node the plan may move
+        node: `${node}-ask`,
         memoryCapBytes: capped(req.memoryCapBytes),
       }, { timeoutMs: TIMEOUT_MS.other });
     },

@@ -79,7 +79,7 @@ describe("the tracker's service as tabs reach it through the gateway", () => {
     expect((await tracker.nodes({})).nodes).toEqual([]);
   });
 
-  it("places a tab by its engine's settings, under its own name", async () => {
+  it("places a tab by its engine's settings", async () => {
     const { tab } = await network();
     const token = await peerToken(RELAY_SECRET, "vol-2");
     const r = await tab.place({ token, node: "vol-2", ...tabPlaceRequest(hexToBytes(ARTIFACT), 2 ** 30) });
