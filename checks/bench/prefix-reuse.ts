@@ -146,6 +146,8 @@ export async function benchPrefixReuse(o: PrefixBenchOptions, say: (s: string) =
         same_text: w.text === c.text,
       });
       history.push({ role: "assistant", content: w.text });
+      // each turn's figures as they come: a long run stopped early keeps what it measured
+      say(JSON.stringify(conversation[t]));
     }
 
     // lane 2: users at once, with reuse, then the same without
@@ -156,6 +158,7 @@ export async function benchPrefixReuse(o: PrefixBenchOptions, say: (s: string) =
     const t0 = performance.now();
     const warmRuns = await many(warm);
     const warmS = (performance.now() - t0) / 1000;
+    say(`with reuse: ${warmS.toFixed(1)} s`);
     const afterWarm = await Promise.all(nodes.map(async (n) => {
       const i = await grpc.info(n.url);
       return {
