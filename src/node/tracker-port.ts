@@ -1,5 +1,4 @@
-// A node's TrackerPort over the tracker's Connect client, whichever transport carries it (HTTP/2
-// from a server, fetch from a tab through the gateway): every call names the node and presents
+// A node's TrackerPort over the tracker's Connect client: every call names the node and presents
 // its token.
 import type { Client } from "@connectrpc/connect";
 import type { TrackerService } from "../gen/strata/tracker/v1/tracker_pb.ts";
@@ -9,18 +8,14 @@ type TrackerClient = Client<typeof TrackerService>;
 
 export interface PortIdentity {
   readonly node: string;
-  /** the node token (a tab: its relay token, which the gateway swaps) */
+  /** the tracker's node token */
   readonly token: string;
 }
 
 export function clientTrackerPort(
   client: TrackerClient,
   { node, token }: PortIdentity,
-  o: {
-    /** a page going away cannot wait: its leave is only sent, on this client (keepalive) */
-    readonly parting?: TrackerClient;
-    readonly close?: () => void;
-  } = {},
+  o: { readonly close?: () => void } = {},
 ): TrackerPort {
   return {
     register: async (urls, shard) => {
@@ -28,10 +23,7 @@ export function clientTrackerPort(
       return { leaseMs: Number(r.leaseMs), routePublicKey: r.routePublicKey };
     },
     heartbeat: async (load, timeoutMs) => await client.heartbeat({ token, node, ...load }, { timeoutMs }),
-    leave: async () => {
-      if (!o.parting) return void await client.leave({ token, node }, { timeoutMs: 5000 });
-      void o.parting.leave({ token, node }).catch(() => {});
-    },
+    leave: async () => void await client.leave({ token, node }, { timeoutMs: 5000 }),
     close: () => o.close?.(),
   };
 }

@@ -149,15 +149,17 @@ export class RouteSession {
   #watchdog?: ReturnType<typeof setTimeout>;
   /** positions the route took from prefix entries at open */
   #reused = 0;
-  /** the tokens the route holds, in order (kept for prefix keys at release) */
-  readonly #fed: number[] = [];
+  /** the tokens the route holds, in order, for the prefix keys at release (prefixOf sessions only) */
+  readonly #fed?: number[];
   #kept: Uint8Array[] = [];
 
   private constructor(
     readonly link: SeamLink,
     readonly hops: readonly RouteHop[],
     readonly options: SessionOptions,
-  ) {}
+  ) {
+    if (options.prefixOf) this.#fed = [];
+  }
 
   /** Starts taking replies: from the first shard's stream, and from the last shard's reply link. */
   #start(dial: SeamDialer): void {
@@ -205,7 +207,7 @@ export class RouteSession {
     held = Math.min(held - (held % PREFIX_BLOCK_TOKENS), prompt.length - 1);
     if (!(held > 0)) return;
     this.#pos = this.#reused = held;
-    this.#fed.push(...prompt.subarray(0, held));
+    this.#fed?.push(...prompt.subarray(0, held));
   }
 
   /** Positions the route took from its shards' prefix entries instead of computing them. */
@@ -338,7 +340,7 @@ export class RouteSession {
   async prefill(tokens: Int32Array): Promise<StepReply> {
     const t0 = performance.now();
     const chunks = prefillChunks(this.#pos, tokens.length, this.#chunkOf(tokens.length));
-    if (this.#fed.length === this.#pos) this.#fed.push(...tokens);
+    if (this.#fed?.length === this.#pos) this.#fed.push(...tokens);
     const replies = chunks.map((c) =>
       this.#call(
         this.#frame(Phase.PREFILL, {
@@ -364,7 +366,7 @@ export class RouteSession {
   /** One token through the route; resolves with the next sampled token. */
   async decode(token: number): Promise<StepReply> {
     const t0 = performance.now();
-    if (this.#fed.length === this.#pos) this.#fed.push(token);
+    if (this.#fed?.length === this.#pos) this.#fed.push(token);
     const f = this.#frame(Phase.DECODE, {
       positions: { start: this.#pos, count: 1 },
       tensors: [packTensor("token_ids", Int32Array.of(token), [1])],
@@ -442,10 +444,11 @@ export class RouteSession {
     if (this.#done) return;
     try {
       // a release keys what the route holds by its tokens' blocks: the shards may keep it
-      const keep = phase === Phase.RELEASE && this.options.prefixOf && this.#fed.length >= this.#pos
+      const fed = this.#fed;
+      const keep = phase === Phase.RELEASE && fed && fed.length >= this.#pos
         ? create(PrefixBlocksSchema, {
           blockTokens: PREFIX_BLOCK_TOKENS,
-          blocks: await prefixBlocks(Int32Array.from(this.#fed.slice(0, this.#pos))),
+          blocks: await prefixBlocks(Int32Array.from(fed.slice(0, this.#pos))),
         })
         : undefined;
       if (!this.#failure) {

@@ -12,7 +12,9 @@ import {
   StatusSchema,
 } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { replyTo, sessionFailure } from "../../src/node/replies.ts";
-import { ShardNode } from "../../src/node/shard-node.ts";
+import { ShardNode, type ShardNodeOptions } from "../../src/node/shard-node.ts";
+
+type ShardNodeLimits = ShardNodeOptions["limits"];
 import { GREEDY, type RouteHop, RouteSession, type SessionOptions } from "../../src/route/route-session.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import { unpackTensor } from "../../src/seam/tensor.ts";
@@ -416,42 +418,53 @@ describe("route session: failures, deadlines, release and cancel", () => {
   });
 });
 
+/** Two fake shards (layers 0:2 and 2:4) served by shard nodes over in-memory seams. */
+async function twoShards(
+  engine: ConstructorParameters<typeof FakeEngine>[0],
+  limits: (i: number) => ShardNodeLimits,
+) {
+  const seams = new MemorySeams();
+  const { publicKey } = await routeKey();
+  const engines = [
+    new FakeEngine({ ...engine, range: { start: 0, end: 2 } }),
+    new FakeEngine({ ...engine, range: { start: 2, end: 4 } }),
+  ];
+  const nodes = engines.map((e, i) =>
+    new ShardNode(e, {
+      nodeId: `n${i}`,
+      artifactSha256: ARTIFACT,
+      routeKey: publicKey,
+      dial: seams.dial,
+      limits: limits(i),
+      leaseMs: 60_000,
+    })
+  );
+  seams.listen("http://n0", nodes[0].serve);
+  seams.listen("http://n1", nodes[1].serve);
+  const hops = (id: string) =>
+    signedHops([{ url: "http://n0", range: { start: 0, end: 2 } }, {
+      url: "http://n1",
+      range: { start: 2, end: 4 },
+    }], id);
+  return { seams, engines, nodes, hops };
+}
+
 describe("prefix reuse over shard nodes", () => {
   /** Two fake shards on which nodes keep prefixes (where `keeps` says so). */
   async function route(keeps = [true, true]) {
-    const seams = new MemorySeams();
-    const { publicKey } = await routeKey();
-    const engines = [
-      new FakeEngine({ range: { start: 0, end: 2 }, backend: "wasm-cpu" }),
-      new FakeEngine({ range: { start: 2, end: 4 }, backend: "wasm-cpu" }),
-    ];
-    const nodes = engines.map((e, i) =>
-      new ShardNode(e, {
-        nodeId: `n${i}`,
-        artifactSha256: ARTIFACT,
-        routeKey: publicKey,
-        dial: seams.dial,
-        limits: {
-          maxBatchTokens: 128,
-          maxQueuedPerSession: 8,
-          kvCells: 256,
-          prefix: keeps[i] ? { entries: 4, cells: 128 } : undefined,
-        },
-        leaseMs: 60_000,
-      })
-    );
-    seams.listen("http://n0", nodes[0].serve);
-    seams.listen("http://n1", nodes[1].serve);
+    const r = await twoShards({ backend: "wasm-cpu" }, (i) => ({
+      maxBatchTokens: 128,
+      maxQueuedPerSession: 8,
+      kvCells: 256,
+      prefix: keeps[i] ? { entries: 4, cells: 128 } : undefined,
+    }));
     const open = async (id: string, prompt: Int32Array) =>
       await RouteSession.open(
-        seams.dial,
-        await signedHops([{ url: "http://n0", range: { start: 0, end: 2 } }, {
-          url: "http://n1",
-          range: { start: 2, end: 4 },
-        }], id),
+        r.seams.dial,
+        await r.hops(id),
         options({ sessionId: id, epoch: 1n, kvCells: 128, prefixOf: prompt }),
       );
-    return { engines, nodes, open };
+    return { engines: r.engines, nodes: r.nodes, open };
   }
 
   const tokensOf = async (s: RouteSession, prompt: Int32Array, n: number) => {
@@ -506,32 +519,8 @@ describe("prefix reuse over shard nodes", () => {
 });
 
 describe("route session over shard nodes", () => {
-  async function route(kvCells = 256) {
-    const seams = new MemorySeams();
-    const { publicKey } = await routeKey();
-    const engines = [
-      new FakeEngine({ range: { start: 0, end: 2 }, kvCells }),
-      new FakeEngine({ range: { start: 2, end: 4 }, kvCells }),
-    ];
-    const nodes = engines.map((e, i) =>
-      new ShardNode(e, {
-        nodeId: `n${i}`,
-        artifactSha256: ARTIFACT,
-        routeKey: publicKey,
-        dial: seams.dial,
-        limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells },
-        leaseMs: 60_000,
-      })
-    );
-    seams.listen("http://n0", nodes[0].serve);
-    seams.listen("http://n1", nodes[1].serve);
-    const hops = (id: string) =>
-      signedHops([{ url: "http://n0", range: { start: 0, end: 2 } }, {
-        url: "http://n1",
-        range: { start: 2, end: 4 },
-      }], id);
-    return { seams, engines, nodes, hops };
-  }
+  const route = (kvCells = 256) =>
+    twoShards({ kvCells }, () => ({ maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells }));
 
   /** The tokens the fake model gives after a prompt, greedy. */
   const predicted = (prompt: number[], n: number) => {
