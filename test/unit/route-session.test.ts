@@ -13,8 +13,6 @@ import {
 } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { replyTo, sessionFailure } from "../../src/node/replies.ts";
 import { ShardNode, type ShardNodeOptions } from "../../src/node/shard-node.ts";
-
-type ShardNodeLimits = ShardNodeOptions["limits"];
 import { GREEDY, type RouteHop, RouteSession, type SessionOptions } from "../../src/route/route-session.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import { unpackTensor } from "../../src/seam/tensor.ts";
@@ -417,6 +415,8 @@ describe("route session: failures, deadlines, release and cancel", () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 });
+
+type ShardNodeLimits = ShardNodeOptions["limits"];
 
 /** Two fake shards (layers 0:2 and 2:4) served by shard nodes over in-memory seams. */
 async function twoShards(
