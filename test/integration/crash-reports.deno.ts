@@ -56,6 +56,7 @@ int32_t strata_output_dim(void * x) { return 384; }
 int64_t strata_outputs(void * x, float * d, int64_t c) { return 0; }
 int32_t strata_seq_release(void * x, int32_t s) { return 0; }
 int32_t strata_seq_trim(void * x, int32_t s, int32_t p) { return 0; }
+int32_t strata_seq_copy(void * x, int32_t s, int32_t d, int32_t p) { return 0; }
 int32_t strata_seq_pos_max(void * x, int32_t s) { return -1; }
 int32_t strata_ctx_stats(void * x, int64_t * o, int32_t c) { for (int i = 0; i < c && i < 4; i++) o[i] = 0; return 4; }
 int32_t strata_ctx_capture(void * x, const int32_t * l, int32_t n) { return 0; }
