@@ -21,6 +21,7 @@ import {
   longContextBenchCommand,
   prefixBenchCommand,
   seamCompressionCommand,
+  snapshotRepairBenchCommand,
   suiteCommand,
   transportBenchCommand,
 } from "./bench/command.ts";
@@ -197,6 +198,7 @@ export function addCheckCommands(program: Command): void {
   bench.addCommand(invarianceBenchCommand());
   bench.addCommand(kvPoolBenchCommand());
   bench.addCommand(prefixBenchCommand());
+  bench.addCommand(snapshotRepairBenchCommand());
   bench.addCommand(longContextBenchCommand());
   bench.addCommand(gateACommand());
   bench.addCommand(verifyCommand());

@@ -362,7 +362,7 @@ function summarize(
       : 0,
     // the work a repair redid: positions × layers computed again
     replayed_layer_positions_mean: repairs.length
-      ? repairs.reduce((n, r) => n + r.replayed_positions * r.layers_rebuilt, 0) / repairs.length
+      ? repairs.reduce((n, r) => n + r.layer_positions_rebuilt, 0) / repairs.length
       : 0,
     // failure → first token of the new route, by how the repair rebuilt the session
     recover_ms_whole_route_p50: percentile(

@@ -22,6 +22,7 @@ import { benchConstrained, printConstrained } from "./constrained.ts";
 import { benchInvarianceCost, summarizeCost } from "./invariance-cost.ts";
 import { benchKvPool, printKvPool } from "./kv-pool.ts";
 import { benchPrefixReuse, printPrefixReuse } from "./prefix-reuse.ts";
+import { benchSnapshotRepair, printSnapshotRepair } from "./snapshot-repair.ts";
 import { benchLongContext } from "./long-context.ts";
 
 const list = (v: string) => v.split(",").map(Number);
@@ -309,6 +310,27 @@ export function prefixBenchCommand(): Command {
         maxTokens: o.maxTokens,
       }, (s) => console.error(`bench: ${s}`));
       console.log(o.json ? JSON.stringify(r, null, 2) : printPrefixReuse(r));
+    });
+}
+
+/** `strata bench snapshot-repair`: a lost hop rebuilt from a KV snapshot, against a replay. */
+export function snapshotRepairBenchCommand(): Command {
+  return new Command("snapshot-repair")
+    .description(
+      "strata up with two routes, with KV mirroring and without: a streamed chat behind a long prompt loses a " +
+        "node; the time from the failure to the next token, and the positions x layers computed again",
+    )
+    .option("--prompt-tokens <n>", "prompt tokens, about", int("prompt-tokens"), 2000)
+    .option("--max-tokens <n>", "tokens of the answer at most", int("max-tokens"), 96)
+    .option("--model <path>", "a GGUF file (default: the 1 GB synthetic llama, made once)")
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      await ensureNativeLibrary("cpu");
+      const r = await benchSnapshotRepair(
+        { promptTokens: o.promptTokens, maxTokens: o.maxTokens, model: o.model },
+        (s) => console.error(`bench: ${s}`),
+      );
+      console.log(o.json ? JSON.stringify(r, null, 2) : printSnapshotRepair(r));
     });
 }
 

@@ -61,6 +61,8 @@ export interface GatewayOptions {
   readonly repairResume?: boolean;
   /** false: prompts are prefilled whole, and shards keep no session's KV (GenerationContext.prefixReuse) */
   readonly prefixReuse?: boolean;
+  /** mirror the KV of prompts of at least this many positions to standby nodes (0 or none: off) */
+  readonly kvMirror?: number;
   /** what one client (its API key, else its address) may take (default: no limit) */
   readonly clientLimits?: ClientLimitOptions;
   /** serve HTTPS with this certificate */
@@ -93,6 +95,9 @@ export async function startGateway(o: GatewayOptions) {
     history,
     prefixReuse: o.prefixReuse,
     affinity: o.prefixReuse === false ? undefined : new PrefixAffinity(),
+    mirror: o.kvMirror
+      ? { standby: (work, other) => gate.standby(work, other), minPositions: o.kvMirror }
+      : undefined,
     tokenizer,
     dial: dialer.dial,
     log: (message, fields) => log.info(message, fields),

@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { openModelHeader } from "../model/model-header.ts";
 import { cacheDir } from "../paths.ts";
-import { hostPort, int, num, publicUrl, untilSignal } from "../cli-options.ts";
+import { count, hostPort, int, num, publicUrl, untilSignal } from "../cli-options.ts";
 import { startGateway } from "./app.ts";
 import type { VolunteerOptions } from "./volunteer.ts";
 import { parseSplit } from "../../src/engine/layer-range.ts";
@@ -87,6 +87,12 @@ export function gatewayCommand(): Command {
       "prefill every prompt whole: no prompt starts from the KV its route's shards kept, and none is kept",
     )
     .option(
+      "--kv-mirror <n>",
+      "once a prompt of at least <n> positions is in, its route's shards send their KV to standby nodes of their ranges; a repair that loses a node then takes its standby and rebuilds only past the snapshot (0: off)",
+      count("kv-mirror"),
+      0,
+    )
+    .option(
       "--no-repair-resume",
       "repairs re-prefill the whole new route instead of rebuilding only the lost hop (to compare)",
     )
@@ -121,6 +127,7 @@ export function gatewayCommand(): Command {
         repairDeadlineMs: o.repairDeadlineMs,
         repairResume: o.repairResume !== false,
         prefixReuse: o.prefixReuse !== false,
+        kvMirror: o.kvMirror,
         clientLimits: clientLimitsOf(o),
         tls,
         corsOrigins: o.cors ? String(o.cors).split(",").map((x: string) => x.trim()).filter(Boolean) : [],

@@ -69,6 +69,18 @@ export class Metrics {
         {},
         r.replayed_positions,
       );
+      this.add(
+        "strata_repair_snapshot_positions_total",
+        "positions repairs took from KV snapshots instead of computing them again",
+        {},
+        r.snapshot_positions,
+      );
+      this.add(
+        "strata_repair_layer_positions_total",
+        "the work repairs redid: positions computed again times the layers they crossed",
+        {},
+        r.layer_positions_rebuilt,
+      );
     }
     for (const n of nodes) {
       const l = { node: n.node, layers: n.layers };

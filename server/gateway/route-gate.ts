@@ -52,7 +52,7 @@ export class RouteGate {
             count: 1,
             avoidNodes: [...repair?.avoid ?? []],
             keepNodes: [...repair?.keep ?? []],
-            preferNodes: [...prefer],
+            preferNodes: [...prefer, ...repair?.prefer ?? []],
             afterEpoch: repair?.afterEpoch ?? 0n,
           },
           { timeoutMs: 10_000 },
@@ -79,6 +79,28 @@ export class RouteGate {
       throw new ClientLeft();
     }
     return lease;
+  }
+
+  /**
+   * A route for side work beside a session (`work` names it in the tickets), through none of
+   * `other` and only if one is free now: a standby that takes the session's KV snapshots. End
+   * it when the work is done.
+   */
+  async standby(work: string, other: readonly string[]): Promise<RouteLease | undefined> {
+    try {
+      const { routes } = await this.tracker.route(
+        { artifactSha256: this.artifact, sessionId: work, count: 1, otherThan: [...other] },
+        { timeoutMs: 10_000 },
+      );
+      if (!routes[0]) return undefined;
+      let ended: Promise<void> | undefined;
+      return { sessionId: work, route: routes[0], end: () => ended ??= this.#done(work) };
+    } catch (e) {
+      // busy or no route: nothing is mirrored this time (a claim made on the way lapses)
+      if (!(e instanceof ConnectError)) throw e;
+      void this.#done(work);
+      return undefined;
+    }
   }
 
   /** Tells the tracker (so its count is exact at once), then lets the next waiter try. */

@@ -260,7 +260,8 @@ export function nodeCommand(): Command {
             const old = running;
             running = await start(next);
             range = next;
-            if (!fixedPort) await drained(old).then(() => old.close());
+            // its prefix entries go to a node that keeps the old range (this one brings nothing)
+            if (!fixedPort) await drained(old).then(() => old.handOver()).then(() => old.close());
             console.log(
               JSON.stringify({ event: "moved", name, layers: formatRange(next), urls: running.urls }),
             );
@@ -285,6 +286,8 @@ export function nodeCommand(): Command {
         pid: Deno.pid,
       }));
       await untilSignal();
+      // a few seconds at most: whoever stops a node waits for it
+      await running.handOver(3_000);
       await running.close();
       shared?.close();
       Deno.exit(0);

@@ -20,7 +20,7 @@ import { Dialer } from "../seam/dialer.ts";
 import { grpcListener } from "../seam/grpc.ts";
 import { log, logRelay } from "../log/log.ts";
 import { scaledOutputs } from "./fault.ts";
-import { trackerPort } from "../tracker/client.ts";
+import { trackerClient, trackerPort } from "../tracker/client.ts";
 import { trackerCert } from "../tls/tracker-cert.ts";
 
 export interface NodeConfig {
@@ -92,6 +92,11 @@ export interface RunningNode {
   readonly artifactUrl: string;
   /** the memory cap it runs with and advertises */
   readonly memoryCapBytes: number;
+  /**
+   * Hands its prefix entries to another node of its range that the tracker knows (before it goes:
+   * a move, a shutdown): the entries that node took, 0 when there is none.
+   */
+  handOver(withinMs?: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -182,6 +187,34 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     artifactUrl,
     tokensPerS,
     memoryCapBytes,
+    handOver: async (withinMs = 10_000) => {
+      if (!c.tracker) return 0;
+      const until = Date.now() + withinMs;
+      const t = trackerClient(c.tracker.url);
+      // a route of other nodes ticketed for this work: its hop of this range takes the entries
+      const work = `handover/${c.name}/${crypto.randomUUID()}`;
+      try {
+        const { routes } = await t.client.route(
+          { artifactSha256: artifact, sessionId: work, count: 1, otherThan: [c.name] },
+          { timeoutMs: withinMs },
+        );
+        const to = routes[0]?.hops.find((h) =>
+          h.range?.start === c.range.start && h.range?.end === c.range.end
+        );
+        const taken = to ? await node.handOver(to, until) : 0;
+        log.info("prefix entries handed over", { name: c.name, to: to?.node, entries: taken });
+        return taken;
+      } catch (e) {
+        log.info("no prefix entries handed over", {
+          name: c.name,
+          why: e instanceof Error ? e.message : String(e),
+        });
+        return 0;
+      } finally {
+        await t.client.done({ sessionId: work }, { timeoutMs: 5000 }).catch(() => {});
+        t.close();
+      }
+    },
     close: async () => {
       await running.close();
       if (!c.dialer) dialer.close();

@@ -98,6 +98,12 @@ export function upCommand(): Command {
     )
     .option("--no-prefix-reuse", "the gateway prefills every prompt whole (to compare)")
     .option(
+      "--kv-mirror <n>",
+      "the gateway sends the KV of prompts of at least <n> positions to standby nodes, for repairs (0: off)",
+      count("kv-mirror"),
+      0,
+    )
+    .option(
       "--no-repair-resume",
       "repairs re-prefill the whole new route instead of rebuilding only the lost hop (to compare)",
     )
@@ -224,6 +230,7 @@ export function upCommand(): Command {
         repairDeadlineMs: o.repairDeadlineMs,
         repairResume: o.repairResume !== false,
         prefixReuse: o.prefixReuse !== false,
+        kvMirror: o.kvMirror,
         prefixCells: o.prefixCells,
         batchInvariant: o.batchInvariant !== false,
         admission: { maxWaiting: o.queueMax, timeoutMs: o.queueTimeoutMs },

@@ -53,6 +53,8 @@ export interface UpOptions {
   readonly repairResume?: boolean;
   /** false: the gateway prefills every prompt whole and nodes keep no session's KV */
   readonly prefixReuse?: boolean;
+  /** the gateway mirrors the KV of prompts of at least this many positions to standbys (0: off) */
+  readonly kvMirror?: number;
   /** KV cells each node keeps as prefix entries (0: none; default: the node's) */
   readonly prefixCells?: number;
   /** session slots on every layer the tracker keeps free of new sessions, for repairs */
@@ -313,6 +315,7 @@ export async function gatewayProcess(o: UpOptions, at: UpPlane, volunteers: stri
     ...(o.repairDeadlineMs !== undefined ? ["--repair-deadline-ms", String(o.repairDeadlineMs)] : []),
     ...(o.repairResume === false ? ["--no-repair-resume"] : []),
     ...(o.prefixReuse === false ? ["--no-prefix-reuse"] : []),
+    ...(o.kvMirror ? ["--kv-mirror", String(o.kvMirror)] : []),
     ...(o.clientLimits ? clientLimitArgs(o.clientLimits) : []),
     ...(o.corsOrigins?.length ? ["--cors", o.corsOrigins.join(",")] : []),
     ...tlsArgs(at.tls, "gateway"),

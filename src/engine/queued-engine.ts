@@ -2,6 +2,7 @@
 // here, so bad input never reaches the engine) and one call at a time on its context.
 // Subclasses say how a batch is computed and how KV cells are read and freed.
 import { EngineQueue } from "./engine-queue.ts";
+import { EngineError } from "./errors.ts";
 import type {
   DecodeBatch,
   DecodeOutputs,
@@ -85,6 +86,29 @@ export abstract class QueuedEngine implements RangeEngine {
     return (await this.memory()).kvLayout === "ordered";
   }
 
+  exportSequence(seq: SeqId): Promise<Uint8Array> {
+    try {
+      this.#seqs.nextPosition(seq);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.queue.run(() => this.exportCells(seq));
+  }
+
+  /** The position is known once the engine took the state: the caller decodes nothing on seq meanwhile. */
+  importSequence(seq: SeqId, state: Uint8Array): Promise<number> {
+    try {
+      this.#seqs.restore(seq, 0);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.queue.run(async () => {
+      const held = await this.importCells(seq, state);
+      this.#seqs.restore(seq, held);
+      return held;
+    });
+  }
+
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {
     return this.queue.run(() => {
       this.#seqs.check(batch, this.facts, this.input, this.spec.batchTokens);
@@ -127,5 +151,15 @@ export abstract class QueuedEngine implements RangeEngine {
   protected abstract trimCells(seq: SeqId, pos: number): void | Promise<void>;
   protected abstract copyCells(src: SeqId, dst: SeqId, pos: number): void | Promise<void>;
   protected abstract kvCells(): KvCells | Promise<KvCells>;
+  protected exportCells(_seq: SeqId): Promise<Uint8Array> {
+    return Promise.reject(
+      new EngineError("bad_input", `a ${this.kind} engine here cannot export a sequence`),
+    );
+  }
+  protected importCells(_seq: SeqId, _state: Uint8Array): Promise<number> {
+    return Promise.reject(
+      new EngineError("bad_input", `a ${this.kind} engine here cannot import a sequence`),
+    );
+  }
   protected abstract free(): void | Promise<void>;
 }

@@ -133,6 +133,16 @@ export interface RangeEngine {
   copySequence?(src: SeqId, dst: SeqId, pos: number): Promise<void>;
   /** Whether copySequence works here: an ordered KV pool (one stream the sequences share). */
   canCopySequences?(): Promise<boolean>;
+  /**
+   * The sequence's KV as bytes (llama.cpp's per-sequence state for this shard's layers), to move
+   * it to another engine of the same recipe and range. Where canCopySequences says yes.
+   */
+  exportSequence?(seq: SeqId): Promise<Uint8Array>;
+  /**
+   * `seq` (open, not decoding) holds what `exportSequence` gave, and goes on from its end: the
+   * positions it now holds. Refused state leaves it empty at 0.
+   */
+  importSequence?(seq: SeqId, state: Uint8Array): Promise<number>;
   /** Next position the sequence expects. */
   nextPosition(seq: SeqId): number;
   decode(batch: DecodeBatch): Promise<DecodeOutputs>;

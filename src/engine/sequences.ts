@@ -56,6 +56,13 @@ export class SequenceTable {
     this.#next.set(dst, pos);
   }
 
+  /** The sequence now holds `pos` positions that came from elsewhere (an imported state). */
+  restore(seq: SeqId, pos: number): void {
+    this.nextPosition(seq);
+    if (!(Number.isInteger(pos) && pos >= 0)) throw new EngineError("bad_position", `restored to ${pos}`);
+    this.#next.set(seq, pos);
+  }
+
   /** Validates a batch against the shard's facts and the open sequences' positions. */
   check(batch: DecodeBatch, facts: ModelFacts, input: "tokens" | "hidden", batchTokens: number): number {
     const n = batch.seq.length;

@@ -48,6 +48,12 @@ export interface StrataCalls<H> {
   seqTrim(ctx: H, seq: number, pos: number): number;
   /** strata_seq_copy: dst holds positions [0, pos) of src (shared cells; ordered pools only) */
   seqCopy(ctx: H, src: number, dst: number, pos: number): number;
+  /** strata_seq_state_size: bytes of the sequence's state (0 when empty) */
+  seqStateSize(ctx: H, seq: number): number;
+  /** strata_seq_state_get into `out`: bytes written or a code */
+  seqStateGet(ctx: H, seq: number, out: Uint8Array): number | Promise<number>;
+  /** strata_seq_state_set: positions the sequence now holds, or a code */
+  seqStateSet(ctx: H, seq: number, bytes: Uint8Array): number | Promise<number>;
   /** strata_grammar_new over the model's vocabulary */
   grammarNew(model: H, spec: GrammarSpec): Made<H>;
   grammarFree(grammar: H): void;

@@ -130,6 +130,16 @@ export abstract class StrataEngine<H> extends QueuedEngine {
     this.check(this.calls.seqCopy(this.ctx, src, dst, pos));
   }
 
+  protected override async exportCells(seq: SeqId): Promise<Uint8Array> {
+    const out = new Uint8Array(this.check(this.calls.seqStateSize(this.ctx, seq)));
+    if (out.length > 0) this.check(await this.calls.seqStateGet(this.ctx, seq, out));
+    return out;
+  }
+
+  protected override async importCells(seq: SeqId, state: Uint8Array): Promise<number> {
+    return this.check(await this.calls.seqStateSet(this.ctx, seq, state));
+  }
+
   protected kvCells(): KvCells {
     const s = new BigInt64Array(7);
     this.check(this.calls.ctxStats(this.ctx, s));

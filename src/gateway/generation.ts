@@ -17,6 +17,7 @@ import type { NodeWatch } from "./node-watch.ts";
 import type { ActiveRoutes } from "./active-routes.ts";
 import { blamedHops, repairable } from "./repair.ts";
 import type { LoadHistory } from "./load-history.ts";
+import { type MirrorPort, mirrorRoute } from "./kv-mirror.ts";
 
 /** A step in flight this long (or 4 usual steps) through a node that left: the route is stuck. */
 const STUCK_MS = 2_000;
@@ -42,6 +43,8 @@ export interface GenerationContext {
   readonly prefixReuse?: boolean;
   /** where this gateway's sessions' KV was kept: new prompts prefer those nodes */
   readonly affinity?: PrefixAffinity;
+  /** send each session's prompt KV to standby nodes, for repairs (kv-mirror.ts; needs prefixReuse) */
+  readonly mirror?: MirrorPort;
 }
 
 /** What a repair asks of the gateway. */
@@ -148,6 +151,9 @@ export async function generate(
       | undefined;
     // routes that refused the session as full before giving it a token
     let refusedFull = 0;
+    // standby nodes that took a KV snapshot of the session's prompt, and its positions
+    const mirrors = new Map<string, number>();
+    let mirroring = false;
     for (;;) {
       let progressed = false;
       try {
@@ -170,9 +176,19 @@ export async function generate(
           )
         ) {
           if (signal.aborted) throw new SeamError("cancelled", "the client went away");
+          if (first && !broken && !mirroring && ctx.mirror && ctx.prefixReuse !== false) {
+            // the prompt is in on every shard: its KV goes to standbys while the answer goes on
+            mirroring = true;
+            void mirrorRoute({ ...ctx, mirror: ctx.mirror }, route, prefix, (n, p) => mirrors.set(n, p));
+          }
           if (broken && first) {
             const kept = new Set(broken.parked ? nodesOf(broken.parked) : []);
-            const rebuilt = route.route.hops.filter((h) => !on!.resumed || !kept.has(h.node));
+            const hops = route.route.hops;
+            const held = on.resumed ? prefix.length - 1 : prefix.length;
+            // per rebuilt hop: positions it took from a KV snapshot, and those it computed again
+            const rebuilt = hops.map((h, i) => ({ h, snap: on!.fromEntries[i] ?? 0 }))
+              .filter(({ h }) => !on!.resumed || !kept.has(h.node))
+              .map(({ h, snap }) => ({ layers: h.range!.end - h.range!.start, snap, again: held - snap }));
             telemetry.repaired({
               nodes: broken.nodes,
               why: broken.why,
@@ -182,8 +198,10 @@ export async function generate(
               kind: on.resumed ? "lost_hop" : "whole_route",
               ...(on.resumed ? {} : { whole_route_why: on.notResumed ?? notResumable(ctx, out.length) }),
               hops_rebuilt: rebuilt.length,
-              layers_rebuilt: rebuilt.reduce((n, h) => n + h.range!.end - h.range!.start, 0),
-              replayed_positions: rebuilt.length ? (on.resumed ? prefix.length - 1 : prefix.length) : 0,
+              layers_rebuilt: rebuilt.reduce((n, r) => n + r.layers, 0),
+              replayed_positions: Math.max(0, ...rebuilt.map((r) => r.again)),
+              snapshot_positions: Math.max(0, ...rebuilt.map((r) => r.snap)),
+              layer_positions_rebuilt: rebuilt.reduce((n, r) => n + r.layers * r.again, 0),
               route: route.route.name,
             });
             broken = undefined;
@@ -274,7 +292,13 @@ export async function generate(
         });
         await route.end?.();
         const keep = parked ? nodesOf(parked).filter((n) => !nodes.includes(n)) : [];
-        const ask = { sessionId: route.sessionId, avoid: nodes, keep, afterEpoch: route.route.epoch };
+        const ask = {
+          sessionId: route.sessionId,
+          avoid: nodes,
+          keep,
+          afterEpoch: route.route.epoch,
+          prefer: [...mirrors.keys()].filter((n) => !nodes.includes(n)),
+        };
         route = await rerouted(ctx.repair, ask, signal, at).catch((r) => {
           if (parked) releaseParked(ctx, parked, nodes);
           if (!(r instanceof ConnectError)) throw r;
@@ -381,6 +405,8 @@ interface OnRoute {
   readonly resumed: boolean;
   /** a repair that tried to resume and could not: why */
   readonly notResumed?: string;
+  /** a resumed repair: per hop, positions it took from a KV snapshot when it joined */
+  readonly fromEntries: readonly number[];
   /** the route failed: work in flight ends, the nodes still there free the session */
   abandon(e: unknown): void;
   /** the route failed and a repair resumes it: the nodes still there keep the session */
@@ -416,8 +442,14 @@ async function onRoute(
   };
   let session: RouteSession | undefined;
   let notResumed: string | undefined;
+  let fromEntries: readonly number[] = [];
   if (held?.length) {
-    session = await RouteSession.resume(ctx.dial, hops, options, held).then((r) => r.session, (e) => {
+    // a hop that joins may hold a KV snapshot of the session's prefix (a mirror's standby)
+    const resuming = { ...options, prefixOf: ctx.prefixReuse === false ? undefined : held };
+    session = await RouteSession.resume(ctx.dial, hops, resuming, held).then((r) => {
+      fromEntries = r.fromEntries;
+      return r.session;
+    }, (e) => {
       // a route that cannot go on from there re-prefills the whole prefix instead
       if (e instanceof SeamError && e.code === "resume_failed") {
         ctx.log("repair re-prefills the whole route", { session: sessionId, why: e.message });
@@ -460,6 +492,7 @@ async function onRoute(
     session,
     resumed,
     notResumed,
+    fromEntries,
     abandon: (e) => {
       session.abandon(e instanceof SeamError ? e : new SeamError("unavailable", String(e)));
       close();

@@ -19,4 +19,6 @@ export interface RepairAsk {
   readonly keep?: readonly string[];
   /** the route epoch the session had: the new one is above it */
   readonly afterEpoch?: bigint;
+  /** standby nodes that took KV snapshots of the session: the new route goes through them first */
+  readonly prefer?: readonly string[];
 }

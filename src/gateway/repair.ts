@@ -39,8 +39,13 @@ export interface RepairRecord {
   /** hops of the new route that computed the session's positions again, and their layers */
   readonly hops_rebuilt: number;
   readonly layers_rebuilt: number;
-  /** positions computed again on each rebuilt hop: prompt and tokens so far */
+  /** positions computed again on a rebuilt hop (the most of any): prompt and tokens so far, less
+   *  what it took from a KV snapshot */
   readonly replayed_positions: number;
+  /** positions a rebuilt hop took from a KV snapshot instead (the most of any; 0: none) */
+  readonly snapshot_positions: number;
+  /** the work redone: positions computed again × the layers they crossed, all rebuilt hops */
+  readonly layer_positions_rebuilt: number;
   /** the route that took over */
   readonly route: string;
 }

@@ -28,7 +28,7 @@ export class NodeSession {
   /** what encoding the last frame this node sent for the session took (telemetry's codec time) */
   lastEncodeMs = 0;
   /**
-   * What went to the next shard, position by position from 0: it rebuilds a shard that
+   * What went to the next shard, position by position from sentFrom: it rebuilds a shard that
    * replaces the next one. Undefined once incomplete (the node's history budget ran out).
    */
   sent: Sent[] | undefined = [];
@@ -46,6 +46,10 @@ export class NodeSession {
   prefixLineage?: string;
   /** positions taken from a prefix entry, until the first step says where the route goes on */
   reused = 0;
+  /** positions it took from a prefix entry when it opened (a resuming OPEN reports them) */
+  fromEntry = 0;
+  /** where `sent` begins: positions before it came from a prefix entry, not through this shard */
+  sentFrom = 0;
   /** when it was opened: a session that never takes a step is let go (ShardNodeOptions.unusedMs) */
   readonly openedAt = Date.now();
 

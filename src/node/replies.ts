@@ -8,7 +8,15 @@ import type { SeamServe } from "../seam/link.ts";
 type Fields = Partial<
   Pick<
     SeamFrame,
-    "cacheResult" | "telemetry" | "sampled" | "status" | "tensors" | "rebuild" | "hopPositions" | "crossings"
+    | "cacheResult"
+    | "telemetry"
+    | "sampled"
+    | "status"
+    | "tensors"
+    | "rebuild"
+    | "hopPositions"
+    | "hopReused"
+    | "crossings"
   >
 >;
 

@@ -5,19 +5,21 @@
 import { create } from "@bufbuild/protobuf";
 import {
   ElementType,
+  type Hop,
   type NodeInfo,
   NodeInfoSchema,
   type NodeTelemetry,
   NodeTelemetrySchema,
   OpenSchema,
   Phase,
+  PrefixBlocksSchema,
   type Sampled,
   SampledSchema,
   type SeamFrame,
   SeamFrameSchema,
   type Tensor,
 } from "../gen/strata/seam/v1/seam_pb.ts";
-import { bytesToHex } from "../bytes/hex.ts";
+import { bytesToHex, hexToBytes } from "../bytes/hex.ts";
 import type { RangeEngine } from "../engine/range-engine.ts";
 import { engineLabel } from "../engine/recipe.ts";
 import { verifyTicket } from "../route/ticket.ts";
@@ -37,6 +39,13 @@ import { NodeSession } from "./node-session.ts";
 import { prefixKeyOf, reusesPrefixes } from "./prefix-reuse.ts";
 import { nextLineage } from "../route/prefix-keys.ts";
 import { rebuildChunks } from "./rebuild.ts";
+import {
+  carriesState,
+  pushSnapshot,
+  sendSnapshot,
+  SnapshotIntake,
+  type SnapshotNode,
+} from "./kv-snapshot.ts";
 import { PREFILL_CHUNK_TOKENS, SCHEMA_VERSION } from "../seam/limits.ts";
 import { errorCode, errorText, refusal, replyTo, sessionFailure, tensorBytes } from "./replies.ts";
 
@@ -94,7 +103,15 @@ export class ShardNode {
   readonly #sessions = new Map<string, NodeSession>();
   /** reply links by session id: the last shard's step replies go straight to the owner */
   readonly #owners = new Map<string, OwnerLink>();
-  readonly #counters = { bytesIn: 0, bytesOut: 0, refused: 0, served: 0 };
+  readonly #counters = {
+    bytesIn: 0,
+    bytesOut: 0,
+    refused: 0,
+    served: 0,
+    snapshotsSent: 0,
+    snapshotsTaken: 0,
+    snapshotsRefused: 0,
+  };
   #historyBytes = 0;
   /** sessions released here or let go as idle, with their epoch: an OPEN at that epoch or below
    *  is a replay (a captured frame, a ticket used twice). Sessions that failed or were cancelled
@@ -138,6 +155,7 @@ export class ShardNode {
   readonly serve: SeamServe = async (frames, reply, transport = "memory") => {
     let session: NodeSession | undefined;
     let owner: OwnerLink | undefined;
+    let intake: SnapshotIntake | undefined;
     let why = "the previous shard ended the stream without a release";
     // its peer went away (a repair may resume the session) rather than ended it or sent garbage
     let gone = false;
@@ -147,9 +165,16 @@ export class ShardNode {
         try {
           if (f.phase === Phase.OPEN && f.open?.replyLink && !session && !owner) {
             owner = await this.#attachOwner(f, reply, transport);
+          } else if (f.phase === Phase.SNAPSHOT && !session && !owner) {
+            await this.#snapshot(
+              f,
+              reply,
+              () => intake ??= new SnapshotIntake(this.#snapshots, (t) => this.#checkTicket(t)),
+            );
           } else session = await this.#accept(f, session, reply, transport);
         } catch (e) {
           this.#counters.refused++;
+          if (f.phase === Phase.SNAPSHOT && carriesState(f)) this.#counters.snapshotsRefused++;
           reply(refusal(f, e));
         }
       }
@@ -217,6 +242,9 @@ export class ShardNode {
         misses: BigInt(b.prefix.misses),
         tokensReused: BigInt(b.prefix.tokensReused),
         evictions: BigInt(b.prefix.evictions),
+        snapshotsSent: BigInt(this.#counters.snapshotsSent),
+        snapshotsTaken: BigInt(this.#counters.snapshotsTaken),
+        snapshotsRefused: BigInt(this.#counters.snapshotsRefused),
       },
     });
   }
@@ -229,12 +257,8 @@ export class ShardNode {
     }
   }
 
-  async #accept(
-    f: SeamFrame,
-    session: NodeSession | undefined,
-    reply: (f: SeamFrame) => void,
-    transport: SeamTransport,
-  ) {
+  /** A frame that is whole and addressed to this node's range of its artifact. */
+  #addressedHere(f: SeamFrame): void {
     checkFrame(f);
     const mine = this.engine.facts.range;
     if (f.range!.start !== mine.start || f.range!.end !== mine.end) {
@@ -245,6 +269,112 @@ export class ShardNode {
     }
     if (!sameBytes(f.artifactSha256, this.options.artifactSha256)) {
       throw new SeamError("wrong_shard", "frame for another model artifact");
+    }
+  }
+
+  /** What the node lends the KV snapshots it sends and takes (kv-snapshot.ts). */
+  get #snapshots(): SnapshotNode {
+    const range = this.engine.facts.range;
+    return {
+      artifact: this.options.artifactSha256,
+      recipe: this.engine.recipe,
+      range: { start: range.start, end: range.end },
+      dial: (url) => this.options.dial(url),
+      exportSession: (id) => this.#batcher.exportSession(id),
+      importEntry: (key, state, positions) => this.#batcher.importEntry(key, state, positions),
+      maxStateBytes: async (positions) => {
+        const m = await this.engine.memory();
+        // K and V of every layer here per cell, its position and sequence, and headers
+        return Math.ceil((m.kvBytes / Math.max(1, m.kvCells)) * positions * 1.05) + (1 << 20);
+      },
+    };
+  }
+
+  /**
+   * A draining node's prefix entries go to `to`, a node of the same range that stays (the tracker
+   * ticketed it for this work): the prompts that would have found them here find them there.
+   * Resolves with the entries it took; one it refuses is left (this node's go with it). Entries
+   * not sent by `until` (Date.now()) are left too: a node that goes does not wait long.
+   */
+  async handOver(to: Hop, until = Infinity): Promise<number> {
+    if (!await this.#reuses()) return 0;
+    let taken = 0;
+    for await (const e of this.#batcher.exportEntries()) {
+      if (Date.now() >= until) break;
+      const key = create(PrefixBlocksSchema, {
+        blockTokens: e.key.blockTokens,
+        blocks: e.key.blocks.map(hexToBytes),
+        lineage: hexToBytes(e.key.lineage),
+      });
+      try {
+        await pushSnapshot(
+          this.#snapshots,
+          to,
+          key,
+          e.cells,
+          e.state,
+          `${this.options.nodeId}/handover/${taken}`,
+          Math.min(60_000, Math.max(1_000, until - Date.now())),
+        );
+        taken++;
+        this.#counters.snapshotsSent++;
+      } catch {
+        // the receiver's refusal (full, another recipe): the next entry may still fit
+      }
+    }
+    return taken;
+  }
+
+  /**
+   * A SNAPSHOT frame: a driver asks this shard to send a session's KV to another node of its
+   * range, or a peer sends one here, chunk by chunk. Only where prefixes are kept and reused.
+   */
+  async #snapshot(f: SeamFrame, reply: (f: SeamFrame) => void, intake: () => SnapshotIntake): Promise<void> {
+    this.#addressedHere(f);
+    if (!await this.#reuses()) throw new SeamError("malformed", "this node keeps no prefix entries");
+    if (carriesState(f)) {
+      // llama.cpp's state reader refuses a malformed state by throwing: the WASM build has no
+      // exceptions, so there it would abort the engine instead
+      if (this.engine.kind !== "native") {
+        throw new SeamError("malformed", "a WASM engine takes no KV snapshots");
+      }
+      const done = await intake().take(f);
+      if (done) {
+        this.#counters.snapshotsTaken++;
+        reply(done);
+      }
+      return;
+    }
+    await this.#checkTicket(f);
+    const s = this.#sessions.get(f.sessionId);
+    if (!s || s.closed || s.epoch !== f.routeEpoch) {
+      throw new SeamError(
+        "unknown_session",
+        `session ${f.sessionId} is not open here at epoch ${f.routeEpoch}`,
+      );
+    }
+    const positions = await sendSnapshot(this.#snapshots, {
+      id: s.id,
+      epoch: s.epoch,
+      held: s.nextPos,
+      lineage: s.prefixLineage === undefined ? undefined : s.open.prefix?.lineage,
+    }, f);
+    this.#counters.snapshotsSent++;
+    reply(replyTo(f, { cacheResult: positions }));
+  }
+
+  async #accept(
+    f: SeamFrame,
+    session: NodeSession | undefined,
+    reply: (f: SeamFrame) => void,
+    transport: SeamTransport,
+  ) {
+    this.#addressedHere(f);
+    if (
+      f.phase !== Phase.OPEN && f.phase !== Phase.PREFILL && f.phase !== Phase.DECODE &&
+      f.phase !== Phase.RELEASE && f.phase !== Phase.CANCEL
+    ) {
+      throw new SeamError("malformed", `phase ${f.phase} does not travel on a session's stream`);
     }
     if (f.phase === Phase.OPEN) return await this.#open(f, session, reply, transport);
     if (!session && f.phase === Phase.CANCEL && f.open) return await this.#cancelParked(f, reply);
@@ -350,16 +480,20 @@ export class ShardNode {
       s.nextPos = this.#batcher.open(f.sessionId, open.kvCells, { shards: open.routeShards, prefix });
       s.prefixLineage = prefix?.lineage;
       if (s.nextPos > 0) {
-        // this session did not send its reused positions on: a repair cannot rebuild from it
-        s.sent = undefined;
-        s.reused = s.nextPos;
+        // this session did not send its reused positions on: a repair rebuilds a next shard
+        // only from where it began to
+        s.sentFrom = s.reused = s.fromEntry = s.nextPos;
       }
     }
     this.#sessions.set(s.id, s);
     this.#counters.served++;
     if (!next) {
       s.answer(
-        replyTo(f, { cacheResult: s.nextPos, hopPositions: open.resume || open.prefix ? [s.nextPos] : [] }),
+        replyTo(f, {
+          cacheResult: s.nextPos,
+          hopPositions: open.resume || open.prefix ? [s.nextPos] : [],
+          hopReused: open.resume ? [s.fromEntry] : [],
+        }),
       );
       return s;
     }
@@ -444,7 +578,10 @@ export class ShardNode {
     const { start, count } = f.positions!;
     if (s.reused > 0 && !f.rebuild) {
       // the route continues from the smallest prefix its shards held: this one may hold more
-      if (start < s.nextPos && start === f.cacheExpect) s.nextPos = this.#batcher.cutBack(s.id, start);
+      if (start < s.nextPos && start === f.cacheExpect) {
+        s.nextPos = s.sentFrom = this.#batcher.cutBack(s.id, start);
+        s.fromEntry = Math.min(s.fromEntry, s.nextPos);
+      }
       s.reused = 0;
     }
     if (start !== s.nextPos || f.cacheExpect !== s.nextPos) {
@@ -690,6 +827,7 @@ export class ShardNode {
           // the OPEN goes back up once the next shard holds what this one does (rebuilt if it joined)
           void this.#catchUp(s, r).then(() => {
             r.hopPositions.push(s.nextPos);
+            r.hopReused.push(s.fromEntry);
             s.answer(r);
           });
           continue;
@@ -738,6 +876,8 @@ export class ShardNode {
       return false;
     }
     s.nextPos = at;
+    s.prefixLineage = old.prefixLineage;
+    s.sentFrom = Math.min(old.sentFrom, at);
     const sent = old.sent?.filter((e) => e.start < at);
     s.sent = sent && sent.every((e) => e.start + e.rows <= at) ? sent : undefined;
     s.sentBytes = s.sent
@@ -753,7 +893,7 @@ export class ShardNode {
   #keepSent(s: NodeSession, start: number, rows: number, tensor: Tensor): void {
     if (!s.sent) return;
     const bytes = tensor.data.length + tensor.rowScales.length;
-    const at = s.sent.length ? s.sent[s.sent.length - 1].start + s.sent[s.sent.length - 1].rows : 0;
+    const at = s.sent.length ? s.sent[s.sent.length - 1].start + s.sent[s.sent.length - 1].rows : s.sentFrom;
     if (start !== at || this.#historyBytes + bytes > (this.options.historyBytes ?? HISTORY_BYTES)) {
       this.#forgetSent(s);
       return;
@@ -770,15 +910,17 @@ export class ShardNode {
   }
 
   /**
-   * After a resuming OPEN: a next shard that joined empty gets this shard's past outputs as
-   * rebuild frames, so it holds the same positions. Other mismatches are left for the driver.
+   * After a resuming OPEN: a next shard that joined empty, or with fewer positions from a prefix
+   * entry (a KV snapshot), gets this shard's past outputs from there on as rebuild frames, so it
+   * holds the same positions. Other mismatches are left for the driver.
    */
   async #catchUp(s: NodeSession, r: SeamFrame): Promise<void> {
     const last = r.hopPositions.length - 1;
-    if (last < 0 || r.hopPositions[last] !== 0 || s.nextPos === 0 || !s.sent || !s.downstream) return;
+    const from = r.hopPositions[last];
+    if (last < 0 || from >= s.nextPos || from < s.sentFrom || !s.sent || !s.downstream) return;
     const hop = s.open.nextHops[0];
     const nEmbd = this.engine.facts.seamWidth;
-    const chunks = rebuildChunks(s.sent, nEmbd, PREFILL_CHUNK_TOKENS);
+    const chunks = rebuildChunks(s.sent, nEmbd, PREFILL_CHUNK_TOKENS, from);
     try {
       const replies = chunks.map((c, i) =>
         new Promise<SeamFrame>((resolve, reject) => {

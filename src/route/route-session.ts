@@ -105,8 +105,10 @@ export interface StepReply {
 /** A session re-opened on a repaired route: how much was rebuilt. */
 export interface Resumed {
   readonly session: RouteSession;
-  /** positions the first shard was given again (it joined empty); the others rebuild each other */
+  /** positions the first shard was given again (it joined without them); the others rebuild each other */
   readonly replayedByDriver: number;
+  /** per hop in route order: positions it took from a prefix entry (a KV snapshot) when it joined */
+  readonly fromEntries: readonly number[];
 }
 
 interface FrameFields {
@@ -223,7 +225,9 @@ export class RouteSession {
   /**
    * Re-opens a session whose route broke, on a repaired route (a new epoch): shards that
    * still hold it keep its first `held.length` positions, taking back any later ones; a shard
-   * that joined empty is rebuilt by the shard before it, or from `held` when it is the first.
+   * that joined is rebuilt by the shard before it, or from `held` when it is the first. With
+   * `o.prefixOf` (any value) the OPEN offers `held`'s blocks: a shard that joins with a prefix
+   * entry for them (a KV snapshot) is rebuilt only past it.
    * Throws SeamError "resume_failed" (the new route cancelled) when the route cannot go on
    * from there; the caller then re-prefills the whole route.
    */
@@ -237,16 +241,25 @@ export class RouteSession {
     const s = new RouteSession(dial(hops[0].url), hops, o);
     s.#start(dial);
     const n = held.length;
+    const open = openBlock(hops, o, true);
+    const blocks = o.prefixOf && await prefixBlocks(held);
+    if (blocks?.length) {
+      open.prefix = create(PrefixBlocksSchema, { blockTokens: PREFIX_BLOCK_TOKENS, blocks });
+    }
+    let fromEntries: number[] = [];
     await s.#accepted(
-      s.#call(s.#frame(Phase.OPEN, {
-        cacheExpect: n,
-        open: openBlock(hops, o, true),
-      })).then((r) => s.#resumed(r, n)),
+      s.#call(s.#frame(Phase.OPEN, { cacheExpect: n, open })).then((r) => {
+        fromEntries = [...r.hopReused].reverse();
+        return s.#resumed(r, n);
+      }),
     );
+    s.#fed?.push(...held);
     let replayed = 0;
-    if (s.#pos === 0) {
-      // the first shard joined empty: it gets the tokens again and answers itself
-      const chunks = prefillChunks(0, n, s.#chunkOf(n));
+    if (s.#pos < n) {
+      // the first shard joined without them (or with a prefix entry's): it gets the rest of the
+      // tokens again and answers itself
+      const from = s.#pos;
+      const chunks = prefillChunks(from, n - from, s.#chunkOf(n - from));
       await Promise.all(chunks.map((c) =>
         s.#call(
           s.#frame(Phase.PREFILL, {
@@ -262,16 +275,15 @@ export class RouteSession {
         await s.cancel();
         throw e;
       });
-      replayed = n;
+      replayed = n - from;
     }
-    return { session: s, replayedByDriver: replayed };
+    return { session: s, replayedByDriver: replayed, fromEntries };
   }
 
-  /** A resuming OPEN's answer: every shard past the first must hold n positions. */
+  /** A resuming OPEN's answer: every shard past the first must hold n positions (the first at most). */
   async #resumed(r: SeamFrame, n: number): Promise<SeamFrame> {
     const at = [...r.hopPositions].reverse();
-    const ok = at.length === this.hops.length && at.slice(1).every((p) => p === n) &&
-      (at[0] === n || at[0] === 0);
+    const ok = at.length === this.hops.length && at.slice(1).every((p) => p === n) && at[0] <= n;
     if (!ok) {
       await this.cancel();
       throw new SeamError(

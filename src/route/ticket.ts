@@ -80,3 +80,12 @@ export async function verifyTicket(
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
+
+/** What a ticket claims, unchecked: its bearer addresses frames by it (the receiver verifies it). */
+export function ticketClaims(ticket: Uint8Array): RouteTicketClaims {
+  try {
+    return fromBinary(RouteTicketClaimsSchema, fromBinary(RouteTicketSchema, ticket).claims);
+  } catch {
+    throw new SeamError("unauthenticated", "route ticket refused: malformed");
+  }
+}

@@ -249,6 +249,81 @@ export class Batcher {
     for (const e of this.#prefixes.add(s.seq, held, key)) await this.#evict(e);
   }
 
+  /**
+   * A live session's KV as the engine's bytes (a snapshot for another node of this range), taken
+   * between its steps: it holds at least the positions the session had when asked.
+   */
+  async exportSession(sessionId: string): Promise<Uint8Array> {
+    const s = this.#sessions.get(sessionId);
+    if (!s) throw new SeamError("unknown_session", `session ${sessionId} is not open here`);
+    if (!this.engine.exportSequence) throw new SeamError("malformed", "this engine cannot export KV");
+    return await this.engine.exportSequence(s.seq);
+  }
+
+  /** The prefix entries held now, each with its engine state (a draining node hands them over). */
+  async *exportEntries(): AsyncGenerator<{ key: PrefixKey; cells: number; state: Uint8Array }> {
+    if (!this.engine.exportSequence) return;
+    for (const e of this.#prefixes?.list() ?? []) {
+      const state = await this.engine.exportSequence(e.seq).catch(() => undefined);
+      // an entry evicted meanwhile has nothing to give
+      if (state?.length) yield { key: e.key, cells: e.cells, state };
+    }
+  }
+
+  /**
+   * Takes another node's snapshot in as a prefix entry of `cells` positions under `key`: in a
+   * free sequence or an older entry's, with room the pool has or older entries give. It never
+   * makes a live session give way: without room it is refused (kv_full), and nothing is kept.
+   */
+  async importEntry(key: PrefixKey, state: Uint8Array, cells: number): Promise<void> {
+    const prefixes = this.#prefixes;
+    if (!prefixes || !this.engine.importSequence) {
+      throw new SeamError("malformed", "this node keeps no prefix entries");
+    }
+    if (cells > prefixes.budget.cells || cells > this.#perSession) {
+      throw new SeamError(
+        "kv_full",
+        `a snapshot of ${cells} positions; entries here hold ${prefixes.budget.cells}`,
+      );
+    }
+    for (let e; this.#held + cells > this.limits.kvCells && (e = prefixes.oldest());) await this.#evict(e);
+    if (this.#held + cells > this.limits.kvCells) {
+      throw new SeamError(
+        "kv_full",
+        `the KV pool has ${this.limits.kvCells - this.#held} cells free, ${cells} asked`,
+      );
+    }
+    let seq = this.#freeSequence();
+    if (seq === undefined) {
+      const e = prefixes.oldest();
+      if (!e) throw new SeamError("kv_full", "every sequence slot holds a live session");
+      this.#held -= e.cells;
+      seq = e.seq;
+    }
+    // claimed while the engine takes it in: sessions opened meanwhile see the room it takes
+    this.#held += cells;
+    const refused = async (e: SeamError) => {
+      await this.engine.releaseSequence(seq!).catch(() => {});
+      this.#held -= cells;
+      return e;
+    };
+    const held = await this.engine.importSequence(seq, state).catch(async (e) => {
+      throw await refused(
+        new SeamError(
+          "malformed",
+          `the engine refused the snapshot: ${e instanceof Error ? e.message : String(e)}`,
+        ),
+      );
+    });
+    if (held < cells) {
+      throw await refused(
+        new SeamError("bad_position", `the snapshot holds ${held} positions, not ${cells}`),
+      );
+    }
+    if (held > cells) await this.engine.trimSequence(seq, cells);
+    for (const e of prefixes.add(seq, cells, key)) await this.#evict(e);
+  }
+
   async #evict(e: PrefixEntry): Promise<void> {
     this.#held -= e.cells;
     await this.engine.releaseSequence(e.seq);

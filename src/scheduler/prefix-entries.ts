@@ -65,6 +65,11 @@ export class PrefixEntries {
     return this.#entries.length;
   }
 
+  /** The entries held now, most recently used first. */
+  list(): readonly PrefixEntry[] {
+    return [...this.#entries].sort((a, b) => b.used - a.used);
+  }
+
   /**
    * The entry that shares the most with `key` (at most `within` positions), and how many
    * positions it gives; undefined when none shares a whole block. Taken out (its sequence

@@ -207,7 +207,10 @@ function putRange(w: Writer, no: number, r: LayerRange | undefined): void {
 
 function writeFrame(w: Writer, f: SeamFrame): void {
   // OPEN, status and prefix blocks, and fields kept from a newer schema: protobuf-es writes those
-  if (f.open !== undefined || f.status !== undefined || f.keep !== undefined || f.$unknown) throw ASIDE;
+  if (
+    f.open !== undefined || f.status !== undefined || f.keep !== undefined || f.snapshot !== undefined ||
+    f.$unknown
+  ) throw ASIDE;
   putU32(w, 1, f.schemaVersion);
   putStr(w, 2, f.workId);
   putStr(w, 3, f.sessionId);
@@ -241,6 +244,7 @@ function writeFrame(w: Writer, f: SeamFrame): void {
   if (f.rebuild) (w.tag(20, VARINT), w.u32(1));
   putPacked(w, 21, f.hopPositions);
   putU32(w, 22, f.crossings);
+  putPacked(w, 25, f.hopReused);
 }
 
 function writeTensor(w: Writer, t: Tensor): void {
@@ -521,6 +525,7 @@ function readFrame(r: Reader): SeamFrame {
     rebuild: false,
     hopPositions: [],
     crossings: 0,
+    hopReused: [],
   };
   fields(r, r.end, (no, w) => {
     switch (no) {
@@ -567,6 +572,8 @@ function readFrame(r: Reader): SeamFrame {
         return (wire(w, LEN), m.hopPositions.push(...r.packed()));
       case 22:
         return (wire(w, VARINT), (m.crossings = r.varint() >>> 0));
+      case 25:
+        return (wire(w, LEN), m.hopReused.push(...r.packed()));
       default:
         // OPEN, status and prefix blocks, and fields this schema does not know
         throw ASIDE;

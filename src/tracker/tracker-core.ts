@@ -442,7 +442,11 @@ export class TrackerCore {
     // the nodes it names are suspects now, and no pooled route through a suspect is looked at.
     // (Working every route out for it cost a pass over every node's load: at 10,000 nodes,
     // tens of milliseconds a request, most of a replica's time in routes.)
-    if (!keeps && reserve === 0 && this.#registry.size > (this.#o.poolMinNodes ?? POOL_MIN_NODES)) {
+    // a standby route (other_than) is worked out too: the pool knows nothing of what it avoids
+    const standby = req.otherThan.length > 0;
+    if (
+      !keeps && !standby && reserve === 0 && this.#registry.size > (this.#o.poolMinNodes ?? POOL_MIN_NODES)
+    ) {
       const load = (rt: readonly Candidate[]) => this.#routeLoad(rt, now);
       // prefix affinity: the route through the nodes that hold the prompt's prefix, if it has room
       const warm = req.count <= 1 && req.preferNodes.length > 0 && !repair
@@ -455,7 +459,7 @@ export class TrackerCore {
       // cost a pass over the network for each waiting request)
       if (picked.busy && !repair) throw new TrackerError("resource_exhausted", "all routes are busy");
     }
-    const cands = this.#candidates(req.avoidNodes, now)
+    const cands = this.#candidates([...req.avoidNodes, ...req.otherThan], now)
       .map((c) => req.keepNodes.includes(c.node) ? { ...c, kept: true } : c)
       .map((c) => req.preferNodes.includes(c.node) ? { ...c, preferred: true } : c);
     // a repair (or a retry on other nodes) may take the slots new sessions leave free

@@ -41,6 +41,8 @@ export interface FakeEngineOptions {
   readonly recipe?: Uint8Array;
   /** what it calls its backend (default "fake"); "wasm-cpu" makes a node reuse prefixes on it */
   readonly backend?: string;
+  /** the engine kind it plays (default "wasm"); a node takes KV snapshots only into "native" */
+  readonly kind?: "native" | "wasm";
 }
 
 /** One decode call as the engine saw it (copies: the caller's arrays are its own). */
@@ -53,6 +55,8 @@ export interface FakeCall {
 }
 
 const SALT = 3;
+/** the first word of the fake's sequence state */
+const FAKE_STATE = 0x4b56_4b46;
 
 /** The salt at element k of the row for (token, pos): nothing a mix-up could reproduce. */
 const salt = (token: number, pos: number, k: number) => ((token * 131 + pos * 17 + k * 7) % 97) / 97;
@@ -78,7 +82,7 @@ export function hiddenRows(tokens: readonly number[], start: number, layersDone:
 export const expectedToken = (token: number, pos: number, nVocab = 32) => (token * 7 + pos + 1) % nVocab;
 
 export class FakeEngine implements RangeEngine {
-  readonly kind = "wasm" as const;
+  readonly kind: "native" | "wasm";
   readonly backend: string;
   readonly recipe: Uint8Array;
   readonly facts: ModelFacts;
@@ -128,6 +132,7 @@ export class FakeEngine implements RangeEngine {
     this.#seqs = new SequenceTable(maxSequences);
     this.recipe = o.recipe ?? new Uint8Array(32).fill(0x5e);
     this.backend = o.backend ?? "fake";
+    this.kind = o.kind ?? "wasm";
   }
 
   /** Cells the open sequences hold: one per position each has committed. */
@@ -210,6 +215,34 @@ export class FakeEngine implements RangeEngine {
 
   canCopySequences(): Promise<boolean> {
     return Promise.resolve(this.kvLayout === "ordered");
+  }
+
+  /** The fake's state: its range and positions, 16 bytes a position (llama.cpp's grows so too). */
+  exportSequence(seq: SeqId): Promise<Uint8Array> {
+    return this.#queue.run(() => {
+      const n = this.#seqs.nextPosition(seq);
+      const words = new Uint32Array(4 + 4 * n);
+      words.set([FAKE_STATE, this.facts.range.start, this.facts.range.end, n]);
+      return new Uint8Array(words.buffer);
+    });
+  }
+
+  /** Refuses another range's state, as llama.cpp refuses another layer count or width. */
+  importSequence(seq: SeqId, state: Uint8Array): Promise<number> {
+    try {
+      this.#seqs.restore(seq, 0);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#queue.run(() => {
+      const w = new Uint32Array(state.slice().buffer, 0, Math.floor(state.length / 4));
+      const { start, end } = this.facts.range;
+      if (w[0] !== FAKE_STATE || w[1] !== start || w[2] !== end || state.length !== 16 + 16 * w[3]) {
+        throw new EngineError("bad_input", "not a state of this engine's range");
+      }
+      this.#seqs.restore(seq, w[3]);
+      return w[3];
+    });
   }
 
   decode(batch: DecodeBatch): Promise<DecodeOutputs> {

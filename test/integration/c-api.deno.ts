@@ -111,6 +111,7 @@ fail("trim_unknown", lib.strata_seq_trim(ctx, 4096, 0), ctxErr(ctx));
 fail("trim_negative", lib.strata_seq_trim(ctx, 0, -1), ctxErr(ctx));
 fail("copy_unknown", lib.strata_seq_copy(ctx, 0, 4096, 1), ctxErr(ctx));
 fail("copy_unordered", lib.strata_seq_copy(ctx, 0, 1, 2), ctxErr(ctx));
+fail("state_unordered", Number(lib.strata_seq_state_size(ctx, 0)), ctxErr(ctx));
 {
   // an ordered pool (batch-invariant): a prefix copied to another sequence goes on as the whole
   // prompt prefilled there would, bit for bit, and the source keeps its own
@@ -143,6 +144,44 @@ fail("copy_unordered", lib.strata_seq_copy(ctx, 0, 1, 2), ctxErr(ctx));
   const warm = await run(1, 3, n);
   results["copy_same_logits"] = String(!!cold && !!warm && cold.every((v, i) => Object.is(v, warm[i])));
   results["copy_source_kept"] = String(lib.strata_seq_pos_max(ordered, 0));
+  // a sequence's state moved to another context of the same model goes on bit for bit
+  const size = Number(lib.strata_seq_state_size(ordered, 0));
+  const state = new Uint8Array(size);
+  results["state_get"] = String(Number(lib.strata_seq_state_get(ordered, 0, state, BigInt(size))) === size);
+  const other = await lib.strata_ctx_new(model!, 256, 4, 64, 1, 2, err.buf, err.cap);
+  if (!other) throw new Error(err.message);
+  results["state_set"] = String(lib.strata_seq_state_set(other, 3, state, BigInt(size)));
+  const next = async (c: Deno.PointerValue, seq: number) => {
+    const rows = await lib.strata_decode(
+      c,
+      1,
+      prompt.subarray(0, 1),
+      1,
+      null,
+      0,
+      Int32Array.of(n),
+      1,
+      Int32Array.of(seq),
+      1,
+      Uint8Array.of(1),
+      1,
+    );
+    const out = new Float32Array(nVocab);
+    lib.strata_outputs(c, out, BigInt(out.length));
+    return rows === 1 ? out : undefined;
+  };
+  const here = await next(ordered, 0), there = await next(other, 3);
+  results["state_same_logits"] = String(!!here && !!there && here.every((v, i) => Object.is(v, there[i])));
+  // what llama.cpp cannot read is refused, and the sequence it was for is left empty
+  fail(
+    "state_truncated",
+    lib.strata_seq_state_set(other, 2, state.subarray(0, size >> 1), BigInt(size >> 1)),
+    ctxErr(other),
+  );
+  results["state_truncated_empty"] = String(lib.strata_seq_pos_max(other, 2));
+  fail("state_garbage", lib.strata_seq_state_set(other, 2, new Uint8Array(64).fill(7), 64n), ctxErr(other));
+  fail("state_short_buffer", Number(lib.strata_seq_state_get(ordered, 0, state, 16n)), ctxErr(ordered));
+  lib.strata_ctx_free(other);
   lib.strata_ctx_free(ordered);
 }
 {

@@ -67,6 +67,14 @@ describe("the flat C API cannot be crashed by its caller (Deno FFI, hostile argu
       "true",
       "4",
     ]);
+    // a sequence's state taken to another context goes on bit for bit; what llama.cpp cannot
+    // read is refused, and leaves the sequence empty
+    expect([out.state_get, out.state_set, out.state_same_logits]).toEqual(["true", "5", "true"]);
+    expect(out.state_unordered).toBe("-1: sequence state moves only from an ordered pool");
+    expect(out.state_truncated).toMatch(/^-1: llama.cpp refused the sequence state/);
+    expect(out.state_truncated_empty).toBe("-1");
+    expect(out.state_garbage).toMatch(/^-1: llama.cpp refused the sequence state/);
+    expect(out.state_short_buffer).toMatch(/^-1: state: \d+ bytes into 16$/);
     expect(out.trim_negative).toBe("-1: trim to a negative position");
     // taking back a position and running it again gives the same logits, bit for bit
     expect([out.trim, out.pos_max_after_trim, out.same_logits_after_trim]).toEqual(["0", "3", "true"]);

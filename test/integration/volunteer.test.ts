@@ -50,7 +50,7 @@ describe.skipIf(!built || !chromium)("a volunteer tab in a route: native → bro
       valid: true,
     });
 
-    // four at once: all correct (or a reported near-tie), batched together in the tab
+    // eight at once: all correct (or a reported near-tie), batched together in the tab
     for (const c of out.concurrent.results) {
       expect(c.done && !c.error, JSON.stringify(c)).toBe(true);
       expect(ok(c), JSON.stringify(c)).toBe(true);

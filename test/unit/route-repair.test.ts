@@ -1,9 +1,14 @@
 // A route that loses one node resumes on a repaired route: the nodes still there keep their
 // KV (parked), the node that joins is rebuilt from what the shard before it sent on (or from
-// the tokens when it is the first), and the tokens go on exactly as without the loss.
+// the tokens when it is the first), and the tokens go on exactly as without the loss. A node
+// that joins with a KV snapshot of the session (a standby that took one) is rebuilt only past it.
 import { afterEach, describe, expect, it, vi } from "vitest";
+import type { SeamFrame } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { ShardNode } from "../../src/node/shard-node.ts";
+import { prefixBlocks } from "../../src/route/prefix-keys.ts";
 import { RouteSession, type SessionOptions } from "../../src/route/route-session.ts";
+import { askSnapshot } from "../../src/route/snapshot-request.ts";
+import type { SeamLink } from "../../src/seam/link.ts";
 import { expectedToken, FakeEngine } from "../fakes/fake-engine.ts";
 import { MemorySeams } from "../fakes/memory-seams.ts";
 import { ARTIFACT, routeKey, signedHops } from "../fakes/route-keys.ts";
@@ -18,20 +23,50 @@ afterEach(async () => {
   for (const n of created.splice(0)) await n.close();
 });
 
+interface NetworkOptions {
+  /** nodes keep prefix entries (a batch-invariant engine): they send and take KV snapshots */
+  readonly keeps?: boolean;
+  /** an engine recipe other than the fakes' for this node */
+  readonly recipe?: (name: string) => Uint8Array | undefined;
+}
+
 /** Nodes http://a0, http://b0, http://c0 (the route) and a spare of each range (a1, b1, c1). */
-async function network(parkMs = 5_000, spareBatchTokens = 64) {
+async function network(parkMs = 5_000, spareBatchTokens = 64, o: NetworkOptions = {}) {
   const seams = new MemorySeams();
   const { publicKey } = await routeKey();
   const nodes = new Map<string, { node: ShardNode; engine: FakeEngine }>();
+  // what the nodes' own links send passes through this (a test that flips a byte on the way)
+  const net = { tamper: undefined as ((f: SeamFrame) => SeamFrame) | undefined };
+  const dial = (url: string): SeamLink => {
+    const l = seams.dial(url);
+    return {
+      transport: l.transport,
+      send: (f) => l.send(net.tamper ? net.tamper(f) : f),
+      replies: l.replies,
+      close: () => l.close(),
+      abort: (why) => l.abort(why),
+    };
+  };
   for (const part of ["a", "b", "c"] as Part[]) {
     for (const i of [0, 1]) {
-      const engine = new FakeEngine({ range: RANGES[part] });
+      const engine = new FakeEngine({
+        range: RANGES[part],
+        // a native CPU engine: it keeps prefixes and takes snapshots
+        kind: o.keeps ? "native" : undefined,
+        backend: o.keeps ? "cpu" : undefined,
+        recipe: o.recipe?.(`${part}${i}`),
+      });
       const node = new ShardNode(engine, {
         nodeId: `${part}${i}`,
         artifactSha256: ARTIFACT,
         routeKey: publicKey,
-        dial: seams.dial,
-        limits: { maxBatchTokens: i === 0 ? 64 : spareBatchTokens, maxQueuedPerSession: 8, kvCells: 256 },
+        dial,
+        limits: {
+          maxBatchTokens: i === 0 ? 64 : spareBatchTokens,
+          maxQueuedPerSession: 8,
+          kvCells: 256,
+          prefix: o.keeps ? { entries: 4, cells: 192 } : undefined,
+        },
         leaseMs: 60_000,
         parkMs,
       });
@@ -40,9 +75,9 @@ async function network(parkMs = 5_000, spareBatchTokens = 64) {
       nodes.set(`${part}${i}`, { node, engine });
     }
   }
-  const hops = (names: string[], epoch: bigint) =>
-    signedHops(names.map((n) => ({ url: `http://${n}`, range: RANGES[n[0] as Part] })), "s", epoch);
-  return { seams, nodes, hops };
+  const hops = (names: string[], epoch: bigint, session = "s") =>
+    signedHops(names.map((n) => ({ url: `http://${n}`, range: RANGES[n[0] as Part] })), session, epoch);
+  return { seams, nodes, hops, net };
 }
 
 // a driver that repairs routes: the shards park its session when the route breaks
@@ -247,5 +282,136 @@ describe("route repair: resuming on a repaired route", () => {
     for (const n of ["a0", "c0"]) {
       expect([net.nodes.get(n)!.node.sessionIds(), net.nodes.get(n)!.engine.cellsUsed]).toEqual([[], 0]);
     }
+  });
+});
+
+describe("route repair from a KV snapshot", () => {
+  // 150 tokens: the OPEN offers the blocks of all but the last, two whole blocks (128 positions)
+  const LONG = Array.from({ length: 150 }, (_, i) => (i * 5) % 32);
+
+  /** The route a0 → b0 → c0 with LONG prefilled and `n` tokens out, offered as prefix blocks. */
+  async function long(net: Awaited<ReturnType<typeof network>>, n: number) {
+    const o = { ...options(1n), kvCells: 200, prefixOf: Int32Array.from(LONG), prefillChunk: 64 };
+    const s = await RouteSession.open(net.seams.dial, await net.hops(["a0", "b0", "c0"], 1n), o);
+    const out: number[] = [];
+    let r = await s.prefill(Int32Array.from(LONG));
+    out.push(r.token);
+    while (out.length < n) out.push((r = await s.decode(r.token)).token);
+    return { s, out };
+  }
+
+  /** b0 sends the session's first 128 positions to `to` (the standby's ticket names "s/mirror"). */
+  async function snapshot(net: Awaited<ReturnType<typeof network>>, to = "b1", range = RANGES.b) {
+    const [from] = (await net.hops(["a0", "b0", "c0"], 1n)).slice(1);
+    const [standby] = await signedHops([{ url: `http://${to}`, range }], "s/mirror", 1n);
+    return await askSnapshot(net.seams.dial, {
+      sessionId: "s",
+      epoch: 1n,
+      artifactSha256: ARTIFACT,
+      from,
+      to: standby,
+      blocks: await prefixBlocks(Int32Array.from(LONG.slice(0, -1))),
+    });
+  }
+
+  /** b0 lost; the session resumes on a0 → b1 → c0 (offering its blocks). */
+  async function loseB0AndResume(net: Awaited<ReturnType<typeof network>>, s: RouteSession, out: number[]) {
+    kill(net, "b0", RANGES.b);
+    await expect(s.decode(out[out.length - 1])).rejects.toMatchObject({ code: "unavailable" });
+    s.detach();
+    await vi.waitFor(() => expect(net.nodes.get("c0")!.node.sessionIds()).toEqual(["s"]));
+    const held = Int32Array.from([...LONG, ...out.slice(0, -1)]);
+    const o = { ...options(2n), kvCells: 200, prefixOf: held, prefillChunk: 64 };
+    return {
+      held,
+      ...await RouteSession.resume(net.seams.dial, await net.hops(["a0", "b1", "c0"], 2n), o, held),
+    };
+  }
+
+  const info = (net: Awaited<ReturnType<typeof network>>, name: string) => net.nodes.get(name)!.node.info();
+
+  /** The session's next `n` tokens after `prompt` (what it does not hold yet of it is fed first). */
+  async function tokens(s: RouteSession, prompt: number[], n: number): Promise<number[]> {
+    const out: number[] = [];
+    for await (const r of s.generate(Int32Array.from(prompt), n, () => false)) out.push(r.token);
+    return out;
+  }
+
+  it("the standby of the lost node joins from its snapshot: only the positions past it are rebuilt", async () => {
+    const net = await network(5_000, 256, { keeps: true });
+    const { s, out } = await long(net, 4);
+    expect(await snapshot(net)).toBe(128);
+    expect((await info(net, "b1")).prefix).toMatchObject({ entries: 1, cells: 128, snapshotsTaken: 1n });
+    expect((await info(net, "b0")).prefix?.snapshotsSent).toBe(1n);
+
+    const { session, fromEntries, held } = await loseB0AndResume(net, s, out);
+    expect(fromEntries).toEqual([0, 128, 0]);
+    // the standby computed the 25 positions past its snapshot, from a0's outputs
+    const b1 = net.nodes.get("b1")!.engine;
+    expect(computed(b1)).toEqual(Array.from({ length: held.length - 128 }, (_, i) => 128 + i));
+    // the tokens go on as without the loss
+    expect([...out, ...await tokens(session, [...LONG, ...out], 3)]).toEqual(predicted(LONG, 7));
+    await session.release();
+  });
+
+  it("a snapshot with a flipped byte is refused and nothing is kept: the repair replays it all", async () => {
+    const net = await network(5_000, 256, { keeps: true });
+    const { s, out } = await long(net, 3);
+    net.net.tamper = (f) => {
+      if (!f.snapshot?.chunk.length) return f;
+      const chunk = f.snapshot.chunk.slice();
+      chunk[20] ^= 0x10;
+      return { ...f, snapshot: { ...f.snapshot, chunk } };
+    };
+    await expect(snapshot(net)).rejects.toMatchObject({ code: "checksum" });
+    net.net.tamper = undefined;
+    expect((await info(net, "b1")).prefix).toMatchObject({
+      entries: 0,
+      snapshotsTaken: 0n,
+      snapshotsRefused: 1n,
+    });
+    const { session, fromEntries, held } = await loseB0AndResume(net, s, out);
+    expect(fromEntries).toEqual([0, 0, 0]);
+    expect(computed(net.nodes.get("b1")!.engine)).toEqual(Array.from({ length: held.length }, (_, i) => i));
+    // the tokens go on as without the loss
+    expect([...out, ...await tokens(session, [...LONG, ...out], 2)]).toEqual(predicted(LONG, 5));
+    await session.release();
+  });
+
+  it("a draining node hands its prefix entries to a node of its range: a prompt that extends them starts there", async () => {
+    const net = await network(5_000, 256, { keeps: true });
+    const { s } = await long(net, 2);
+    await s.release(); // every shard keeps the session's KV as a prefix entry
+    await vi.waitFor(async () => expect((await info(net, "b0")).prefix?.entries).toBe(1));
+    const [to] = await signedHops([{ url: "http://b1", range: RANGES.b }], "handover/b0", 1n);
+    expect(await net.nodes.get("b0")!.node.handOver({ ...to, routeTicket: to.ticket, node: "b1" })).toBe(1);
+    expect((await info(net, "b1")).prefix).toMatchObject({ entries: 1, snapshotsTaken: 1n });
+    // the same prompt again, through b1 instead of b0: every shard holds its first two blocks
+    const again = await RouteSession.open(net.seams.dial, await net.hops(["a0", "b1", "c0"], 1n, "t"), {
+      ...options(1n),
+      sessionId: "t",
+      kvCells: 200,
+      prefixOf: Int32Array.from(LONG),
+      prefillChunk: 64,
+    });
+    expect(again.reused).toBe(128);
+    expect(await tokens(again, LONG, 2)).toEqual(predicted(LONG, 2));
+    expect(computed(net.nodes.get("b1")!.engine)).toEqual(Array.from({ length: 23 }, (_, i) => 128 + i));
+    await again.release();
+  });
+
+  it("a snapshot for another engine recipe or another range is refused", async () => {
+    const other = new Uint8Array(32).fill(0x11);
+    const net = await network(5_000, 256, { keeps: true, recipe: (n) => (n === "b1" ? other : undefined) });
+    const { s } = await long(net, 2);
+    await expect(snapshot(net)).rejects.toMatchObject({ code: "wrong_recipe" });
+    expect((await info(net, "b1")).prefix).toMatchObject({ entries: 0, snapshotsRefused: 1n });
+    // a node of another range, named as if it held b's layers: it refuses the frames as not its own
+    await expect(snapshot(net, "a1")).rejects.toMatchObject({ code: "wrong_shard" });
+    expect((await info(net, "a1")).prefix?.entries).toBe(0);
+    // asked to send to a hop of another range, the shard sends nothing
+    await expect(snapshot(net, "a1", RANGES.a)).rejects.toMatchObject({ code: "wrong_shard" });
+    expect((await info(net, "b0")).prefix?.snapshotsSent).toBe(0n);
+    await s.release();
   });
 });

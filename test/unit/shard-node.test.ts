@@ -353,6 +353,9 @@ describe("shard node: steps", () => {
     };
     const codes = {
       noPhase: await d.code(step([1], (f) => (f.phase = Phase.UNSPECIFIED))),
+      // a snapshot, or a phase from a newer schema, on the session's stream: refused, not an end
+      snapshotHere: await d.code(step([1], (f) => (f.phase = Phase.SNAPSHOT))),
+      unknownPhase: await d.code(step([1], (f) => (f.phase = 99 as Phase))),
       schema2: await d.code(step([1], (f) => (f.schemaVersion = 2))),
       otherSession: await d.code(tokenStep({ ...s, sessionId: "t" }, { stepId: 2n, start: 0, tokens: [1] })),
       stepIdZero: await d.code(step([1], (f) => (f.stepId = 0n))),
@@ -372,6 +375,8 @@ describe("shard node: steps", () => {
     };
     expect(codes).toEqual({
       noPhase: "malformed",
+      snapshotHere: "malformed",
+      unknownPhase: "malformed",
       schema2: "wrong_schema",
       otherSession: "malformed",
       stepIdZero: "malformed",
@@ -387,7 +392,7 @@ describe("shard node: steps", () => {
     });
     expect(r.engines[0].calls).toHaveLength(0);
     expect(token(await d.ask(step([6])))).toBe(expectedToken(6, 0));
-    expect((await r.nodes[0].info()).refusedFrames).toBe(14n);
+    expect((await r.nodes[0].info()).refusedFrames).toBe(16n);
   });
 
   it("on a later shard, refuses hidden states of the wrong width or row count", async () => {

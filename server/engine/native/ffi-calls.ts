@@ -103,6 +103,18 @@ export class FfiCalls implements StrataCalls<Handle> {
     return this.lib.strata_seq_copy(ctx, src, dst, pos);
   }
 
+  seqStateSize(ctx: Handle, seq: number): number {
+    return Number(this.lib.strata_seq_state_size(ctx, seq));
+  }
+
+  seqStateGet(ctx: Handle, seq: number, out: Uint8Array): number {
+    return Number(this.lib.strata_seq_state_get(ctx, seq, out, BigInt(out.length)));
+  }
+
+  seqStateSet(ctx: Handle, seq: number, bytes: Uint8Array): number {
+    return this.lib.strata_seq_state_set(ctx, seq, bytes, BigInt(bytes.length));
+  }
+
   grammarNew(model: Handle, spec: GrammarSpec): Made<Handle> {
     const bytes = new TextEncoder().encode(spec.gbnf);
     const t = packedTriggers(spec);

@@ -65,6 +65,12 @@ export function serveEngineWorker(scope: EnginePort): void {
         return [await need().trimSequence(q.seq as SeqId, q.pos), []];
       case "copy":
         return [await need().copySequence!(q.src as SeqId, q.dst as SeqId, q.pos), []];
+      case "export": {
+        const state = await need().exportSequence!(q.seq as SeqId);
+        return [state, [state.buffer]];
+      }
+      case "import":
+        return [await need().importSequence!(q.seq as SeqId, q.state), []];
       case "memory":
         return [await need().memory(), []];
       case "grammar": {

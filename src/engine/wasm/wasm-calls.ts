@@ -106,6 +106,26 @@ export class WasmCalls implements StrataCalls<number> {
     return this.abi.now("strata_seq_copy", ctx, src, dst, pos);
   }
 
+  seqStateSize(ctx: number, seq: number): number {
+    return this.abi.now("strata_seq_state_size", ctx, seq);
+  }
+
+  // both read or write the cache's tensors: on WebGPU that waits on the device
+  seqStateGet(ctx: number, seq: number, out: Uint8Array): Promise<number> {
+    return this.#scratch(out.byteLength, async (p) => {
+      const n = await this.abi.call("strata_seq_state_get", ctx, seq, p, out.length);
+      if (n >= 0) out.set(heap(this.m).subarray(p, p + out.byteLength));
+      return n;
+    });
+  }
+
+  seqStateSet(ctx: number, seq: number, bytes: Uint8Array): Promise<number> {
+    return this.#scratch(bytes.byteLength, (p) => {
+      heap(this.m).set(bytes, p);
+      return this.abi.call("strata_seq_state_set", ctx, seq, p, bytes.length);
+    });
+  }
+
   grammarNew(model: number, spec: GrammarSpec): Made<number> {
     const bytes = new TextEncoder().encode(spec.gbnf);
     const t = packedTriggers(spec);

@@ -76,6 +76,15 @@ export class WorkerEngine extends QueuedEngine {
     await this.link.request({ op: "copy", src, dst, pos });
   }
 
+  protected override async exportCells(seq: SeqId): Promise<Uint8Array> {
+    return await this.link.request({ op: "export", seq }) as Uint8Array;
+  }
+
+  protected override async importCells(seq: SeqId, state: Uint8Array): Promise<number> {
+    // a copy crosses: the caller keeps its bytes
+    return await this.link.request({ op: "import", seq, state }) as number;
+  }
+
   protected async kvCells(): Promise<KvCells> {
     return await this.link.request({ op: "memory" }) as EngineMemory;
   }

@@ -22,6 +22,8 @@ export type WorkerRequest =
   | { id: number; op: "release"; seq: number }
   | { id: number; op: "trim"; seq: number; pos: number }
   | { id: number; op: "copy"; src: number; dst: number; pos: number }
+  | { id: number; op: "export"; seq: number }
+  | { id: number; op: "import"; seq: number; state: Uint8Array }
   | { id: number; op: "memory" }
   | { id: number; op: "grammar"; spec: GrammarSpec }
   | { id: number; op: "grammar_mask"; grammar: number; logits: Float32Array }

@@ -819,6 +819,53 @@ int32_t strata_seq_copy(strata_ctx * ctx, int32_t src, int32_t dst, int32_t pos)
     });
 }
 
+// the checks every state call makes: a context, a sequence of it, an ordered pool
+static int32_t state_refused(strata_ctx * ctx, int32_t seq) {
+    if (!ctx) return STRATA_ERR_INPUT;
+    if (seq < 0 || seq >= ctx->n_seq_max) return fail(ctx->err, STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));
+    // a stream's state holds the stream's layout: the ordered pool is the one layout we move
+    if (ctx->kv_mode != STRATA_KV_ORDERED) return fail(ctx->err, STRATA_ERR_INPUT, "sequence state moves only from an ordered pool");
+    return 0;
+}
+
+int64_t strata_seq_state_size(strata_ctx * ctx, int32_t seq) {
+    if (const int32_t r = state_refused(ctx, seq)) return r;
+    return guarded(ctx->err, (int64_t) STRATA_ERR_ENGINE, [&] {
+        if (llama_memory_seq_pos_max(llama_get_memory(ctx->c), seq) < 0) return (int64_t) 0;
+        return (int64_t) llama_state_seq_get_size(ctx->c, seq);
+    });
+}
+
+int64_t strata_seq_state_get(strata_ctx * ctx, int32_t seq, uint8_t * dst, int64_t cap) {
+    if (const int32_t r = state_refused(ctx, seq)) return r;
+    if (bad_buf(dst, cap)) return fail(ctx->err, STRATA_ERR_INPUT, "state: NULL buffer with a nonzero capacity");
+    return guarded(ctx->err, (int64_t) STRATA_ERR_ENGINE, [&] {
+        const size_t need = llama_state_seq_get_size(ctx->c, seq);
+        if ((int64_t) need > cap) {
+            return (int64_t) fail(ctx->err, STRATA_ERR_INPUT, "state: " + std::to_string(need) + " bytes into " + std::to_string(cap));
+        }
+        const size_t n = llama_state_seq_get_data(ctx->c, dst, (size_t) cap, seq);
+        if (n == 0) return (int64_t) fail(ctx->err, STRATA_ERR_ENGINE, "llama.cpp wrote no state");
+        return (int64_t) n;
+    });
+}
+
+int32_t strata_seq_state_set(strata_ctx * ctx, int32_t seq, const uint8_t * src, int64_t len) {
+    if (const int32_t r = state_refused(ctx, seq)) return r;
+    if (!src || len <= 0) return fail(ctx->err, STRATA_ERR_INPUT, "state: no bytes");
+    return guarded(ctx->err, STRATA_ERR_ENGINE, [&] {
+        llama_memory_t mem = llama_get_memory(ctx->c);
+        const size_t n = llama_state_seq_set_data(ctx->c, src, (size_t) len, seq);
+        if (n == 0 || n != (size_t) len) {
+            // llama.cpp empties the sequence when it refuses; a short read leaves part of it
+            llama_memory_seq_rm(mem, seq, -1, -1);
+            return fail(ctx->err, STRATA_ERR_INPUT, n == 0 ? "llama.cpp refused the sequence state (layout, layers, widths or room)"
+                                                          : "the sequence state has bytes past its end");
+        }
+        return (int32_t) (llama_memory_seq_pos_max(mem, seq) + 1);
+    });
+}
+
 int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq) {
     if (!ctx) return STRATA_ERR_INPUT;
     if (seq < 0 || seq >= ctx->n_seq_max) return fail(ctx->err, STRATA_ERR_INPUT, "unknown sequence " + std::to_string(seq));

@@ -135,6 +135,15 @@ STRATA_API int32_t strata_seq_trim(strata_ctx * ctx, int32_t seq, int32_t pos);
 // Makes dst hold positions [0, pos) of src, and nothing else (what it held goes). Only in an
 // ordered pool (STRATA_KV_ORDERED): the two then share those cells, and no K or V is copied.
 STRATA_API int32_t strata_seq_copy(strata_ctx * ctx, int32_t src, int32_t dst, int32_t pos);
+// A sequence's KV as bytes (llama.cpp's per-sequence state: its cells' positions, then each of
+// this context's layers' K and V rows), to move it to another node of the same recipe and range.
+// Only in an ordered pool. strata_seq_state_size: the bytes it takes now (0 when empty);
+// strata_seq_state_get: writes them, returns bytes written or < 0.
+STRATA_API int64_t strata_seq_state_size(strata_ctx * ctx, int32_t seq);
+STRATA_API int64_t strata_seq_state_get(strata_ctx * ctx, int32_t seq, uint8_t * dst, int64_t cap);
+// Makes seq hold what the bytes hold (what it held goes). Returns the positions it now holds, or
+// < 0 when llama.cpp refuses them (another layout, layer count or width; no room): seq is then empty.
+STRATA_API int32_t strata_seq_state_set(strata_ctx * ctx, int32_t seq, const uint8_t * src, int64_t len);
 // Highest position held for seq, -1 when empty.
 STRATA_API int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq);
 // kv cells total, kv cells used, kv bytes, n_seq_max, the cells one sequence may hold, graph

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/seam/v1/seam.proto.
  */
 export const file_strata_seam_v1_seam: GenFile = /*@__PURE__*/
-  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIvkCCghTYW1wbGluZxITCgt0ZW1wZXJhdHVyZRgBIAEoAhINCgV0b3BfaxgCIAEoDRINCgV0b3BfcBgDIAEoAhIMCgRzZWVkGAQgASgEEg0KBW1pbl9wGAUgASgCEhgKEHByZXNlbmNlX3BlbmFsdHkYBiABKAISGQoRZnJlcXVlbmN5X3BlbmFsdHkYByABKAISFgoOcmVwZWF0X3BlbmFsdHkYCCABKAISOwoKbG9naXRfYmlhcxgJIAMoCzInLnN0cmF0YS5zZWFtLnYxLlNhbXBsaW5nLkxvZ2l0Qmlhc0VudHJ5Eg8KB2hpc3RvcnkYCiADKAUSEAoIbG9ncHJvYnMYCyABKAgSFAoMdG9wX2xvZ3Byb2JzGAwgASgNEigKB2dyYW1tYXIYDSABKAsyFy5zdHJhdGEuc2VhbS52MS5HcmFtbWFyGjAKDkxvZ2l0Qmlhc0VudHJ5EgsKA2tleRgBIAEoBRINCgV2YWx1ZRgCIAEoAjoCOAEiWgoHR3JhbW1hchIMCgRnYm5mGAEgASgJEhgKEHRyaWdnZXJfcGF0dGVybnMYAiADKAkSFgoOdHJpZ2dlcl90b2tlbnMYAyADKAUSDwoHcHJlZmlsbBgEIAMoBSIuCgxUb2tlbkxvZ3Byb2ISDQoFdG9rZW4YASABKAUSDwoHbG9ncHJvYhgCIAEoAiJhCgNIb3ASCwoDdXJsGAEgASgJEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIUCgxyb3V0ZV90aWNrZXQYAyABKAwSDAoEbm9kZRgEIAEoCSLGAgoET3BlbhIUCgxyb3V0ZV90aWNrZXQYASABKAwSKgoIc2FtcGxpbmcYAiABKAsyGC5zdHJhdGEuc2VhbS52MS5TYW1wbGluZxImCgluZXh0X2hvcHMYAyADKAsyEy5zdHJhdGEuc2VhbS52MS5Ib3ASEAoIa3ZfY2VsbHMYBCABKA0SNQoQc2VhbV9jb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEg0KBXByb2JlGAYgASgIEg4KBnJlc3VtZRgHIAEoCBIUCgxwYXJrX29uX2xvc3MYCCABKAgSEgoKcmVwbHlfbGluaxgJIAEoCBIUCgxyb3V0ZV9zaGFyZHMYCiABKA0SLAoGcHJlZml4GAsgASgLMhwuc3RyYXRhLnNlYW0udjEuUHJlZml4QmxvY2tzIkUKDFByZWZpeEJsb2NrcxIUCgxibG9ja190b2tlbnMYASABKA0SDgoGYmxvY2tzGAIgAygMEg8KB2xpbmVhZ2UYAyABKAwiJwoGU3RhdHVzEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSK/AgoNTm9kZVRlbGVtZXRyeRIMCgRub2RlGAEgASgJEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIQCghxdWV1ZV9tcxgDIAEoAhISCgpjb21wdXRlX21zGAQgASgCEhYKDmJhdGNoX3Nlc3Npb25zGAUgASgNEhQKDGJhdGNoX3Rva2VucxgGIAEoDRIQCghieXRlc19pbhgHIAEoDRIRCglieXRlc19vdXQYCCABKA0SEQoJc2FtcGxlX21zGAkgASgCEhEKCXRyYW5zcG9ydBgKIAEoCRIQCghjb2RlY19tcxgLIAEoAhIYChByZWNlaXZlZF91bml4X21zGAwgASgBEhQKDHNlbnRfdW5peF9tcxgNIAEoARIUCgxiYXRjaF9wYXNzZXMYDiABKA0iZAoHU2FtcGxlZBINCgV0b2tlbhgBIAEoBRIOCgZtYXJnaW4YAiABKAISDwoHbG9ncHJvYhgDIAEoAhIpCgN0b3AYBCADKAsyHC5zdHJhdGEuc2VhbS52MS5Ub2tlbkxvZ3Byb2IisAUKCVNlYW1GcmFtZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd3b3JrX2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEwoLcm91dGVfZXBvY2gYBCABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAUgASgMEhoKEnJlY2lwZV9maW5nZXJwcmludBgGIAEoDBIpCgVyYW5nZRgHIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USJAoFcGhhc2UYCCABKA4yFS5zdHJhdGEuc2VhbS52MS5QaGFzZRIsCglwb3NpdGlvbnMYCSABKAsyGS5zdHJhdGEuc2VhbS52MS5Qb3NpdGlvbnMSDwoHc3RlcF9pZBgKIAEoBBIUCgxjYWNoZV9leHBlY3QYCyABKA0SFAoMY2FjaGVfcmVzdWx0GAwgASgNEhMKC2NodW5rX2luZGV4GA0gASgNEhMKC2NodW5rX2NvdW50GA4gASgNEicKB3RlbnNvcnMYDyADKAsyFi5zdHJhdGEuc2VhbS52MS5UZW5zb3ISIgoEb3BlbhgQIAEoCzIULnN0cmF0YS5zZWFtLnYxLk9wZW4SJgoGc3RhdHVzGBEgASgLMhYuc3RyYXRhLnNlYW0udjEuU3RhdHVzEjAKCXRlbGVtZXRyeRgSIAMoCzIdLnN0cmF0YS5zZWFtLnYxLk5vZGVUZWxlbWV0cnkSKAoHc2FtcGxlZBgTIAEoCzIXLnN0cmF0YS5zZWFtLnYxLlNhbXBsZWQSDwoHcmVidWlsZBgUIAEoCBIVCg1ob3BfcG9zaXRpb25zGBUgAygNEhEKCWNyb3NzaW5ncxgWIAEoDRIqCgRrZWVwGBcgASgLMhwuc3RyYXRhLnNlYW0udjEuUHJlZml4QmxvY2tzIg0KC0luZm9SZXF1ZXN0Iv8ECghOb2RlSW5mbxIMCgRub2RlGAEgASgJEhcKD2FydGlmYWN0X3NoYTI1NhgCIAEoDBIaChJyZWNpcGVfZmluZ2VycHJpbnQYAyABKAwSKQoFcmFuZ2UYBCABKAsyGi5zdHJhdGEuc2VhbS52MS5MYXllclJhbmdlEg8KB25fbGF5ZXIYBSABKA0SDgoGbl9lbWJkGAYgASgNEg8KB25fdm9jYWIYByABKA0SDgoGZW5naW5lGAggASgJEhAKCGt2X2NlbGxzGAkgASgNEhUKDWt2X2NlbGxzX3VzZWQYCiABKA0SGQoRa3ZfY2VsbHNfcmVzZXJ2ZWQYCyABKA0SEAoIc2Vzc2lvbnMYDCABKA0SFAoMbWF4X3Nlc3Npb25zGA0gASgNEg4KBnF1ZXVlZBgOIAEoDRIPCgdiYXRjaGVzGA8gASgEEhsKE2xhc3RfYmF0Y2hfc2Vzc2lvbnMYECABKA0SGgoSbWF4X2JhdGNoX3Nlc3Npb25zGBEgASgNEhYKDnByZWZpbGxfdG9rZW5zGBIgASgEEhUKDWRlY29kZV90b2tlbnMYEyABKAQSFQoNc2VhbV9ieXRlc19pbhgUIAEoBBIWCg5zZWFtX2J5dGVzX291dBgVIAEoBBIWCg5yZWZ1c2VkX2ZyYW1lcxgWIAEoBBIXCg9zZXNzaW9uc19zZXJ2ZWQYFyABKAQSGQoRc29sb190b2tlbnNfcGVyX3MYGCABKAISFAoMZ3JhcGhfcGFzc2VzGBkgASgEEhEKCWt2X2xheW91dBgaIAEoCRIqCgZwcmVmaXgYGyABKAsyGi5zdHJhdGEuc2VhbS52MS5QcmVmaXhJbmZvIqIBCgpQcmVmaXhJbmZvEg8KB2VudHJpZXMYASABKA0SDQoFY2VsbHMYAiABKA0SFgoOYnVkZ2V0X2VudHJpZXMYAyABKA0SFAoMYnVkZ2V0X2NlbGxzGAQgASgNEgwKBGhpdHMYBSABKAQSDgoGbWlzc2VzGAYgASgEEhUKDXRva2Vuc19yZXVzZWQYByABKAQSEQoJZXZpY3Rpb25zGAggASgEIqcBChFSb3V0ZVRpY2tldENsYWltcxISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3JvdXRlX2Vwb2NoGAIgASgEEhcKD2FydGlmYWN0X3NoYTI1NhgDIAEoDBIpCgVyYW5nZRgEIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USFQoNZXhwaXJlc19hdF9tcxgFIAEoBBIOCgZpc3N1ZXIYBiABKAkiMAoLUm91dGVUaWNrZXQSDgoGY2xhaW1zGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDCp4CgVQaGFzZRIVChFQSEFTRV9VTlNQRUNJRklFRBAAEg4KClBIQVNFX09QRU4QARIRCg1QSEFTRV9QUkVGSUxMEAISEAoMUEhBU0VfREVDT0RFEAMSEQoNUEhBU0VfUkVMRUFTRRAEEhAKDFBIQVNFX0NBTkNFTBAFKm0KC0VsZW1lbnRUeXBlEhwKGEVMRU1FTlRfVFlQRV9VTlNQRUNJRklFRBAAEhQKEEVMRU1FTlRfVFlQRV9GMzIQARIUChBFTEVNRU5UX1RZUEVfRjE2EAISFAoQRUxFTUVOVF9UWVBFX0kzMhADKmAKCUJ5dGVPcmRlchIaChZCWVRFX09SREVSX1VOU1BFQ0lGSUVEEAASHAoYQllURV9PUkRFUl9MSVRUTEVfRU5ESUFOEAESGQoVQllURV9PUkRFUl9CSUdfRU5ESUFOEAIqdAoLQ29tcHJlc3Npb24SGwoXQ09NUFJFU1NJT05fVU5TUEVDSUZJRUQQABIUChBDT01QUkVTU0lPTl9OT05FEAESFgoSQ09NUFJFU1NJT05fUThfUk9XEAISGgoWQ09NUFJFU1NJT05fUThfQkxPQ0szMhADMpABCgtTZWFtU2VydmljZRJCCgZTdHJlYW0SGS5zdHJhdGEuc2VhbS52MS5TZWFtRnJhbWUaGS5zdHJhdGEuc2VhbS52MS5TZWFtRnJhbWUoATABEj0KBEluZm8SGy5zdHJhdGEuc2VhbS52MS5JbmZvUmVxdWVzdBoYLnN0cmF0YS5zZWFtLnYxLk5vZGVJbmZvYgZwcm90bzM");
+  fileDesc("ChlzdHJhdGEvc2VhbS92MS9zZWFtLnByb3RvEg5zdHJhdGEuc2VhbS52MSLrAQoGVGVuc29yEgwKBG5hbWUYASABKAkSDQoFc2hhcGUYAiADKA0SMQoMZWxlbWVudF90eXBlGAMgASgOMhsuc3RyYXRhLnNlYW0udjEuRWxlbWVudFR5cGUSLQoKYnl0ZV9vcmRlchgEIAEoDjIZLnN0cmF0YS5zZWFtLnYxLkJ5dGVPcmRlchIwCgtjb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEgwKBGRhdGEYBiABKAwSEgoKcm93X3NjYWxlcxgHIAEoDBIOCgZjcmMzMmMYCCABKAciKAoKTGF5ZXJSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iKQoJUG9zaXRpb25zEg0KBXN0YXJ0GAEgASgNEg0KBWNvdW50GAIgASgNIvkCCghTYW1wbGluZxITCgt0ZW1wZXJhdHVyZRgBIAEoAhINCgV0b3BfaxgCIAEoDRINCgV0b3BfcBgDIAEoAhIMCgRzZWVkGAQgASgEEg0KBW1pbl9wGAUgASgCEhgKEHByZXNlbmNlX3BlbmFsdHkYBiABKAISGQoRZnJlcXVlbmN5X3BlbmFsdHkYByABKAISFgoOcmVwZWF0X3BlbmFsdHkYCCABKAISOwoKbG9naXRfYmlhcxgJIAMoCzInLnN0cmF0YS5zZWFtLnYxLlNhbXBsaW5nLkxvZ2l0Qmlhc0VudHJ5Eg8KB2hpc3RvcnkYCiADKAUSEAoIbG9ncHJvYnMYCyABKAgSFAoMdG9wX2xvZ3Byb2JzGAwgASgNEigKB2dyYW1tYXIYDSABKAsyFy5zdHJhdGEuc2VhbS52MS5HcmFtbWFyGjAKDkxvZ2l0Qmlhc0VudHJ5EgsKA2tleRgBIAEoBRINCgV2YWx1ZRgCIAEoAjoCOAEiWgoHR3JhbW1hchIMCgRnYm5mGAEgASgJEhgKEHRyaWdnZXJfcGF0dGVybnMYAiADKAkSFgoOdHJpZ2dlcl90b2tlbnMYAyADKAUSDwoHcHJlZmlsbBgEIAMoBSIuCgxUb2tlbkxvZ3Byb2ISDQoFdG9rZW4YASABKAUSDwoHbG9ncHJvYhgCIAEoAiJhCgNIb3ASCwoDdXJsGAEgASgJEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIUCgxyb3V0ZV90aWNrZXQYAyABKAwSDAoEbm9kZRgEIAEoCSLGAgoET3BlbhIUCgxyb3V0ZV90aWNrZXQYASABKAwSKgoIc2FtcGxpbmcYAiABKAsyGC5zdHJhdGEuc2VhbS52MS5TYW1wbGluZxImCgluZXh0X2hvcHMYAyADKAsyEy5zdHJhdGEuc2VhbS52MS5Ib3ASEAoIa3ZfY2VsbHMYBCABKA0SNQoQc2VhbV9jb21wcmVzc2lvbhgFIAEoDjIbLnN0cmF0YS5zZWFtLnYxLkNvbXByZXNzaW9uEg0KBXByb2JlGAYgASgIEg4KBnJlc3VtZRgHIAEoCBIUCgxwYXJrX29uX2xvc3MYCCABKAgSEgoKcmVwbHlfbGluaxgJIAEoCBIUCgxyb3V0ZV9zaGFyZHMYCiABKA0SLAoGcHJlZml4GAsgASgLMhwuc3RyYXRhLnNlYW0udjEuUHJlZml4QmxvY2tzIkUKDFByZWZpeEJsb2NrcxIUCgxibG9ja190b2tlbnMYASABKA0SDgoGYmxvY2tzGAIgAygMEg8KB2xpbmVhZ2UYAyABKAwiJwoGU3RhdHVzEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSK/AgoNTm9kZVRlbGVtZXRyeRIMCgRub2RlGAEgASgJEikKBXJhbmdlGAIgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIQCghxdWV1ZV9tcxgDIAEoAhISCgpjb21wdXRlX21zGAQgASgCEhYKDmJhdGNoX3Nlc3Npb25zGAUgASgNEhQKDGJhdGNoX3Rva2VucxgGIAEoDRIQCghieXRlc19pbhgHIAEoDRIRCglieXRlc19vdXQYCCABKA0SEQoJc2FtcGxlX21zGAkgASgCEhEKCXRyYW5zcG9ydBgKIAEoCRIQCghjb2RlY19tcxgLIAEoAhIYChByZWNlaXZlZF91bml4X21zGAwgASgBEhQKDHNlbnRfdW5peF9tcxgNIAEoARIUCgxiYXRjaF9wYXNzZXMYDiABKA0iZAoHU2FtcGxlZBINCgV0b2tlbhgBIAEoBRIOCgZtYXJnaW4YAiABKAISDwoHbG9ncHJvYhgDIAEoAhIpCgN0b3AYBCADKAsyHC5zdHJhdGEuc2VhbS52MS5Ub2tlbkxvZ3Byb2Ii8AUKCVNlYW1GcmFtZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd3b3JrX2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEwoLcm91dGVfZXBvY2gYBCABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAUgASgMEhoKEnJlY2lwZV9maW5nZXJwcmludBgGIAEoDBIpCgVyYW5nZRgHIAEoCzIaLnN0cmF0YS5zZWFtLnYxLkxheWVyUmFuZ2USJAoFcGhhc2UYCCABKA4yFS5zdHJhdGEuc2VhbS52MS5QaGFzZRIsCglwb3NpdGlvbnMYCSABKAsyGS5zdHJhdGEuc2VhbS52MS5Qb3NpdGlvbnMSDwoHc3RlcF9pZBgKIAEoBBIUCgxjYWNoZV9leHBlY3QYCyABKA0SFAoMY2FjaGVfcmVzdWx0GAwgASgNEhMKC2NodW5rX2luZGV4GA0gASgNEhMKC2NodW5rX2NvdW50GA4gASgNEicKB3RlbnNvcnMYDyADKAsyFi5zdHJhdGEuc2VhbS52MS5UZW5zb3ISIgoEb3BlbhgQIAEoCzIULnN0cmF0YS5zZWFtLnYxLk9wZW4SJgoGc3RhdHVzGBEgASgLMhYuc3RyYXRhLnNlYW0udjEuU3RhdHVzEjAKCXRlbGVtZXRyeRgSIAMoCzIdLnN0cmF0YS5zZWFtLnYxLk5vZGVUZWxlbWV0cnkSKAoHc2FtcGxlZBgTIAEoCzIXLnN0cmF0YS5zZWFtLnYxLlNhbXBsZWQSDwoHcmVidWlsZBgUIAEoCBIVCg1ob3BfcG9zaXRpb25zGBUgAygNEhEKCWNyb3NzaW5ncxgWIAEoDRIqCgRrZWVwGBcgASgLMhwuc3RyYXRhLnNlYW0udjEuUHJlZml4QmxvY2tzEioKCHNuYXBzaG90GBggASgLMhguc3RyYXRhLnNlYW0udjEuU25hcHNob3QSEgoKaG9wX3JldXNlZBgZIAMoDSJhCghTbmFwc2hvdBIRCglwb3NpdGlvbnMYASABKA0SEwoLc3RhdGVfYnl0ZXMYAiABKAQSDgoGc2hhMjU2GAMgASgMEg0KBWNodW5rGAQgASgMEg4KBmNyYzMyYxgFIAEoByINCgtJbmZvUmVxdWVzdCL/BAoITm9kZUluZm8SDAoEbm9kZRgBIAEoCRIXCg9hcnRpZmFjdF9zaGEyNTYYAiABKAwSGgoScmVjaXBlX2ZpbmdlcnByaW50GAMgASgMEikKBXJhbmdlGAQgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIPCgduX2xheWVyGAUgASgNEg4KBm5fZW1iZBgGIAEoDRIPCgduX3ZvY2FiGAcgASgNEg4KBmVuZ2luZRgIIAEoCRIQCghrdl9jZWxscxgJIAEoDRIVCg1rdl9jZWxsc191c2VkGAogASgNEhkKEWt2X2NlbGxzX3Jlc2VydmVkGAsgASgNEhAKCHNlc3Npb25zGAwgASgNEhQKDG1heF9zZXNzaW9ucxgNIAEoDRIOCgZxdWV1ZWQYDiABKA0SDwoHYmF0Y2hlcxgPIAEoBBIbChNsYXN0X2JhdGNoX3Nlc3Npb25zGBAgASgNEhoKEm1heF9iYXRjaF9zZXNzaW9ucxgRIAEoDRIWCg5wcmVmaWxsX3Rva2VucxgSIAEoBBIVCg1kZWNvZGVfdG9rZW5zGBMgASgEEhUKDXNlYW1fYnl0ZXNfaW4YFCABKAQSFgoOc2VhbV9ieXRlc19vdXQYFSABKAQSFgoOcmVmdXNlZF9mcmFtZXMYFiABKAQSFwoPc2Vzc2lvbnNfc2VydmVkGBcgASgEEhkKEXNvbG9fdG9rZW5zX3Blcl9zGBggASgCEhQKDGdyYXBoX3Bhc3NlcxgZIAEoBBIRCglrdl9sYXlvdXQYGiABKAkSKgoGcHJlZml4GBsgASgLMhouc3RyYXRhLnNlYW0udjEuUHJlZml4SW5mbyLuAQoKUHJlZml4SW5mbxIPCgdlbnRyaWVzGAEgASgNEg0KBWNlbGxzGAIgASgNEhYKDmJ1ZGdldF9lbnRyaWVzGAMgASgNEhQKDGJ1ZGdldF9jZWxscxgEIAEoDRIMCgRoaXRzGAUgASgEEg4KBm1pc3NlcxgGIAEoBBIVCg10b2tlbnNfcmV1c2VkGAcgASgEEhEKCWV2aWN0aW9ucxgIIAEoBBIWCg5zbmFwc2hvdHNfc2VudBgJIAEoBBIXCg9zbmFwc2hvdHNfdGFrZW4YCiABKAQSGQoRc25hcHNob3RzX3JlZnVzZWQYCyABKAQipwEKEVJvdXRlVGlja2V0Q2xhaW1zEhIKCnNlc3Npb25faWQYASABKAkSEwoLcm91dGVfZXBvY2gYAiABKAQSFwoPYXJ0aWZhY3Rfc2hhMjU2GAMgASgMEikKBXJhbmdlGAQgASgLMhouc3RyYXRhLnNlYW0udjEuTGF5ZXJSYW5nZRIVCg1leHBpcmVzX2F0X21zGAUgASgEEg4KBmlzc3VlchgGIAEoCSIwCgtSb3V0ZVRpY2tldBIOCgZjbGFpbXMYASABKAwSEQoJc2lnbmF0dXJlGAIgASgMKowBCgVQaGFzZRIVChFQSEFTRV9VTlNQRUNJRklFRBAAEg4KClBIQVNFX09QRU4QARIRCg1QSEFTRV9QUkVGSUxMEAISEAoMUEhBU0VfREVDT0RFEAMSEQoNUEhBU0VfUkVMRUFTRRAEEhAKDFBIQVNFX0NBTkNFTBAFEhIKDlBIQVNFX1NOQVBTSE9UEAYqbQoLRWxlbWVudFR5cGUSHAoYRUxFTUVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRUxFTUVOVF9UWVBFX0YzMhABEhQKEEVMRU1FTlRfVFlQRV9GMTYQAhIUChBFTEVNRU5UX1RZUEVfSTMyEAMqYAoJQnl0ZU9yZGVyEhoKFkJZVEVfT1JERVJfVU5TUEVDSUZJRUQQABIcChhCWVRFX09SREVSX0xJVFRMRV9FTkRJQU4QARIZChVCWVRFX09SREVSX0JJR19FTkRJQU4QAip0CgtDb21wcmVzc2lvbhIbChdDT01QUkVTU0lPTl9VTlNQRUNJRklFRBAAEhQKEENPTVBSRVNTSU9OX05PTkUQARIWChJDT01QUkVTU0lPTl9ROF9ST1cQAhIaChZDT01QUkVTU0lPTl9ROF9CTE9DSzMyEAMykAEKC1NlYW1TZXJ2aWNlEkIKBlN0cmVhbRIZLnN0cmF0YS5zZWFtLnYxLlNlYW1GcmFtZRoZLnN0cmF0YS5zZWFtLnYxLlNlYW1GcmFtZSgBMAESPQoESW5mbxIbLnN0cmF0YS5zZWFtLnYxLkluZm9SZXF1ZXN0Ghguc3RyYXRhLnNlYW0udjEuTm9kZUluZm9iBnByb3RvMw");
 
 /**
  * One named tensor of a bundle ("hidden_states", "token_ids", "logits", ...).
@@ -769,11 +769,27 @@ export type SeamFrame = Message<"strata.seam.v1.SeamFrame"> & {
 
   /**
    * a RELEASE: the session's tokens as prefix keys (lineage unset); shards that reuse prefixes
-   * keep the session's KV under them instead of freeing it
+   * keep the session's KV under them instead of freeing it. A SNAPSHOT: what the snapshot's
+   * positions are kept under (to the sending shard lineage unset; from it, the lineage it got)
    *
    * @generated from field: strata.seam.v1.PrefixBlocks keep = 23;
    */
   keep?: PrefixBlocks | undefined;
+
+  /**
+   * a SNAPSHOT: what is asked for, or a chunk of it
+   *
+   * @generated from field: strata.seam.v1.Snapshot snapshot = 24;
+   */
+  snapshot?: Snapshot | undefined;
+
+  /**
+   * replies to a resuming OPEN: of hop_positions, those each shard took from a prefix entry (a
+   * KV snapshot another node sent it) when it joined, last shard first; the rest it rebuilt
+   *
+   * @generated from field: repeated uint32 hop_reused = 25;
+   */
+  hopReused: number[];
 };
 
 /**
@@ -782,6 +798,54 @@ export type SeamFrame = Message<"strata.seam.v1.SeamFrame"> & {
  */
 export const SeamFrameSchema: GenMessage<SeamFrame> = /*@__PURE__*/
   messageDesc(file_strata_seam_v1_seam, 12);
+
+/**
+ * A sequence's KV on one layer range (llama.cpp's per-sequence state of the sending engine), on
+ * its way to another node of the same artifact, engine recipe and range. The state is cut into
+ * chunks of at most the frame's tensor limit; the receiver checks each chunk's CRC-32C, the
+ * whole state's size and SHA-256, and what llama.cpp says of it, and keeps nothing it refused.
+ *
+ * @generated from message strata.seam.v1.Snapshot
+ */
+export type Snapshot = Message<"strata.seam.v1.Snapshot"> & {
+  /**
+   * the first positions of the session the receiver keeps (whole prefix blocks)
+   *
+   * @generated from field: uint32 positions = 1;
+   */
+  positions: number;
+
+  /**
+   * the whole state's size and SHA-256 (every chunk says the same)
+   *
+   * @generated from field: uint64 state_bytes = 2;
+   */
+  stateBytes: bigint;
+
+  /**
+   * @generated from field: bytes sha256 = 3;
+   */
+  sha256: Uint8Array;
+
+  /**
+   * this chunk's bytes, and their CRC-32C
+   *
+   * @generated from field: bytes chunk = 4;
+   */
+  chunk: Uint8Array;
+
+  /**
+   * @generated from field: fixed32 crc32c = 5;
+   */
+  crc32c: number;
+};
+
+/**
+ * Describes the message strata.seam.v1.Snapshot.
+ * Use `create(SnapshotSchema)` to create a new message.
+ */
+export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
+  messageDesc(file_strata_seam_v1_seam, 13);
 
 /**
  * @generated from message strata.seam.v1.InfoRequest
@@ -794,7 +858,7 @@ export type InfoRequest = Message<"strata.seam.v1.InfoRequest"> & {
  * Use `create(InfoRequestSchema)` to create a new message.
  */
 export const InfoRequestSchema: GenMessage<InfoRequest> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 13);
+  messageDesc(file_strata_seam_v1_seam, 14);
 
 /**
  * @generated from message strata.seam.v1.NodeInfo
@@ -954,7 +1018,7 @@ export type NodeInfo = Message<"strata.seam.v1.NodeInfo"> & {
  * Use `create(NodeInfoSchema)` to create a new message.
  */
 export const NodeInfoSchema: GenMessage<NodeInfo> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 14);
+  messageDesc(file_strata_seam_v1_seam, 15);
 
 /**
  * @generated from message strata.seam.v1.PrefixInfo
@@ -1004,6 +1068,24 @@ export type PrefixInfo = Message<"strata.seam.v1.PrefixInfo"> & {
    * @generated from field: uint64 evictions = 8;
    */
   evictions: bigint;
+
+  /**
+   * KV snapshots this node sent, took in as entries, and refused (a bad chunk, another recipe
+   * or range, a state llama.cpp did not take, no room)
+   *
+   * @generated from field: uint64 snapshots_sent = 9;
+   */
+  snapshotsSent: bigint;
+
+  /**
+   * @generated from field: uint64 snapshots_taken = 10;
+   */
+  snapshotsTaken: bigint;
+
+  /**
+   * @generated from field: uint64 snapshots_refused = 11;
+   */
+  snapshotsRefused: bigint;
 };
 
 /**
@@ -1011,7 +1093,7 @@ export type PrefixInfo = Message<"strata.seam.v1.PrefixInfo"> & {
  * Use `create(PrefixInfoSchema)` to create a new message.
  */
 export const PrefixInfoSchema: GenMessage<PrefixInfo> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 15);
+  messageDesc(file_strata_seam_v1_seam, 16);
 
 /**
  * What a route ticket grants: one session, at one epoch, on one artifact's layer range,
@@ -1058,7 +1140,7 @@ export type RouteTicketClaims = Message<"strata.seam.v1.RouteTicketClaims"> & {
  * Use `create(RouteTicketClaimsSchema)` to create a new message.
  */
 export const RouteTicketClaimsSchema: GenMessage<RouteTicketClaims> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 16);
+  messageDesc(file_strata_seam_v1_seam, 17);
 
 /**
  * @generated from message strata.seam.v1.RouteTicket
@@ -1082,7 +1164,7 @@ export type RouteTicket = Message<"strata.seam.v1.RouteTicket"> & {
  * Use `create(RouteTicketSchema)` to create a new message.
  */
 export const RouteTicketSchema: GenMessage<RouteTicket> = /*@__PURE__*/
-  messageDesc(file_strata_seam_v1_seam, 17);
+  messageDesc(file_strata_seam_v1_seam, 18);
 
 /**
  * @generated from enum strata.seam.v1.Phase
@@ -1127,6 +1209,17 @@ export enum Phase {
    * @generated from enum value: PHASE_CANCEL = 5;
    */
   CANCEL = 5,
+
+  /**
+   * a KV snapshot (Snapshot). To a shard of a route, with open.next_hops naming one node of the
+   * same range: it sends that node the session's first snapshot.positions positions and answers
+   * when the node took them. From that shard to the node: one chunk of the snapshot (ticketed
+   * in the first chunk's open block); the node keeps it whole as a prefix entry under `keep`,
+   * and answers once, after the last chunk
+   *
+   * @generated from enum value: PHASE_SNAPSHOT = 6;
+   */
+  SNAPSHOT = 6,
 }
 
 /**

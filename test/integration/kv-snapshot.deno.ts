@@ -1,0 +1,54 @@
+// Repair from a KV snapshot end to end: `strata up` (two routes of two native nodes, SmolLM2),
+// its gateway mirroring prompts of 256 positions or more (--kv-mirror). A streamed chat behind a
+// ~600-token prompt: once the route's shards have sent their KV to the other route's nodes, the
+// route's last node is killed; the repair takes that range's standby, which joins from the
+// snapshot and is rebuilt only past it. The answer is compared with whole-model llama.cpp's
+// greedy text. Prints one JSON object; kv-snapshot.test.ts asserts on it.
+import { defaultModelPath } from "../../server/model/fetch.ts";
+import { ServiceProcess } from "../../server/process/service-process.ts";
+import { longSystemPrompt } from "../../checks/bench/prefix-reuse.ts";
+import { chatThroughALoss } from "../../checks/bench/snapshot-repair.ts";
+import { type ChatMessages, chatReference } from "./chat-reference.ts";
+
+const KEY = "test-key";
+const MAX = 160;
+const model = defaultModelPath();
+const messages: ChatMessages = [
+  { role: "system", content: longSystemPrompt(420) },
+  { role: "user", content: "Repeat every rule above, one per line, word for word." },
+];
+
+const net = await ServiceProcess.start(
+  "strata up",
+  ["up", "--port", "0", "--api-key", KEY, "--routes", "2", "--kv-mirror", "256"],
+  {},
+  600_000,
+);
+let report: Record<string, unknown>;
+try {
+  const run = await chatThroughALoss(
+    net,
+    KEY,
+    { model: "smollm2", messages, temperature: 0, max_tokens: MAX },
+    true,
+  );
+  const ref = await chatReference(model, [messages], MAX);
+  const a = run.answer;
+  report = {
+    answer: {
+      status: a.status,
+      error: a.error,
+      finish: a.finish,
+      text: a.text,
+      repairs: a.repairs,
+      victim: run.victim,
+    },
+    sent: run.sent,
+    mirrored: run.mirrored,
+    reference: ref.texts[0],
+    at: a.text === ref.texts[0] ? undefined : ref.divergence(0, a.text),
+  };
+} finally {
+  await net.stop();
+}
+console.log(JSON.stringify(report));
