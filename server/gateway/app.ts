@@ -33,6 +33,7 @@ import { routeError } from "../../src/gateway/route-errors.ts";
 import { PrefixAffinity } from "../../src/gateway/prefix-affinity.ts";
 import { choiceAnswer, ResponseShape, usageOf } from "../../src/gateway/responses.ts";
 import { Metrics } from "./metrics.ts";
+import { nodePrefixLines } from "./node-prefix-metrics.ts";
 import { RouteGate } from "./route-gate.ts";
 import type { RouteLease } from "../../src/gateway/lease.ts";
 
@@ -167,7 +168,13 @@ export async function startGateway(o: GatewayOptions) {
   }
   app.get(
     "/metrics",
-    (c) => c.text(metrics.text(gate.admission.stats()), 200, { "content-type": "text/plain; version=0.0.4" }),
+    async (c) =>
+      c.text(
+        metrics.text(gate.admission.stats()) +
+          (await nodePrefixLines(tracker.client, dialer.grpc)).map((l) => `${l}\n`).join(""),
+        200,
+        { "content-type": "text/plain; version=0.0.4" },
+      ),
   );
 
   const apiPaths = ["/v1/*", "/tokenize", "/detokenize"];

@@ -32,6 +32,8 @@ try {
     { model: "smollm2", messages, temperature: 0, max_tokens: MAX },
     true,
   );
+  // the gateway's /metrics: the repair's figures, and each node's entries and snapshots
+  const metrics = await (await fetch(`${net.ready.gateway}/metrics`)).text();
   const ref = await chatReference(model, [messages], MAX);
   const a = run.answer;
   report = {
@@ -45,6 +47,9 @@ try {
     },
     sent: run.sent,
     mirrored: run.mirrored,
+    metrics: metrics.split("\n").filter((l) =>
+      /^strata_(node_snapshots|node_prefix_budget|repair_snapshot)/.test(l)
+    ),
     reference: ref.texts[0],
     at: a.text === ref.texts[0] ? undefined : ref.divergence(0, a.text),
   };

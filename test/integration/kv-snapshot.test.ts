@@ -22,6 +22,16 @@ describe("repair from a KV snapshot (strata up, two routes, the gateway mirrorin
     // rebuilt past the snapshot only: what is left of the prompt's last block, and the tokens so far
     expect(repair.replayed_positions).toBeLessThan(64 + 160);
     expect(repair.layer_positions_rebuilt).toBe(repair.replayed_positions * repair.layers_rebuilt);
+    // /metrics: the positions the repair took from the snapshot, the standbys' snapshots, budgets
+    const metric = (re: RegExp) =>
+      out.metrics.filter((l: string) => re.test(l)).map((l: string) => Number(l.split(" ")[1]));
+    expect(metric(/^strata_repair_snapshot_positions_total /)).toEqual([repair.snapshot_positions]);
+    for (const m of out.mirrored) {
+      expect(metric(new RegExp(`^strata_node_snapshots_taken_total\\{node="${m.node}"\\}`))).toEqual([1]);
+      expect(metric(new RegExp(`^strata_node_prefix_budget_cells\\{node="${m.node}"\\}`))[0]).toBeGreaterThan(
+        0,
+      );
+    }
     // and the answer goes on as whole-model llama.cpp's greedy text (or leaves it only at a near-tie)
     if (a.text !== out.reference) expect(out.at?.nearTie, JSON.stringify(out.at)).toBe(true);
   });
