@@ -236,7 +236,10 @@ export async function generate(
         }
         break;
       } catch (e) {
-        if (e instanceof SeamError && e.code === "context_full") {
+        // the KV pool ran short: a session with tokens out ends there (finish_reason length); one
+        // that had none yet waits for room and tries again, as long as a repair may take
+        const poolShort = e instanceof SeamError && e.code === "context_full";
+        if (poolShort && (out.length > 0 || progressed)) {
           kvEnded = true;
           finishReason = "length";
           break;
@@ -246,8 +249,9 @@ export async function generate(
         // a node may still hold slots of sessions whose routes just died (the tracker's count
         // has let them go): a route refused as full before its first token is tried again,
         // a few times, after a pause
-        const full = e instanceof SeamError && (e.code === "kv_full" || e.code === "overloaded") &&
-          !progressed && refusedFull < FULL_RETRIES;
+        const full = poolShort ||
+          e instanceof SeamError && (e.code === "kv_full" || e.code === "overloaded") &&
+            !progressed && refusedFull < FULL_RETRIES;
         const repairing = (repairable(e) || full) && !signal.aborted && !!ctx.repair;
         // with tokens sent, the nodes still there keep the session (parked) for a resume;
         // otherwise they free it now
@@ -269,6 +273,12 @@ export async function generate(
         }
         const at = broken?.at ?? performance.now();
         if (performance.now() - at > ctx.repair.deadlineMs) {
+          if (poolShort) {
+            throw new SeamError(
+              "kv_full",
+              `the routes' KV pools had no room for ${ctx.repair.deadlineMs} ms`,
+            );
+          }
           throw new SeamError(
             "unavailable",
             `no route could take over within ${ctx.repair.deadlineMs} ms: ${e.message}`,

@@ -14,7 +14,7 @@ export function routeError(e: unknown): ApiError {
     return new ApiError(503, `no route: ${e.rawMessage}`, "server_error", "no_route");
   }
   if (e instanceof SeamError) {
-    if (e.code === "kv_full" || e.code === "overloaded") {
+    if (e.code === "kv_full" || e.code === "overloaded" || e.code === "context_full") {
       return new ApiError(503, e.message, "server_error", e.code);
     }
     if (e.code === "cancelled") return new ApiError(499, e.message, "server_error", "cancelled");

@@ -334,8 +334,13 @@ export class RouteSession {
   async #opened(sent: Promise<unknown>[]): Promise<void> {
     const opening = this.#opening!;
     this.#opening = undefined;
-    for (const p of sent) p.catch(() => {}); // refused behind a refused OPEN: OPEN's reason wins
-    await this.#accepted(opening);
+    // a step refused before OPEN's answer came fails the prompt at once: a first shard that drops
+    // the session (no room for the prompt) drops OPEN's answer on its way back too. A refused
+    // OPEN is answered before any step behind it: its reason comes first
+    const refused = new Promise<never>((_, reject) => {
+      for (const p of sent) p.catch(reject);
+    });
+    await Promise.race([this.#accepted(opening), refused]);
   }
 
   /** Tokens the route holds for this session. */

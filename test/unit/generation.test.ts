@@ -8,6 +8,8 @@ import type { GenerationRequest } from "../../src/gateway/openai.ts";
 import { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 import { NodeWatch } from "../../src/gateway/node-watch.ts";
 import { ShardNode } from "../../src/node/shard-node.ts";
+import { RouteSession } from "../../src/route/route-session.ts";
+import { routeError } from "../../src/gateway/route-errors.ts";
 import { expectedToken, FakeEngine } from "../fakes/fake-engine.ts";
 import { E_ACUTE_HEAD, EOS, FakeTokenizer } from "../fakes/fake-tokenizer.ts";
 import { MemorySeams } from "../fakes/memory-seams.ts";
@@ -25,7 +27,7 @@ afterEach(async () => {
 });
 
 /** A route of two fake shards (layers 0:2 and 2:4) over in-memory seams, and a lease on it. */
-async function routeOf(o: { maxSessionCells?: number } = {}) {
+async function routeOf(o: { maxSessionCells?: number; kvCells?: number } = {}) {
   const seams = new MemorySeams();
   const { publicKey } = await routeKey();
   const ranges = [{ start: 0, end: 2 }, { start: 2, end: 4 }];
@@ -36,7 +38,7 @@ async function routeOf(o: { maxSessionCells?: number } = {}) {
       artifactSha256: ARTIFACT,
       routeKey: publicKey,
       dial: seams.dial,
-      limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: 256 },
+      limits: { maxBatchTokens: 64, maxQueuedPerSession: 8, kvCells: o.kvCells ?? 256 },
       leaseMs: 60_000,
       parkMs: 0,
     });
@@ -64,7 +66,7 @@ async function routeOf(o: { maxSessionCells?: number } = {}) {
     watch,
     routes: new ActiveRoutes(),
   };
-  return { ctx, engines, lease: { sessionId, route } };
+  return { ctx, engines, seams, ranges, lease: { sessionId, route } };
 }
 
 const request = (o: Partial<GenerationRequest> = {}): GenerationRequest => ({
@@ -176,6 +178,67 @@ describe("generation: a prompt through a route of fake shards", () => {
         code: "context_length_exceeded",
       });
     expect(engines.every((e) => e.calls.length === 0)).toBe(true);
+  });
+
+  it("a prompt that finds the KV pools full waits for room, then answers whole (not an empty length)", async () => {
+    const { ctx, engines, seams, ranges, lease } = await routeOf({ kvCells: 64 });
+    // an older session holds 62 of every node's 64 cells
+    const hog = await RouteSession.open(
+      seams.dial,
+      await signedHops(ranges.map((range, i) => ({ url: `http://n${i}`, range })), "hog"),
+      { sessionId: "hog", epoch: 1n, artifactSha256: ARTIFACT, kvCells: 64 },
+    );
+    await hog.prefill(Int32Array.from({ length: 62 }, (_, i) => i % 30));
+    let reroutes = 0;
+    const ctxWithRepair: GenerationContext = {
+      ...ctx,
+      repair: {
+        reroute: () => (reroutes++, Promise.resolve(lease)),
+        dead: () => Promise.resolve([]),
+        deadlineMs: 4_000,
+        resume: false,
+      },
+    };
+    setTimeout(() => void hog.release(), 300);
+    const req = request({ maxNewTokens: 8 });
+    const ids = planPrompt(tok, req).ids;
+    const g = await generate(ctxWithRepair, lease, req, ids, new AbortController().signal, () => {});
+    const want = greedy(ids, 8);
+    expect(g.text).toBe(tok.detokenize(want).replace(/\uFFFD$/, ""));
+    expect(g.completionTokens).toBe(want.length);
+    expect(reroutes).toBeGreaterThan(0);
+    expect(engines.map((e) => e.openSequences)).toEqual([0, 0]);
+  });
+
+  it("a prompt that finds no room before the repair deadline gets 503 kv_full, not an empty answer", async () => {
+    const { ctx, seams, ranges, lease } = await routeOf({ kvCells: 64 });
+    const hog = await RouteSession.open(
+      seams.dial,
+      await signedHops(ranges.map((range, i) => ({ url: `http://n${i}`, range })), "hog"),
+      { sessionId: "hog", epoch: 1n, artifactSha256: ARTIFACT, kvCells: 64 },
+    );
+    await hog.prefill(Int32Array.from({ length: 62 }, (_, i) => i % 30));
+    const ctxWithRepair: GenerationContext = {
+      ...ctx,
+      repair: {
+        reroute: () => Promise.resolve(lease),
+        dead: () => Promise.resolve([]),
+        deadlineMs: 800,
+        resume: false,
+      },
+    };
+    const req = request({ maxNewTokens: 8 });
+    const run = generate(
+      ctxWithRepair,
+      lease,
+      req,
+      planPrompt(tok, req).ids,
+      new AbortController().signal,
+      () => {},
+    );
+    await expect(run).rejects.toMatchObject({ code: "kv_full" });
+    expect(routeError(await run.catch((e) => e)).status).toBe(503);
+    await hog.release();
   });
 
   it("a client that leaves cancels the session on every node", async () => {

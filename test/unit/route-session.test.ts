@@ -553,6 +553,30 @@ describe("route session over shard nodes", () => {
     }
   });
 
+  it("a pipelined prompt the first shard has no room for fails at once, not when OPEN's answer times out", async () => {
+    const r = await route(64);
+    try {
+      // an older session holds 62 of each node's 64 cells
+      const hog = await RouteSession.open(
+        r.seams.dial,
+        await r.hops("hog"),
+        options({ sessionId: "hog", epoch: 1n }),
+      );
+      await hog.prefill(Int32Array.from({ length: 62 }, (_, i) => i % 30));
+      // the first shard refuses the prompt and drops the session: OPEN's answer from the last shard
+      // never comes back through it
+      const s = await RouteSession.open(
+        r.seams.dial,
+        await r.hops("s"),
+        options({ sessionId: "s", epoch: 1n, kvCells: 20, pipelineOpen: true, stepTimeoutMs: 60_000 }),
+      );
+      await expect(s.prefill(Int32Array.of(1, 2, 3, 4, 5))).rejects.toMatchObject({ code: "context_full" });
+      await hog.release();
+    } finally {
+      await Promise.all(r.nodes.map((n) => n.close()));
+    }
+  });
+
   it("the last shard replies straight to the driver: hops + 1 crossings a step, each link named", async () => {
     const r = await route();
     try {
