@@ -39,6 +39,8 @@ import type { RouteLease } from "../../src/gateway/lease.ts";
 
 /** The admission line repairs wait in, beside each client key's line (and the keyless one). */
 const REPAIR_LINE = "repair:";
+/** How long a session whose route broke waits for another (--repair-deadline-ms). */
+const REPAIR_DEADLINE_MS = 30_000;
 import type { CertPair } from "../tls/certs.ts";
 import { serveHttp } from "../http/serve-http.ts";
 import { addressGroup } from "../../src/gateway/address-group.ts";
@@ -111,7 +113,9 @@ export async function startGateway(o: GatewayOptions) {
     }),
     repair: {
       // repairs wait in a line of their own: a turn comes soon even behind a long queue
-      reroute: (ask, signal) => gate.acquire(REPAIR_LINE, signal, ask),
+      // within the repair's own deadline, a moment without any complete route is waited out
+      reroute: (ask, signal) =>
+        gate.acquire(REPAIR_LINE, signal, ask, [], o.repairDeadlineMs ?? REPAIR_DEADLINE_MS),
       dead: async (nodes) => {
         const r = await tracker.client.nodes({ nodes: [...nodes] }, { timeoutMs: 5000 }).catch(() =>
           undefined
@@ -120,7 +124,7 @@ export async function startGateway(o: GatewayOptions) {
         const live = new Set(r?.nodes.filter((n) => n.live).map((n) => n.node) ?? nodes);
         return nodes.filter((n) => !live.has(n));
       },
-      deadlineMs: o.repairDeadlineMs ?? 30_000,
+      deadlineMs: o.repairDeadlineMs ?? REPAIR_DEADLINE_MS,
       resume: o.repairResume !== false,
     },
   };

@@ -14,6 +14,12 @@ import type { RepairAsk, RouteLease } from "../../src/gateway/lease.ts";
 import { sessionEnds, type trackerClient } from "../tracker/client.ts";
 import { log } from "../log/log.ts";
 
+/**
+ * How long a request waits while the tracker has no complete route at all: a node that moves to
+ * another range on a fixed port leaves its old range before the new one loads, a few seconds.
+ */
+export const COVERAGE_WAIT_MS = 10_000;
+
 export class RouteGate {
   readonly admission: Admission<Route>;
   /** ends go to the tracker in batches while a `Done` is in flight */
@@ -40,9 +46,12 @@ export class RouteGate {
     repair?: RepairAsk,
     /** nodes that hold the prompt's prefix: a route through them first, where it has room */
     prefer: readonly string[] = [],
+    /** how long no complete route at all (or no tracker) is waited out before it is the answer */
+    coverageWaitMs = COVERAGE_WAIT_MS,
   ): Promise<RouteLease> {
     // a repair keeps its session's id: nodes that still hold the session know it by it
     const sessionId = repair?.sessionId ?? crypto.randomUUID();
+    const since = performance.now();
     const attempt = async () => {
       try {
         const { routes } = await this.tracker.route(
@@ -60,6 +69,12 @@ export class RouteGate {
         return routes[0];
       } catch (e) {
         if (e instanceof ConnectError && e.code === Code.ResourceExhausted) return BUSY;
+        // no complete route now (a range between two nodes) or no tracker (restarting): the
+        // request waits its turn a while, as for a busy one, then hears why
+        if (
+          e instanceof ConnectError && e.code === Code.Unavailable &&
+          performance.now() - since < coverageWaitMs
+        ) return BUSY;
         throw e;
       }
     };

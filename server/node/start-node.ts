@@ -188,7 +188,8 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     tokensPerS,
     memoryCapBytes,
     handOver: async (withinMs = 10_000) => {
-      if (!c.tracker) return 0;
+      // nothing to hand over: the tracker is not asked for a route
+      if (!c.tracker || node.prefixEntries === 0) return 0;
       const until = Date.now() + withinMs;
       const t = trackerClient(c.tracker.url);
       // a route of other nodes ticketed for this work: its hop of this range takes the entries

@@ -296,6 +296,11 @@ export class ShardNode {
    * Resolves with the entries it took; one it refuses is left (this node's go with it). Entries
    * not sent by `until` (Date.now()) are left too: a node that goes does not wait long.
    */
+  /** Prefix entries held now (a draining node with none has nothing to hand over). */
+  get prefixEntries(): number {
+    return this.#batcher.stats().prefix?.entries ?? 0;
+  }
+
   async handOver(to: Hop, until = Infinity): Promise<number> {
     if (!await this.#reuses()) return 0;
     let taken = 0;
