@@ -20,6 +20,43 @@ export interface VolunteerModel extends RangeModel {
   readonly name: string;
 }
 
+/** What the gateway tells a volunteer page (GET /volunteer/config). */
+export interface VolunteerConfig {
+  readonly model: string;
+  readonly artifact: string;
+  readonly kv: VolunteerModel["kv"];
+  readonly graph: VolunteerModel["graph"];
+  /** where the artifact's manifest and pieces are served (an origin, or the gateway) */
+  readonly artifactUrl: string;
+  /** the relay as tabs reach it */
+  readonly relayUrl: string;
+  /** the ranges on offer; empty: the tracker places each tab */
+  readonly split: ReadonlyArray<{ readonly start: number; readonly end: number }>;
+  /** the tracker's Connect service, as the gateway serves it to tabs */
+  readonly trackerPath: string;
+}
+
+/** A tab's relay identity (POST /volunteer/identity): its name, in an HMAC token. */
+export interface VolunteerIdentity {
+  readonly name: string;
+  readonly token: string;
+}
+
+/** What a tab asks the tracker's placement for: its engine's settings under `capBytes`. */
+export function tabPlaceRequest(artifactSha256: Uint8Array, capBytes: number) {
+  return {
+    artifactSha256,
+    memoryCapBytes: BigInt(capBytes),
+    engine: "wasm-cpu",
+    kvCells: TAB_ENGINE.kvCells,
+    maxSessions: TAB_ENGINE.maxSessions,
+    batchTokens: TAB_ENGINE.batchTokens,
+    batchInvariant: true,
+    // a tab may run on WebGPU, where attention may not be fused
+    flashAttention: false,
+  };
+}
+
 export interface VolunteerAsk {
   /** the ranges on offer (offeredRanges) */
   readonly candidates: readonly LayerRange[];

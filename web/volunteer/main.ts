@@ -1,43 +1,34 @@
 // The volunteer page: shows the range the network asks this tab to host (memory and
 // download it takes); on one press downloads only that range's pieces (OPFS-cached,
 // hash-checked), loads them into the WASM engine (WebGPU when the adapter can, else CPU),
-// connects to the relay, joins the tracker through the gateway, passes admission and
+// connects to the relay, joins the tracker (its Connect service, through the gateway), passes admission and
 // serves seams, showing live what it does. Closing the tab leaves the network.
 import { type DownloadReport, downloadShard } from "../../src/artifact/download.ts";
 import { rangePieces } from "../../src/artifact/serve-pieces.ts";
 import { relayPieceFetch } from "../../src/relay/piece-fetch.ts";
 import { relayHopUrl } from "../../src/route/hop-url.ts";
-import { manifestFromResponse } from "../../src/artifact/pieces.ts";
+import { type ArtifactManifest, manifestFromResponse } from "../../src/artifact/pieces.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
-import type { RangeMemory } from "../../src/engine/memory-fit.ts";
 import { WASM32_MEMORY_CAP, WASM_MAX_THREADS } from "../../src/engine/wasm/wasm-engine.ts";
 import { startServedEngine } from "../../src/engine/wasm/served-engine.ts";
 import { nodeEngineSpec, startShardNode } from "../../src/node/runtime.ts";
 import { RelayPeer } from "../../src/relay/peer.ts";
 import { relayListener, relayOnlyDialer } from "../../src/relay/relay-seams.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
-import { gatewayTracker, postJson } from "../node/gateway-tracker.ts";
+import { ConnectError } from "@connectrpc/connect";
+import {
+  offeredRanges,
+  tabPlaceRequest,
+  type VolunteerAssignment,
+  volunteerAssignment,
+  type VolunteerConfig,
+  type VolunteerIdentity,
+} from "../../src/tracker/volunteer-assignment.ts";
+import { type TabTracker, tabTracker, tabTrackerPort } from "../node/tracker-connect.ts";
 import { probeMainThread } from "./main-thread-probe.ts";
 import { cannotRun, pageAbilities } from "./can-run.ts";
 import { OpfsPieceStore } from "../node/opfs-store.ts";
 import { connectBrowserRelay } from "../node/relay-socket.ts";
-
-interface Assignment {
-  model: string;
-  artifact: string;
-  nLayer: number;
-  range: { start: number; end: number };
-  hostsAlready: number;
-  fileBytes: number;
-  downloadBytes: number;
-  memory: RangeMemory;
-  memoryCapBytes: number;
-  kvCells: number;
-  maxSessions: number;
-  batchTokens: number;
-  manifestUrl: string;
-  sources: { url: string; layers?: { start: number; end: number } }[];
-}
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
@@ -50,7 +41,7 @@ const mainThread = probeMainThread();
 const state = {
   phase: "idle" as string,
   error: "",
-  assignment: undefined as Assignment | undefined,
+  assignment: undefined as VolunteerAssignment | undefined,
   download: undefined as Omit<DownloadReport, "model"> | undefined,
   engine: "",
   fallback: "",
@@ -81,13 +72,60 @@ function phase(p: string, note = ""): void {
   if (note) $("note").textContent = note;
 }
 
+/** What the tab needs across its steps: the gateway's config, its identity, the manifest. */
+let held: {
+  config: VolunteerConfig;
+  id: VolunteerIdentity;
+  manifest: ArtifactManifest;
+  tracker: TabTracker;
+  trackerUrl: string;
+} | undefined;
+
+async function getJson<T>(path: string, init?: RequestInit): Promise<T> {
+  const r = await fetch(path, init);
+  const j = await r.json();
+  if (!r.ok) throw new Error(j?.error?.message ?? `${path}: HTTP ${r.status}`);
+  return j as T;
+}
+
+/** The range to offer: the tracker's placement for this tab, or one of the split. */
+async function candidates(
+  config: VolunteerConfig,
+  tracker: TabTracker,
+  id: VolunteerIdentity,
+  nLayer: number,
+) {
+  if (config.split.length > 0 || params.get("layers")) {
+    const split = config.split.map((r) => layerRange(r.start, r.end, nLayer));
+    return offeredRanges(split, params.get("layers") ?? undefined, nLayer);
+  }
+  try {
+    const r = await tracker.place(
+      { token: id.token, node: id.name, ...tabPlaceRequest(hexToBytes(config.artifact), memoryCap) },
+      { timeoutMs: 10_000 },
+    );
+    return [layerRange(r.range!.start, r.range!.end, nLayer)];
+  } catch (e) {
+    throw new Error(`no range for this tab: ${e instanceof ConnectError ? e.rawMessage : e}`);
+  }
+}
+
 async function ask(): Promise<void> {
-  const q = new URLSearchParams({ memoryCap: String(memoryCap) });
-  if (params.get("layers")) q.set("layers", params.get("layers")!);
-  const r = await fetch(`/volunteer/api/assignment?${q}`);
-  const a = await r.json();
-  if (!r.ok) throw new Error(a?.error?.message ?? `assignment: HTTP ${r.status}`);
-  state.assignment = a as Assignment;
+  const config = await getJson<VolunteerConfig>("/volunteer/config");
+  // the tab's name from the start: the tracker's placement holds its range under it
+  const id = await getJson<VolunteerIdentity>("/volunteer/identity", { method: "POST" });
+  state.name = id.name;
+  const manifest = await manifestFromResponse(await fetch(`${config.artifactUrl}/manifest`), config.artifact);
+  const trackerUrl = new URL(config.trackerPath, location.href).href;
+  const tracker = tabTracker(trackerUrl);
+  held = { config, id, manifest, tracker, trackerUrl };
+  const offered = await candidates(config, tracker, id, manifest.nLayer);
+  const { nodes } = await tracker.nodes({}, { timeoutMs: 5000 });
+  const a = volunteerAssignment(
+    { name: config.model, manifest, kv: config.kv, graph: config.graph },
+    { candidates: offered, capBytes: memoryCap, nodes, artifactUrl: config.artifactUrl },
+  );
+  state.assignment = a;
   show($("assignment"), [
     ["model", `${a.model} (artifact ${a.artifact.slice(0, 12)}…)`],
     [
@@ -115,11 +153,11 @@ async function contribute(): Promise<void> {
 
   // the relay first: other tabs that hold this range are sources too, reached through it
   phase("connecting");
-  const id = await postJson<{ name: string; token: string; relayUrl: string }>("/volunteer/api/token", {});
-  state.name = id.name;
+  const { config, id, manifest, trackerUrl } = held!;
+  const relayUrl = config.relayUrl;
   // a dropped connection is dialed again, and the tab serves on under its name (no reload)
-  const peer = new RelayPeer(await connectBrowserRelay(id.relayUrl, id.token), id.name, undefined, {
-    connect: () => connectBrowserRelay(id.relayUrl, id.token),
+  const peer = new RelayPeer(await connectBrowserRelay(relayUrl, id.token), id.name, undefined, {
+    connect: () => connectBrowserRelay(relayUrl, id.token),
     onChange: (up, detail) => {
       if (up === "down" && state.relay !== "down") state.relayDrops++;
       state.relay = up;
@@ -131,7 +169,6 @@ async function contribute(): Promise<void> {
   state.relay = "up";
 
   phase("downloading");
-  const manifest = await manifestFromResponse(await fetch(a.manifestUrl), a.artifact);
   const store = await OpfsPieceStore.open();
   const { model, ...report } = await downloadShard({
     manifest,
@@ -139,7 +176,7 @@ async function contribute(): Promise<void> {
     end: a.range.end,
     sources: a.sources,
     store,
-    fetch: relayPieceFetch(peer, id.relayUrl),
+    fetch: relayPieceFetch(peer, relayUrl),
     onProgress: (p) => {
       bar.max = p.bytes;
       bar.value = p.bytesDone;
@@ -172,7 +209,7 @@ async function contribute(): Promise<void> {
   state.fallback = fallback ?? "";
   state.engine = engine.backend;
 
-  const tracker = gatewayTracker("/volunteer/api", id.token);
+  const tracker = tabTrackerPort(trackerUrl, id.name, id.token);
   addEventListener("pagehide", () => {
     void tracker.leave();
     peer.close();
@@ -188,11 +225,11 @@ async function contribute(): Promise<void> {
     batchTokens: a.batchTokens,
     leaseMs: 300_000,
     // its range's pieces, through the relay
-    artifactUrl: relayHopUrl(id.relayUrl, id.name),
+    artifactUrl: relayHopUrl(relayUrl, id.name),
   }, {
     engine,
-    dial: relayOnlyDialer(peer, id.relayUrl),
-    listeners: [relayListener(peer, id.relayUrl)],
+    dial: relayOnlyDialer(peer, relayUrl),
+    listeners: [relayListener(peer, relayUrl)],
     tracker,
     memoryCapBytes: memoryCap,
   }, {
