@@ -1,12 +1,14 @@
 // Run by crash-reports.test.ts under Deno. A deliberately broken engine library — every
-// symbol of the C API, but its decode executes an instruction the CPU refuses (ud2, as an
-// AMX tile op on an unconfigured tile does) — must (1) fail the build's smoke check with
-// the signal's name and leave nothing in the cache, and (2) make `strata up` say which
-// service died, of what, and with its last lines. Prints one JSON object.
+// symbol of the C API (those not written here as stubs that answer 0), but its decode executes
+// an instruction the CPU refuses (ud2, as an AMX tile op on an unconfigured tile does) — must
+// (1) fail the build's smoke check with the signal's name and leave nothing in the cache, and
+// (2) make `strata up` say which service died, of what, and with its last lines. Prints one
+// JSON object.
 import { existsSync } from "node:fs";
 import { synthModel } from "../../src/model/synth.ts";
 import { installChecked } from "../../server/engine/native/build.ts";
 import { SmokeCheckFailed } from "../../server/engine/smoke/smoke-check.ts";
+import { SYMBOLS } from "../../server/engine/native/ffi.ts";
 
 const dir = Deno.makeTempDirSync({ prefix: "strata-crash-" });
 const cache = `${dir}/cache`;
@@ -56,7 +58,6 @@ int32_t strata_output_dim(void * x) { return 384; }
 int64_t strata_outputs(void * x, float * d, int64_t c) { return 0; }
 int32_t strata_seq_release(void * x, int32_t s) { return 0; }
 int32_t strata_seq_trim(void * x, int32_t s, int32_t p) { return 0; }
-int32_t strata_seq_copy(void * x, int32_t s, int32_t d, int32_t p) { return 0; }
 int32_t strata_seq_pos_max(void * x, int32_t s) { return -1; }
 int32_t strata_ctx_stats(void * x, int64_t * o, int32_t c) { for (int i = 0; i < c && i < 4; i++) o[i] = 0; return 4; }
 int32_t strata_ctx_capture(void * x, const int32_t * l, int32_t n) { return 0; }
@@ -68,6 +69,14 @@ int32_t strata_grammar_error(void * g, char * b, int32_t c) { return copy("", b,
 int32_t strata_grammar_apply(void * g, float * l, int32_t n) { return -1; }
 int32_t strata_grammar_accept(void * g, int32_t t) { return -1; }
 `,
+);
+// every other symbol the FFI binding opens, as a stub that answers 0: a new call in the C API
+// needs no edit here (the library must open before it can crash)
+const written = new Set([...Deno.readTextFileSync(source).matchAll(/\b(strata_\w+)\(/g)].map((m) => m[1]));
+Deno.writeTextFileSync(
+  source,
+  Object.keys(SYMBOLS).filter((s) => !written.has(s)).map((s) => `long long ${s}() { return 0; }\n`).join(""),
+  { append: true },
 );
 const cc = await new Deno.Command("cc", { args: ["-shared", "-fPIC", "-O1", "-o", lib, source] }).output();
 if (!cc.success) throw new Error(new TextDecoder().decode(cc.stderr));

@@ -3,9 +3,11 @@
 // ~600-token prompt: once the route's shards have sent their KV to the other route's nodes, the
 // route's last node is killed; the repair takes that range's standby, which joins from the
 // snapshot and is rebuilt only past it. The answer is compared with whole-model llama.cpp's
-// greedy text. Prints one JSON object; kv-snapshot.test.ts asserts on it.
+// greedy text. Then the route's first node stops (SIGTERM) and hands its prefix entry to the other
+// node of its range. Prints one JSON object; kv-snapshot.test.ts asserts on it.
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
+import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { longSystemPrompt } from "../../checks/bench/prefix-reuse.ts";
 import { chatThroughALoss } from "../../checks/bench/snapshot-repair.ts";
 import { type ChatMessages, chatReference } from "./chat-reference.ts";
@@ -34,6 +36,20 @@ try {
   );
   // the gateway's /metrics: the repair's figures, and each node's entries and snapshots
   const metrics = await (await fetch(`${net.ready.gateway}/metrics`)).text();
+  // the route's first node stops (SIGTERM): it hands its prefix entry to the other node of its range
+  const nodes = net.ready.nodes as Array<{ name: string; url: string; pid: number; layers: string }>;
+  const grpc = new GrpcSeams();
+  const taken = async (n: { url: string }) => Number((await grpc.info(n.url)).prefix?.snapshotsTaken ?? 0n);
+  const first = nodes.find((n) => n.layers.startsWith("0:") && run.sent.includes(n.name))!;
+  const sibling = nodes.find((n) => n.layers === first.layers && n !== first)!;
+  const before = await taken(sibling);
+  Deno.kill(first.pid, "SIGTERM");
+  let after = before;
+  for (let i = 0; i < 100 && after === before; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    after = await taken(sibling);
+  }
+  grpc.close();
   const ref = await chatReference(model, [messages], MAX);
   const a = run.answer;
   report = {
@@ -47,6 +63,7 @@ try {
     },
     sent: run.sent,
     mirrored: run.mirrored,
+    handover: { from: first.name, to: sibling.name, before, after },
     metrics: metrics.split("\n").filter((l) =>
       /^strata_(node_snapshots|node_prefix_budget|repair_snapshot)/.test(l)
     ),

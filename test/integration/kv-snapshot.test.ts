@@ -32,6 +32,8 @@ describe("repair from a KV snapshot (strata up, two routes, the gateway mirrorin
         0,
       );
     }
+    // a node that stops hands its prefix entry (the finished chat's) to the other node of its range
+    expect(out.handover.after, JSON.stringify(out.handover)).toBe(out.handover.before + 1);
     // and the answer goes on as whole-model llama.cpp's greedy text (or leaves it only at a near-tie)
     if (a.text !== out.reference) expect(out.at?.nearTie, JSON.stringify(out.at)).toBe(true);
   });

@@ -1,7 +1,7 @@
 // Deno FFI symbols of the flat C API (vendor/llama.cpp/api/strata.h). Loads, context
 // creation and decode are nonblocking: they run on a worker thread and return a Promise,
 // so the event loop that carries seams never waits on the engine.
-const SYMBOLS = {
+export const SYMBOLS = {
   strata_model_error: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_ctx_error: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_log_level: { parameters: ["i32"], result: "void" },
