@@ -17,14 +17,12 @@ import type { PrefixKey } from "../scheduler/prefix-entries.ts";
 import { crc32c } from "../seam/crc32c.ts";
 import { SeamError } from "../seam/errors.ts";
 import { firstAnswer } from "../seam/first-answer.ts";
-import { SCHEMA_VERSION } from "../seam/limits.ts";
+import { SCHEMA_VERSION, SNAPSHOT_CHUNK_BYTES } from "../seam/limits.ts";
 import type { SeamLink } from "../seam/link.ts";
 import { ticketClaims } from "../route/ticket.ts";
 import { prefixKeyOf } from "./prefix-reuse.ts";
 import { replyTo } from "./replies.ts";
 
-/** A snapshot travels in chunks of this many bytes at most (well inside a frame's limits). */
-export const SNAPSHOT_CHUNK_BYTES = 8 << 20;
 /** How long a sender waits for the receiver to take the whole snapshot. */
 const SEND_TIMEOUT_MS = 60_000;
 
