@@ -69,6 +69,15 @@ export interface ShardNodeOptions {
 
 const PARK_MS = 10_000;
 const UNUSED_MS = 120_000;
+/** What a session's own stream carries (a SNAPSHOT travels on a stream of its own). */
+const SESSION_PHASES: ReadonlySet<Phase> = new Set([
+  Phase.OPEN,
+  Phase.PREFILL,
+  Phase.DECODE,
+  Phase.RELEASE,
+  Phase.CANCEL,
+]);
+
 /** ended sessions remembered against replays: ~100 bytes each */
 const ENDED_KEPT = 65_536;
 const HISTORY_BYTES = 256 * 2 ** 20;
@@ -273,9 +282,10 @@ export class ShardNode {
   }
 
   /** What the node lends the KV snapshots it sends and takes (kv-snapshot.ts). */
+  #snapshotNode?: SnapshotNode;
   get #snapshots(): SnapshotNode {
     const range = this.engine.facts.range;
-    return {
+    return this.#snapshotNode ??= {
       artifact: this.options.artifactSha256,
       recipe: this.engine.recipe,
       range: { start: range.start, end: range.end },
@@ -375,10 +385,7 @@ export class ShardNode {
     transport: SeamTransport,
   ) {
     this.#addressedHere(f);
-    if (
-      f.phase !== Phase.OPEN && f.phase !== Phase.PREFILL && f.phase !== Phase.DECODE &&
-      f.phase !== Phase.RELEASE && f.phase !== Phase.CANCEL
-    ) {
+    if (!SESSION_PHASES.has(f.phase)) {
       throw new SeamError("malformed", `phase ${f.phase} does not travel on a session's stream`);
     }
     if (f.phase === Phase.OPEN) return await this.#open(f, session, reply, transport);

@@ -2,7 +2,7 @@
 // bounded chunks, runs decode to a stop condition and releases or cancels the route. It sends
 // to the first shard only; activations go node to node, and the last shard's token comes
 // straight back on the driver's own reply link to it (up the route where there is none).
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   Compression,
   HopSchema,
@@ -19,6 +19,7 @@ import {
 import type { Policy } from "../sampling/sampler.ts";
 import { SeamError, type SeamErrorCode } from "../seam/errors.ts";
 import { prefillChunks } from "../seam/frame.ts";
+import { firstAnswer } from "../seam/first-answer.ts";
 import { prefillChunkFor } from "./prefill-pipeline.ts";
 import { SCHEMA_VERSION } from "../seam/limits.ts";
 import type { SeamDialer, SeamLink, SeamTransport } from "../seam/link.ts";
@@ -306,15 +307,12 @@ export class RouteSession {
     timeoutMs = 2_000,
   ): Promise<void> {
     const link = dial(hop.url);
-    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       link.send(hopFrame(o, hop, "release-parked", Phase.CANCEL, 1n));
-      const answered = link.replies[Symbol.asyncIterator]().next();
-      await Promise.race([answered, new Promise((r) => timer = setTimeout(r, timeoutMs))]);
+      await firstAnswer(link, timeoutMs, hop.url);
     } catch {
       // a hop that cannot be reached frees the session when its parking ends
     } finally {
-      clearTimeout(timer);
       link.close();
     }
   }
@@ -636,13 +634,13 @@ function openBlock(hops: readonly RouteHop[], o: SessionOptions, resume = false)
 }
 
 /** A frame the driver sends one hop on a stream of its own, with that hop's ticket. */
-function hopFrame(
+export function hopFrame(
   o: Pick<SessionOptions, "sessionId" | "epoch" | "artifactSha256">,
   hop: RouteHop,
   what: string,
   phase: Phase,
   stepId: bigint,
-  open: { replyLink?: boolean } = {},
+  open: { replyLink?: boolean; nextHops?: MessageInitShape<typeof HopSchema>[] } = {},
 ): SeamFrame {
   return create(SeamFrameSchema, {
     schemaVersion: SCHEMA_VERSION,

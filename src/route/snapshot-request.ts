@@ -2,12 +2,11 @@
 // (Phase SNAPSHOT, src/node/kv-snapshot.ts): the standby keeps it as a prefix entry, so that a
 // repair that puts it in the route rebuilds it only past the snapshot.
 import { create } from "@bufbuild/protobuf";
-import { Phase, SeamFrameSchema } from "../gen/strata/seam/v1/seam_pb.ts";
+import { Phase, PrefixBlocksSchema, SnapshotSchema } from "../gen/strata/seam/v1/seam_pb.ts";
 import { firstAnswer } from "../seam/first-answer.ts";
-import { SCHEMA_VERSION } from "../seam/limits.ts";
 import type { SeamDialer } from "../seam/link.ts";
 import { PREFIX_BLOCK_TOKENS } from "./prefix-keys.ts";
-import type { RouteHop } from "./route-session.ts";
+import { hopFrame, type RouteHop } from "./route-session.ts";
 
 export interface SnapshotAsk {
   readonly sessionId: string;
@@ -25,21 +24,12 @@ export interface SnapshotAsk {
 export async function askSnapshot(dial: SeamDialer, a: SnapshotAsk, timeoutMs = 120_000): Promise<number> {
   const link = dial(a.from.url);
   try {
-    link.send(create(SeamFrameSchema, {
-      schemaVersion: SCHEMA_VERSION,
-      workId: `${a.sessionId}/snapshot`,
-      sessionId: a.sessionId,
-      routeEpoch: a.epoch,
-      artifactSha256: a.artifactSha256,
-      range: a.from.range,
-      phase: Phase.SNAPSHOT,
-      open: {
-        routeTicket: a.from.ticket,
-        nextHops: [{ url: a.to.url, range: a.to.range, routeTicket: a.to.ticket }],
-      },
-      keep: { blockTokens: PREFIX_BLOCK_TOKENS, blocks: [...a.blocks] },
-      snapshot: { positions: a.blocks.length * PREFIX_BLOCK_TOKENS },
-    }));
+    const f = hopFrame(a, a.from, "snapshot", Phase.SNAPSHOT, 0n, {
+      nextHops: [{ url: a.to.url, range: a.to.range, routeTicket: a.to.ticket }],
+    });
+    f.keep = create(PrefixBlocksSchema, { blockTokens: PREFIX_BLOCK_TOKENS, blocks: [...a.blocks] });
+    f.snapshot = create(SnapshotSchema, { positions: a.blocks.length * PREFIX_BLOCK_TOKENS });
+    link.send(f);
     return (await firstAnswer(link, timeoutMs, a.from.url)).cacheResult;
   } finally {
     link.close();
