@@ -19,6 +19,7 @@ import {
   kvPoolBenchCommand,
   loadBenchCommand,
   longContextBenchCommand,
+  pinnedBenchCommand,
   prefixBenchCommand,
   seamCompressionCommand,
   snapshotRepairBenchCommand,
@@ -191,6 +192,7 @@ export function addCheckCommands(program: Command): void {
     .description("benchmarks that print figures (never assert); without a subcommand, the whole suite");
   bench.addCommand(suiteCommand(), { isDefault: true });
   bench.addCommand(hostsBenchCommand());
+  bench.addCommand(pinnedBenchCommand());
   bench.addCommand(seamCompressionCommand());
   bench.addCommand(transportBenchCommand());
   bench.addCommand(loadBenchCommand());

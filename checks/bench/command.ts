@@ -15,6 +15,8 @@ import { checkContract, formatChecks, loadContract } from "./contract.ts";
 import { benchHosts, type HostsReport } from "./hosts.ts";
 import { concurrencyPlot, decodePlot, markdownReport } from "./report.ts";
 import { benchSuite, type SuiteReport } from "./suite.ts";
+import { pinnedLanes } from "./pinned-lanes.ts";
+import { metaNumber } from "../../src/gguf/reader.ts";
 import { benchSeamCompression } from "./seam-compression.ts";
 import { benchTransport } from "./transport.ts";
 import { benchGatewayLoad, printGatewayLoad } from "./gateway-load.ts";
@@ -148,6 +150,44 @@ export function transportBenchCommand(): Command {
     )
     .action(async () => {
       console.log(JSON.stringify(await benchTransport(), null, 2));
+    });
+}
+
+/** `strata bench pinned`: the contract's pinned lanes alone, and the checks on them. */
+export function pinnedBenchCommand(): Command {
+  return new Command("pinned")
+    .description("the contract's lanes alone (each engine process on one core, in turns) and their checks")
+    .option("--split <ranges>", "the 2-shard split (the 3-shard route is even)", DEFAULT_MODEL.split)
+    .option("--rounds <n>", "rounds of one session a lane", int("rounds"), 9)
+    .option("--many-rounds <n>", "rounds of 8 sessions against C2", int("many-rounds"), 5)
+    .option("--tokens <n>", "decode steps a turn", int("tokens"), 128)
+    .option("--prompt <n>", "prompt tokens", int("prompt"), 64)
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      const { path } = await resolveModel(DEFAULT_MODEL.name);
+      await ensureNativeLibrary("cpu");
+      const facts = await fileFacts(path);
+      const pinned = await pinnedLanes({
+        modelPath: path,
+        header: facts.header,
+        fileSize: (await Deno.stat(path)).size,
+        nLayer: facts.nLayer,
+        nEmbd: metaNumber(facts.header, `${facts.arch}.embedding_length`) ?? 0,
+        backend: "cpu",
+        split2: parseSplit(o.split, facts.nLayer),
+        split3: evenSplit(facts.nLayer, 3),
+        promptTokens: o.prompt,
+        decodeTokens: o.tokens,
+        rounds: o.rounds,
+        manyRounds: o.manyRounds,
+        progress: (what) => console.error(`bench: ${what}`),
+      });
+      if (o.json) console.log(JSON.stringify(pinned, null, 2));
+      const checks = checkContract(
+        { pinned },
+        (await loadContract()).filter((c) => c.metric.startsWith("pinned.")),
+      );
+      console.error(formatChecks(checks));
     });
 }
 

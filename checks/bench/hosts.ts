@@ -30,6 +30,20 @@ export interface HostsReport {
   readonly delay_20_vs_budget?: number;
   /** the route against llama.cpp RPC with 5 ms one-way between hosts */
   readonly delay_5_route_vs_rpc?: number;
+  /** ms a token more per ms of one-way delay (least squares over the delays): the route's, RPC's */
+  readonly delay_slope_route?: number;
+  readonly delay_slope_rpc?: number;
+  /** the route's slope over RPC's: what a ms of delay costs the route against what it costs RPC */
+  readonly delay_slope_route_vs_rpc?: number;
+}
+
+/** The least-squares slope of y over x. */
+function slope(points: readonly (readonly [number, number])[]): number | undefined {
+  if (points.length < 2) return undefined;
+  const mx = points.reduce((s, p) => s + p[0], 0) / points.length;
+  const my = points.reduce((s, p) => s + p[1], 0) / points.length;
+  const sxx = points.reduce((s, p) => s + (p[0] - mx) ** 2, 0);
+  return sxx > 0 ? points.reduce((s, p) => s + (p[0] - mx) * (p[1] - my), 0) / sxx : undefined;
 }
 
 export function hostsRun(delayMs: number, chat: TimedChat): HostsRun {
@@ -88,10 +102,17 @@ export async function benchHosts(
       return x ? { ...r, rpc_decode_tps: x.decode_tps, route_vs_rpc: r.decode_tps / x.decode_tps } : r;
     });
   }
+  const route = slope(runs.map((r) => [r.delay_ms, 1000 / r.decode_tps]));
+  const rpc = slope(
+    runs.flatMap((r) => r.rpc_decode_tps ? [[r.delay_ms, 1000 / r.rpc_decode_tps] as const] : []),
+  );
   return {
     split: o.split.map(formatRange).join(","),
     hosts,
     runs,
+    delay_slope_route: route,
+    delay_slope_rpc: rpc,
+    delay_slope_route_vs_rpc: route !== undefined && rpc ? route / rpc : undefined,
     delay_20_vs_budget: runs.find((r) => r.delay_ms === 20)?.vs_budget,
     delay_5_route_vs_rpc: runs.find((r) => r.delay_ms === 5)?.route_vs_rpc,
   };

@@ -108,7 +108,8 @@ export function markdownReport(
     "",
     "![decode](decode.svg)",
     "",
-    "## Ratios (pair by pair, this run)",
+    ...pinnedSection(r),
+    "## Ratios, unpinned (pair by pair, this run; information, not checks)",
     "",
     ...Object.entries(r.ratios).map(([k, v]) => `- ${k}: ${f(v, 3)}`),
     "",
@@ -165,10 +166,13 @@ export function markdownReport(
       } MB`
     ).join("; ") + `. Seam bytes per token: ${r.seam_bytes_per_token}.`,
     "",
-    `Gateway (strata up, ${r.gateway.split}): TTFT p50 ${f(r.gateway.ttft_ms_p50)} ms against a budget of ` +
-    `${f(r.gateway.ttft_budget_ms)} ms (1.1 × whole-model prefill ${
-      f(r.gateway.whole_prefill_ms_p50)
-    } ms + 5 ms).`,
+    `Gateway (strata up, ${r.gateway.split}), pinned, in turns with the route's own prefill: TTFT p50 ` +
+    `${f(r.gateway.ttft_ms_p50)} ms against a budget of ${
+      f(r.gateway.ttft_budget_ms)
+    } ms (1.1 × the route's own ` +
+    `${f(r.gateway.route_ttft_ms_p50)} ms + 5 ms). Unpinned, against whole-model prefill: ${
+      f(r.gateway.unpinned.ttft_ms_p50)
+    } ms, whole ${f(r.gateway.unpinned.whole_prefill_ms_p50)} ms.`,
     "",
   ];
   const rt = (x: { p50_ms: number; p95_ms: number }) => `${f(x.p50_ms, 3)} / ${f(x.p95_ms, 3)}`;
@@ -260,6 +264,68 @@ export function markdownReport(
   }
   lines.push("## Contract (checks/bench/contract.json)", "", "```", formatChecks(checks), "```", "");
   return lines.join("\n");
+}
+
+/** The contract's lanes: every engine process on one core, in turns. */
+function pinnedSection(r: SuiteReport): string[] {
+  const p = r.pinned as SuiteReport["pinned"] | undefined;
+  if (!p) return [];
+  const lanes = Object.keys(p.tps);
+  return [
+    "## The contract's lanes (each engine process on one core, in turns)",
+    "",
+    `Cores: ${
+      Object.entries(p.cpus).map(([k, v]) => `${k} on ${v}`).join("; ")
+    }. ${p.rounds.length} rounds ` +
+    "of one session a lane, the lane going first moving on each round; medians.",
+    "",
+    `| round | ${lanes.join(" | ")} |`,
+    `|${" --- |".repeat(lanes.length + 1)}`,
+    ...p.rounds.map((x, i) =>
+      `| ${i + 1} | ${lanes.map((l) => f((x as Record<string, number>)[l])).join(" | ")} |`
+    ),
+    `| median | ${lanes.map((l) => f((p.tps as Record<string, number>)[l])).join(" | ")} |`,
+    "",
+    p.same_tokens
+      ? "Every route lane decoded W1's greedy tokens in every round."
+      : "**A route lane's greedy tokens differed from W1's in some round.**",
+    "",
+    `A step (p50 of round medians): W1's engine ${f(p.step.w1_engine_ms, 3)} ms; R2's step ` +
+    `${f(p.step.r2_step_ms, 3)} ms, its engines ${f(p.step.r2_engine_ms, 3)} ms, a crossing ` +
+    `${f(p.step.r2_crossing_ms, 3)} ms (with both nodes and the driver on one core: ${
+      f(p.step.one_core_crossing_ms, 3)
+    } ms; with the nodes' cores left to idle between steps: engines ${
+      f(p.step.cores_idle_engine_ms, 3)
+    } ms, a crossing ${f(p.step.cores_idle_crossing_ms, 3)} ms); R3's engines ${
+      f(p.step.r3_engine_ms, 3)
+    } ms, ` +
+    `a crossing ${f(p.step.r3_crossing_ms, 3)} ms. ` +
+    `Floor: one way on loopback TCP between the cores after ${p.floor.gap_ms} ms idle ${
+      f(p.floor.one_way_ms, 3)
+    } ms (back to back ${f(p.floor.one_way_ms_back_to_back, 3)} ms).`,
+    "",
+    `8 sessions on ${p.many.split} against C2, ${p.many.runs.length} runs each in turn: ` +
+    p.many.runs.map((x) => `${f(x.r2)} / ${f(x.c2)}`).join(", ") +
+    ` tok/s; median ratio ${f(p.many.r2_vs_c2, 3)}. The same route's nodes without batch invariance (C2's ` +
+    `kernels): ${p.many.runs.map((x) => f(x.r2_not_invariant)).join(", ")} tok/s, ${
+      f(p.many.r2_not_invariant_vs_c2, 3)
+    } of C2. The nodes' CPU beside their engines: ${
+      f(p.many.cpu_beyond_engine_ms_per_token, 3)
+    } ms a token against ${
+      f(p.many.engine_ms_per_token, 3)
+    } ms in the engines (their keep-awake spinners took ${
+      f(p.many.spinner_ms_per_token, 3)
+    } ms a token of the cores' idle time).`,
+    "",
+    "| node | peak RSS MB | weights MB | KV MB (cells) | compute MB | beyond MB |",
+    "| --- | --- | --- | --- | --- | --- |",
+    ...p.memory.map((m) =>
+      `| ${m.layers} | ${f(m.peak_rss_mb)} | ${f(m.weights_mb)} | ${f(m.kv_mb)} (${m.kv_cells}) | ${
+        f(m.compute_mb)
+      } | ${f(m.beyond_mb)} |`
+    ),
+    "",
+  ];
 }
 
 /** One session on the whole model and both routes in turns, round by round. */

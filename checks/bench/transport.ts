@@ -19,7 +19,7 @@ import { unpackTensor } from "../../src/seam/tensor.ts";
 const ROUNDS = 400;
 
 /** each call timed, after the process slept `gapMs` first when given (0: back to back) */
-async function timed(rounds: number, once: () => Promise<void> | void, gapMs = 0) {
+export async function timed(rounds: number, once: () => Promise<void> | void, gapMs = 0) {
   for (let i = 0; i < 50; i++) await once(); // warm-up
   const ms: number[] = [];
   for (let i = 0; i < rounds; i++) {
@@ -71,11 +71,11 @@ async function seamPairs(plainUrl: string, tlsUrl: string, f: SeamFrame) {
 }
 
 /** how long a shard of a route of 2 idles between steps here (about half an engine step) */
-const IDLE_GAP_MS = 7;
+export const IDLE_GAP_MS = 7;
 const IDLE_ROUNDS = 200;
 
 /** One round trip of `bytes` on plain TCP to the echo (length known). */
-async function tcpRoundTrip(port: number, bytes: Uint8Array) {
+export async function tcpRoundTrip(port: number, bytes: Uint8Array) {
   const c = await Deno.connect({ hostname: "127.0.0.1", port });
   c.setNoDelay(true);
   const buf = new Uint8Array(bytes.length);
@@ -155,7 +155,8 @@ async function measure(ports: { grpc: string; tls: string; ws: string; tcp: numb
   };
 }
 
-export async function benchTransport(nEmbd = 576) {
+/** The echo process (transport-echo.ts): its ports, its pid, and its end. */
+export async function startEcho() {
   const echo = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -171,7 +172,19 @@ export async function benchTransport(nEmbd = 576) {
   const reader = echo.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let line = "";
   while (!line.includes("\n")) line += (await reader.read()).value ?? "";
-  const ports = JSON.parse(line.trim());
+  const ports = JSON.parse(line.trim()) as { grpc: string; tls: string; ws: string; tcp: number; ca: string };
+  return {
+    ports,
+    pid: echo.pid,
+    close: async () => {
+      echo.kill("SIGTERM");
+      await echo.status;
+    },
+  };
+}
+
+export async function benchTransport(nEmbd = 576) {
+  const { ports, close } = await startEcho();
   // this process trusts the echo's CA alone from here on (the bench dials nothing else over TLS)
   trustNetworkCa(ports.ca);
   try {
@@ -187,7 +200,6 @@ export async function benchTransport(nEmbd = 576) {
       await busy.status;
     }
   } finally {
-    echo.kill("SIGTERM");
-    await echo.status;
+    await close();
   }
 }

@@ -26,6 +26,8 @@ export interface LocalRouteOptions {
   readonly cohorts?: boolean;
   /** extra environment for the node processes */
   readonly env?: Record<string, string>;
+  /** extra arguments for every `strata node` */
+  readonly nodeArgs?: readonly string[];
   /** per node: "native" (default) or "wasm" */
   readonly engines?: readonly ("native" | "wasm")[];
   /** the route key (a new one when absent) */
@@ -94,6 +96,7 @@ export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute>
         String(o.leaseMs ?? 300_000),
       ];
       if (o.cohorts === false) args.push("--no-cohorts");
+      if (o.nodeArgs) args.push(...o.nodeArgs);
       if (!relayOnly) args.push("--listen", "127.0.0.1:0");
       if (relayUrl) args.push("--relay", relayUrl, "--relay-token", await peerToken(secret, `node${i}`));
       const p = await ServiceProcess.start(`node ${formatRange(range)}`, args, o.env);

@@ -31,6 +31,13 @@ import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../secrets
 import { addCaOption } from "../tls/options.ts";
 import { trustCaFile } from "../tls/trust.ts";
 
+/**
+ * How long a native node keeps its core from idling after a step. A session's next step comes
+ * within a route's round trip (milliseconds); an idle node stops spinning this long after its
+ * last one. Measured on a 2-vCPU EPYC guest, a route of 2: a crossing 0.19 → 0.12 ms.
+ */
+const KEEP_AWAKE_MS = 50;
+
 export function nodeCommand(): Command {
   return addSecretOption(addSecretOption(addCaOption(new Command("node")), NODE_TOKEN), RELAY_TOKEN)
     .description("serve one layer range of a model to routes (direct HTTP/2, a relay, or both)")
@@ -103,6 +110,13 @@ export function nodeCommand(): Command {
       "the KV pool in any order and the CPU's fastest kernels (batched matmuls: faster prefill where the CPU has AMX), but a greedy answer may change with who else is asking",
     )
     .option("--max-sessions <n>", "concurrent Route Sessions", int("max-sessions"), 16)
+    .option(
+      "--keep-awake <ms>",
+      "native engines: keep this node's core from idling this long after each step, with a " +
+        "lowest-priority spinner (a core that halts between steps wakes slowly; 0: never)",
+      count("keep-awake"),
+      KEEP_AWAKE_MS,
+    )
     .option(
       "--prefix-cells <n>",
       "KV cells finished sessions may keep as prefix entries for the prompts that extend them " +
@@ -213,6 +227,7 @@ export function nodeCommand(): Command {
           maxSessions: o.maxSessions,
           batchInvariant: o.batchInvariant !== false,
           batchTokens: o.batchTokens,
+          keepAwakeMs: o.keepAwake,
           leaseMs: o.sessionIdleMs,
           cohorts: o.cohorts,
           unusedSessionMs: o.unusedSessionMs,

@@ -40,6 +40,8 @@ export interface NodeConfig {
   readonly ctxSize?: number;
   /** batch-invariant decoding (default true): see ShardSpec.batchInvariant */
   readonly batchInvariant?: boolean;
+  /** native engines: the core kept from idling this long after each decode (0: never) */
+  readonly keepAwakeMs?: number;
   readonly maxSessions: number;
   readonly batchTokens: number;
   readonly leaseMs: number;
@@ -120,6 +122,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
   ]);
   // scale-later: honest until the tracker admits the node, wrong from then on
   let admitted = false;
+  if (loaded instanceof NativeEngine && c.keepAwakeMs) loaded.keepAwake(c.keepAwakeMs);
   const engine = c.fault ? scaledOutputs(loaded, () => c.fault === "scale" || admitted) : loaded;
   // a node moving to another range keeps its relay connection: the old range's sessions ride
   // it until they end, the new range's start on it (a second connection under the same name

@@ -1,6 +1,6 @@
 // A `strata` subcommand (node, relay) in its own OS process, started and awaited until it
 // prints its one-line JSON "ready" event.
-import { DENO_V8_FLAGS } from "./v8-flags.ts";
+import { v8FlagsFor } from "./v8-flags.ts";
 import { describeExit, OutputTail } from "./exit.ts";
 import { PARENT_ENV } from "./parent-watch.ts";
 const cli = new URL("../cli.ts", import.meta.url).pathname;
@@ -21,7 +21,17 @@ export class ServiceProcess {
     timeoutMs = 120_000,
     netns?: string,
   ) {
-    const deno = [Deno.execPath(), "run", "-A", "--quiet", DENO_V8_FLAGS, "--config", config, cli, ...args];
+    const deno = [
+      Deno.execPath(),
+      "run",
+      "-A",
+      "--quiet",
+      v8FlagsFor(args[0]),
+      "--config",
+      config,
+      cli,
+      ...args,
+    ];
     return await ServiceProcess.#spawn(label, deno, { env, timeoutMs, netns });
   }
 

@@ -19,7 +19,7 @@ import { SequenceTable } from "./sequences.ts";
 /** The KV figures of EngineMemory the engine itself reports. */
 export type KvCells = Pick<
   EngineMemory,
-  "kvCells" | "kvCellsUsed" | "kvBytes" | "kvCellsPerSequence" | "graphPasses" | "kvLayout"
+  "kvCells" | "kvCellsUsed" | "kvBytes" | "kvCellsPerSequence" | "graphPasses" | "kvLayout" | "computeBytes"
 >;
 
 export abstract class QueuedEngine implements RangeEngine {
@@ -130,6 +130,7 @@ export abstract class QueuedEngine implements RangeEngine {
         kvCellsPerSequence: kv.kvCellsPerSequence,
         graphPasses: kv.graphPasses,
         kvLayout: kv.kvLayout,
+        computeBytes: kv.computeBytes,
       };
     });
   }

@@ -68,6 +68,12 @@ export interface DecodeBatch {
   readonly seq: Int32Array;
   readonly pos: Int32Array;
   readonly outputs?: Uint8Array;
+  /**
+   * Where to write the outputs when it has room (the result's data is then a view of it): a
+   * caller that steps every few milliseconds reuses its buffers instead of leaving the collector
+   * a logits array a step. Engines that cannot write in place ignore it.
+   */
+  readonly into?: Float32Array;
 }
 
 /** Output rows in batch order: logits (n_vocab wide) or hidden states (n_embd wide). */
@@ -92,6 +98,8 @@ export interface EngineMemory {
   /** graph passes since the engine was made (0 where the engine does not count them) */
   readonly graphPasses: number;
   readonly kvLayout: KvLayout;
+  /** the compute buffers the engine reserved for its largest batch (0 where it does not say) */
+  readonly computeBytes: number;
 }
 
 /**

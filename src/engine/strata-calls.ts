@@ -34,7 +34,7 @@ export interface StrataCalls<H> {
   ctxFree(ctx: H): void | Promise<void>;
   /** the context's last error ("" when none) */
   ctxError(ctx: H): string;
-  /** strata_ctx_stats into `out` (7 int64s) */
+  /** strata_ctx_stats into `out` (8 int64s) */
   ctxStats(ctx: H, out: BigInt64Array): number;
   /** strata_ctx_last_passes: graph passes of the last decode */
   lastPasses(ctx: H): number;

@@ -113,7 +113,9 @@ export abstract class StrataEngine<H> extends QueuedEngine {
     const rows = this.check(await this.calls.decode(this.ctx, batch));
     accepted();
     const dim = this.calls.outputDim(this.ctx);
-    const data = new Float32Array(rows * dim);
+    const data = batch.into && batch.into.length >= rows * dim
+      ? batch.into.subarray(0, rows * dim)
+      : new Float32Array(rows * dim);
     if (rows > 0) this.check(await this.calls.outputs(this.ctx, data));
     return { rows, dim, data, passes: this.calls.lastPasses(this.ctx) };
   }
@@ -141,7 +143,7 @@ export abstract class StrataEngine<H> extends QueuedEngine {
   }
 
   protected kvCells(): KvCells {
-    const s = new BigInt64Array(7);
+    const s = new BigInt64Array(8);
     this.check(this.calls.ctxStats(this.ctx, s));
     return {
       kvCells: Number(s[0]),
@@ -150,6 +152,7 @@ export abstract class StrataEngine<H> extends QueuedEngine {
       kvCellsPerSequence: Number(s[4]),
       graphPasses: Number(s[5]),
       kvLayout: KV_LAYOUT[Number(s[6])] ?? "shared",
+      computeBytes: Number(s[7]),
     };
   }
 

@@ -131,7 +131,8 @@ export class ShardNode {
   #reusing?: Promise<boolean>;
 
   constructor(readonly engine: RangeEngine, readonly options: ShardNodeOptions) {
-    this.#batcher = new Batcher(engine, options.limits);
+    // a step's logits are sampled as its batch is handed out, or copied (#stepDone)
+    this.#batcher = new Batcher(engine, { ...options.limits, reuseLogits: true });
     this.#leaseTimer = setInterval(
       () => void this.#expire(),
       Math.min(
@@ -236,6 +237,10 @@ export class ShardNode {
       batches: BigInt(b.batches),
       graphPasses: BigInt(b.graphPasses),
       kvLayout: m.kvLayout,
+      weightBytes: BigInt(m.weightBytes),
+      kvBytes: BigInt(m.kvBytes),
+      computeBytes: BigInt(m.computeBytes),
+      engineMs: b.engineMs,
       lastBatchSessions: b.lastBatchSessions,
       maxBatchSessions: b.maxBatchSessions,
       prefillTokens: BigInt(b.prefillTokens),
@@ -660,7 +665,8 @@ export class ShardNode {
     });
     if (s.open.probe) {
       // an admission probe: the output itself goes back, for the tracker to check
-      const out = packTensor(this.#last ? "logits" : "hidden_states", r.data, [r.rows, r.dim]);
+      // (a copy: a step's logits are the batcher's to reuse once it has moved on)
+      const out = packTensor(this.#last ? "logits" : "hidden_states", r.data.slice(), [r.rows, r.dim]);
       s.answer(
         replyTo(f, {
           cacheResult: f.positions!.start + f.positions!.count,
@@ -705,7 +711,7 @@ export class ShardNode {
     if (r.rows === 1 && s.grammar) {
       // the grammar is the engine's: a wait (a WASM worker's), then the reply
       const t0 = performance.now();
-      this.#sample(s, r.data, start + count - 1).then(
+      this.#sample(s, r.data.slice(), start + count - 1).then(
         (c) => {
           if (s.closed) return;
           telemetry.sampleMs = performance.now() - t0;

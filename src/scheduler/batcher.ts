@@ -25,7 +25,10 @@ export interface Step {
 }
 
 export interface StepResult {
-  /** hidden rows of every token (middle shards) or logits of the last token (last shard) */
+  /**
+   * hidden rows of every token (middle shards) or logits of the last token (last shard; with
+   * `reuseLogits`, a view good until the batch after next)
+   */
   readonly rows: number;
   readonly dim: number;
   readonly data: Float32Array;
@@ -57,6 +60,13 @@ export interface BatcherLimits {
   readonly cohorts?: boolean;
   /** keep finished sessions' KV as prefix entries within this budget (none: sessions' KV is freed) */
   readonly prefix?: PrefixBudget;
+  /**
+   * A step's logits are a view of one of two buffers the engine writes in turn (good until the
+   * batch after next), not an array of their own: for a caller that samples them at once and
+   * lets them go, as a node does; a last shard then leaves the collector nothing a step
+   * (SmolLM2: 192 KB; the major collections that garbage set off stalled steps by 10-20 ms).
+   */
+  readonly reuseLogits?: boolean;
 }
 
 interface Pending {
@@ -111,6 +121,8 @@ export interface BatcherStats {
   readonly cohortTurns: number;
   readonly prefillTokens: number;
   readonly decodeTokens: number;
+  /** wall time inside engine calls so far: with the node's CPU time, what the node spends around its engine */
+  readonly engineMs: number;
   /** one session's decode rate here, from the recent batches that carried one token (0: too few yet) */
   readonly soloTokensPerS: number;
   /** prefix entries, where the node keeps them */
@@ -127,6 +139,7 @@ export class Batcher {
   #preempted = 0;
   readonly #gaveWay = new Set<string>();
   #running = false;
+  readonly #scratch = new OutputScratch();
   #stats = {
     batches: 0,
     graphPasses: 0,
@@ -136,6 +149,7 @@ export class Batcher {
     cohortTurns: 0,
     prefillTokens: 0,
     decodeTokens: 0,
+    engineMs: 0,
   };
   // engine time of the last one-token batches: what one session costs here, measured on real
   // traffic (the rate measured at load time ran beside whatever else the machine was doing)
@@ -583,6 +597,10 @@ export class Batcher {
     const pos = new Int32Array(n);
     const outputs = new Uint8Array(n);
     const tokens = e.input === "tokens" ? new Int32Array(n) : undefined;
+    // logits are what a step sampled from and then let go (hidden states are sent and kept)
+    const into = e.output === "logits" && this.limits.reuseLogits
+      ? this.#scratch.take(picked.filter((x) => x.p.step.wantLogits).length * e.facts.nVocab)
+      : undefined;
     const hidden = e.input === "hidden" ? new Float32Array(n * e.facts.seamWidth) : undefined;
     let o = 0;
     for (const { slot, p } of picked) {
@@ -604,7 +622,7 @@ export class Batcher {
     let out: DecodeOutputs;
     const t0 = performance.now();
     try {
-      out = await e.decode({ tokens, hidden, seq, pos, outputs });
+      out = await e.decode({ tokens, hidden, seq, pos, outputs, into });
     } catch (err) {
       // one bad step must not sink the others: run them again without the batch-mates
       if (picked.length > 1) {
@@ -616,6 +634,7 @@ export class Batcher {
     }
     const t1 = performance.now();
     this.#stats.batches++;
+    this.#stats.engineMs += t1 - t0;
     const passes = out.passes ?? 1;
     this.#stats.graphPasses += passes;
     this.#stats.lastBatchTokens = n;
@@ -653,6 +672,27 @@ export class Batcher {
         });
       }
     };
+  }
+}
+
+/** Outputs larger than this (floats) get an array of their own: a long prompt's buffer is not kept. */
+const SCRATCH_MAX = 1 << 20;
+
+/**
+ * The engine's logits buffers, two taken in turn: a batch's logits are handed out (and sampled,
+ * before the loop next waits) while the next batch computes into the other. A step's logits
+ * are a view of one, good until the batch after next: whoever keeps them longer copies them.
+ */
+class OutputScratch {
+  readonly #bufs: Float32Array[] = [];
+  #turn = 0;
+
+  take(size: number): Float32Array | undefined {
+    if (size === 0 || size > SCRATCH_MAX) return undefined;
+    this.#turn ^= 1;
+    const b = this.#bufs[this.#turn];
+    if (b && b.length >= size) return b;
+    return (this.#bufs[this.#turn] = new Float32Array(Math.max(size, 2 * (b?.length ?? 0))));
   }
 }
 

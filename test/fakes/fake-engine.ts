@@ -311,6 +311,7 @@ export class FakeEngine implements RangeEngine {
       kvCellsPerSequence: this.perSequence,
       graphPasses: this.#passes,
       kvLayout: this.kvLayout,
+      computeBytes: 0,
     }));
   }
 

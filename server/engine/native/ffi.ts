@@ -61,6 +61,7 @@ export const SYMBOLS = {
   strata_seq_pos_max: { parameters: ["pointer", "i32"], result: "i32" },
   strata_ctx_stats: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_ctx_last_passes: { parameters: ["pointer"], result: "i32" },
+  strata_keep_awake: { parameters: ["i32"], result: "i32" },
   strata_ctx_capture: { parameters: ["pointer", "buffer", "i32"], result: "i32" },
   strata_ctx_captured: { parameters: ["pointer", "i32", "buffer", "i64"], result: "i64" },
   strata_grammar_new: {

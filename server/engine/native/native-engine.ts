@@ -65,6 +65,14 @@ export class NativeEngine extends StrataEngine<Deno.PointerObject> {
     super(ffi, opened, backend, recipe, spec);
   }
 
+  /**
+   * Keeps this process's core from idling for `windowMs` after each decode (a lowest-priority
+   * spinner: strata_keep_awake); 0 stops it. False where the library has none.
+   */
+  keepAwake(windowMs: number): boolean {
+    return this.ffi.lib.strata_keep_awake(Math.max(0, Math.round(windowMs))) === 1;
+  }
+
   /** Reference runs: record the residual stream after these layers in later decodes. */
   capture(layers: number[]): Promise<void> {
     return this.queue.run(() => {

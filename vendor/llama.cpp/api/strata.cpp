@@ -5,17 +5,21 @@
 #include "gguf.h"
 #include "ggml-cpu.h"
 #include "llama.h"
+#include "llama-context.h"
 #include "llama-memory.h"
 #include "llama-model.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -635,6 +639,70 @@ int32_t strata_ctx_threads(strata_ctx * ctx, int32_t n_threads) {
     return 0;
 }
 
+#if defined(__linux__) && !defined(__EMSCRIPTEN__)
+#include <pthread.h>
+#include <sched.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+static inline void spin_pause() { _mm_pause(); }
+#else
+static inline void spin_pause() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+#endif
+
+namespace {
+std::atomic<int64_t> awake_window_ns{0};
+std::atomic<int64_t> awake_until_ns{0};
+std::mutex awake_mu;
+std::condition_variable awake_cv;
+std::once_flag awake_started;
+
+int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+void awake_loop() {
+    sched_param p{};
+    p.sched_priority = 0;
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &p);
+    // named, so that what it spins is told apart from the node's own work (/proc/<pid>/task/*/comm)
+    pthread_setname_np(pthread_self(), "strata-awake");
+    for (;;) {
+        while (steady_ns() < awake_until_ns.load(std::memory_order_relaxed)) {
+            for (int i = 0; i < 64; ++i) spin_pause();
+        }
+        std::unique_lock<std::mutex> lk(awake_mu);
+        awake_cv.wait(lk, [] { return steady_ns() < awake_until_ns.load(); });
+    }
+}
+
+// after a decode: the window starts again (the spinner sleeping since the last one wakes)
+void awake_touch() {
+    const int64_t window = awake_window_ns.load(std::memory_order_relaxed);
+    if (window <= 0) return;
+    const int64_t now = steady_ns();
+    if (awake_until_ns.exchange(now + window) < now) {
+        std::lock_guard<std::mutex> lk(awake_mu);
+        awake_cv.notify_one();
+    }
+}
+}  // namespace
+
+int32_t strata_keep_awake(int32_t window_ms) {
+    awake_window_ns.store(window_ms > 0 ? (int64_t) window_ms * 1000000 : 0);
+    if (window_ms <= 0) {
+        awake_until_ns.store(0);
+        return 1;
+    }
+    std::call_once(awake_started, [] { std::thread(awake_loop).detach(); });
+    awake_touch();
+    return 1;
+}
+#else
+static void awake_touch() {}
+int32_t strata_keep_awake(int32_t) { return 0; }
+#endif
+
 int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
                       const int32_t * tokens, int32_t tokens_len,
                       const float * hidden, int32_t hidden_len,
@@ -752,6 +820,7 @@ int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
         llama_synchronize(ctx->c);
 #endif
         ctx->n_outputs = n_out;
+        awake_touch();
         return n_out;
     });
 }
@@ -889,9 +958,12 @@ int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap) {
     int64_t bytes = 0;
     for (const auto & [buft, size] : mem->memory_breakdown()) bytes += (int64_t) size;
     const int64_t per_seq = llama_n_ctx_seq(ctx->c);
+    // the scheduler's compute buffers, reserved when the context was made
+    int64_t compute = 0;
+    for (const auto & [buft, data] : ctx->c->memory_breakdown()) compute += (int64_t) data.compute;
     const int64_t stats[] = { cells, used, bytes, ctx->n_seq_max, per_seq, (int64_t) llama_n_graph_passes(ctx->c),
-                              ctx->kv_mode };
-    const int32_t n = std::min<int32_t>(cap, 7);
+                              ctx->kv_mode, compute };
+    const int32_t n = std::min<int32_t>(cap, 8);
     for (int32_t i = 0; i < n; ++i) out[i] = stats[i];
     return n;
 }

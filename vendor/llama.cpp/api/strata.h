@@ -124,6 +124,12 @@ STRATA_API int32_t strata_decode(strata_ctx * ctx, int32_t n_tokens,
                                  const uint8_t * outputs, int32_t outputs_len);
 // Graph passes the last decode took: 1, or one per ubatch where llama.cpp had to split the batch.
 STRATA_API int32_t strata_ctx_last_passes(const strata_ctx * ctx);
+// Keeps this process's core from idling for window_ms after every decode: a thread of the lowest
+// priority (SCHED_IDLE, so any other thread takes the core from it at once) spins meanwhile. A
+// core that halted between steps wakes slowly (a virtual machine's most of all) when the next
+// step's bytes arrive, and computes slower for a while. 0 stops it. Returns 1 when it runs, 0
+// where this build has none (not Linux; WebAssembly).
+STRATA_API int32_t strata_keep_awake(int32_t window_ms);
 // Width of one output row: n_vocab logits on the last range, seam width hidden floats elsewhere.
 STRATA_API int32_t strata_output_dim(const strata_ctx * ctx);
 // Copies the last decode's output rows, in batch order. Returns floats written.
@@ -147,7 +153,8 @@ STRATA_API int32_t strata_seq_state_set(strata_ctx * ctx, int32_t seq, const uin
 // Highest position held for seq, -1 when empty.
 STRATA_API int32_t strata_seq_pos_max(strata_ctx * ctx, int32_t seq);
 // kv cells total, kv cells used, kv bytes, n_seq_max, the cells one sequence may hold, graph
-// passes since the context was made, the KV mode (STRATA_KV_*). Returns how many were written.
+// passes since the context was made, the KV mode (STRATA_KV_*), compute buffer bytes. Returns how
+// many were written.
 STRATA_API int32_t strata_ctx_stats(strata_ctx * ctx, int64_t * out, int32_t cap);
 
 // Reference runs: record the residual stream after each listed layer during the next decodes.
