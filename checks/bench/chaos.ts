@@ -14,8 +14,8 @@ import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { trackedNodeArgs } from "../../server/up/node-args.ts";
 import { openVolunteerTab, type VolunteerTab } from "../../server/web/volunteer-tab.ts";
-import { streamChat, type Streamed } from "../../test/integration/chat-client.ts";
-import { CHAT_QUESTIONS, chatReference } from "../../test/integration/chat-reference.ts";
+import { streamChat, type Streamed } from "../parity/chat-client.ts";
+import { CHAT_QUESTIONS, chatReference } from "../parity/chat-reference.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 
 export interface ChaosOptions {

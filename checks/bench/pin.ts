@@ -19,13 +19,16 @@ export async function coresOf(pid: number): Promise<string> {
 
 /** The keep-awake spinner's thread (strata_keep_awake): idle time it took, not work. */
 const SPINNER = "strata-awake";
+/** Deno's blocking pool, where a native engine's calls run (FFI `nonblocking`) */
+const ENGINE = "tokio-runtime-w";
 
 /**
- * CPU time of `pid`'s threads so far, in ms (schedstat: nanoseconds on the CPU): its work, and
- * apart from it what its keep-awake spinner took of the core's idle time.
+ * CPU time of `pid`'s threads so far, in ms (schedstat: nanoseconds on the CPU), by what they
+ * do in a Deno node: the engine's calls (the blocking pool), everything else of the process
+ * (the event loop, V8's helpers), and what its keep-awake spinner took of the core's idle time.
  */
-export async function cpuMs(pid: number): Promise<{ work: number; spinner: number }> {
-  let work = 0, spinner = 0;
+export async function cpuMs(pid: number): Promise<{ engine: number; work: number; spinner: number }> {
+  let engine = 0, work = 0, spinner = 0;
   for await (const t of Deno.readDir(`/proc/${pid}/task`)) {
     const dir = `/proc/${pid}/task/${t.name}`;
     const [stat, comm] = await Promise.all([
@@ -33,10 +36,12 @@ export async function cpuMs(pid: number): Promise<{ work: number; spinner: numbe
       Deno.readTextFile(`${dir}/comm`).catch(() => ""),
     ]);
     const ns = Number(stat.split(" ")[0]);
-    if (comm.trim() === SPINNER) spinner += ns;
+    const name = comm.trim();
+    if (name === SPINNER) spinner += ns;
+    else if (name === ENGINE) engine += ns;
     else work += ns;
   }
-  return { work: work / 1e6, spinner: spinner / 1e6 };
+  return { engine: engine / 1e6, work: work / 1e6, spinner: spinner / 1e6 };
 }
 
 /** The process's resident high-water mark, in bytes (0 when it is gone). */

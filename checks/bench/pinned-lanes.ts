@@ -333,26 +333,21 @@ async function manyInTurns(o: PinnedOptions, local: LocalRoute, plain: LocalRout
       await Promise.all(ready.flatMap((r) => r.seqs.map((s) => r.p.release(s))));
       return { wall, engine: rates[0] + rates[1] };
     };
-    const seams = new GrpcSeams();
-    const urls = local.nodes.map((n) => (n.ready.urls as string[])[0]);
     const pids = local.nodes.map((n) => n.child.pid);
-    const counters = async () => ({
-      cpu: await Promise.all(pids.map(cpuMs)),
-      engine: (await Promise.all(urls.map((u) => seams.info(u)))).map((i) => i.engineMs),
-    });
+    const counters = () => Promise.all(pids.map(cpuMs));
     await decodeRun(local, sessions, o.decodeTokens, "warm8");
     await decodeRun(plain, sessions, o.decodeTokens, "warm8");
     await c2Run();
     const runs: { r2: number; c2: number; c2_engine_time: number; r2_not_invariant: number }[] = [];
-    let cpu = 0, spinner = 0, engine = 0, tokens = 0;
+    let work = 0, spinner = 0, engine = 0, tokens = 0;
     for (let r = 0; r < o.manyRounds; r++) {
       const before = await counters();
       const route = await decodeRun(local, sessions, o.decodeTokens, `many${r}`);
       const after = await counters();
       pids.forEach((_, i) => {
-        cpu += after.cpu[i].work - before.cpu[i].work;
-        spinner += after.cpu[i].spinner - before.cpu[i].spinner;
-        engine += after.engine[i] - before.engine[i];
+        work += after[i].work - before[i].work;
+        engine += after[i].engine - before[i].engine;
+        spinner += after[i].spinner - before[i].spinner;
       });
       tokens += sessions * o.decodeTokens;
       const c2Rates = await c2Run();
@@ -363,7 +358,6 @@ async function manyInTurns(o: PinnedOptions, local: LocalRoute, plain: LocalRout
         r2_not_invariant: (await decodeRun(plain, sessions, o.decodeTokens, `plain${r}`)).tokPerS,
       });
     }
-    seams.close();
     return {
       sessions,
       runs,
@@ -371,12 +365,13 @@ async function manyInTurns(o: PinnedOptions, local: LocalRoute, plain: LocalRout
       c2_tps: quantile(runs.map((x) => x.c2), 0.5),
       r2_vs_c2: quantile(runs.map((x) => x.r2 / x.c2), 0.5),
       r2_not_invariant_vs_c2: quantile(runs.map((x) => x.r2_not_invariant / x.c2), 0.5),
-      /** both nodes, over the runs (the prefills included): CPU ms beside the engine per token */
-      cpu_beyond_engine_ms_per_token: (cpu - engine) / tokens,
+      /** both nodes, over the runs (the prefills included): CPU ms beside the engine's calls a token */
+      cpu_beyond_engine_ms_per_token: work / tokens,
+      /** the engines' own CPU a token (the threads their calls ran on) */
       engine_ms_per_token: engine / tokens,
       /** the keep-awake spinners' CPU, from the cores' idle time (not counted as the nodes' work) */
       spinner_ms_per_token: spinner / tokens,
-      cpu_beyond_engine: (cpu - engine) / engine,
+      cpu_beyond_engine: work / engine,
     };
   } finally {
     await Promise.all(c2.map((p) => p.close()));

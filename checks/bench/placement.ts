@@ -11,7 +11,7 @@ import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { Dialer } from "../../server/seam/dialer.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
-import { localTracker, trackedNode } from "../../test/integration/tracked.ts";
+import { localTracker, trackedNode } from "../hosts/tracked.ts";
 
 const PROMPT = Int32Array.of(1, 9690, 28, 2683, 314, 260, 3575, 282, 4649, 47);
 // with these settings SmolLM2 needs 134 MB whole; 110 MB holds 24 of its 30 layers, or 20

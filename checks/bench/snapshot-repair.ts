@@ -6,9 +6,9 @@
 // (kv-snapshot.test.ts checks the answer).
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
-import { type ChatMessages } from "../../test/integration/chat-reference.ts";
-import { streamChat, type Streamed } from "../../test/integration/chat-client.ts";
-import { synthLlama1GB } from "../../test/integration/synth-model.ts";
+import { type ChatMessages } from "../parity/chat-reference.ts";
+import { streamChat, type Streamed } from "../parity/chat-client.ts";
+import { synthLlama1GB } from "../samples/synth-model.ts";
 import { longSystemPrompt } from "./prefix-reuse.ts";
 
 interface UpNode {

@@ -23,8 +23,8 @@ import type { SeamLink } from "../../src/seam/link.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
 import { RelayPeer } from "../../src/relay/peer.ts";
 import { peerToken } from "../../src/relay/token.ts";
-import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
-import { streamChat } from "./chat-client.ts";
+import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
+import { streamChat } from "../../checks/parity/chat-client.ts";
 
 const MAX = 24;
 const HONEST = Array.from({ length: 8 }, (_, i) => `honest-${i}`);

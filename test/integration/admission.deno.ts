@@ -9,7 +9,7 @@
 import { trackerClient } from "../../server/tracker/client.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { CHAT_QUESTIONS } from "./chat-reference.ts";
+import { CHAT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
 import { sseData } from "../../src/gateway/sse.ts";
 
 const SLOTS = 2;

@@ -4,7 +4,7 @@
 // (which reads the header and the signed reference, never a weight). Eight concurrent chats
 // against whole-model llama.cpp on the same file in a separate process.
 import { cacheDir } from "../../server/paths.ts";
-import { synthLlama1GB } from "./synth-model.ts";
+import { synthLlama1GB } from "../../checks/samples/synth-model.ts";
 import { sha256File } from "../../server/model/hash.ts";
 import { checkManifest, shardPieces } from "../../src/artifact/pieces.ts";
 import { peerToken } from "../../src/relay/token.ts";
@@ -12,8 +12,8 @@ import { Chromium } from "../../server/web/chromium.ts";
 import { openVolunteerTab } from "../../server/web/volunteer-tab.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
-import { chatReference, EIGHT_QUESTIONS } from "./chat-reference.ts";
-import { streamChat } from "./chat-client.ts";
+import { chatReference, EIGHT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
+import { streamChat } from "../../checks/parity/chat-client.ts";
 
 const SIZE = 1e9;
 const CAP = Math.floor(0.4 * SIZE);

@@ -10,7 +10,7 @@
 import OpenAI from "openai";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { CHAT_QUESTIONS } from "./chat-reference.ts";
+import { CHAT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
 
 const AT_ONCE = Number(Deno.env.get("AT_ONCE") ?? 64);
 const MAX_TOKENS = 24;

@@ -14,9 +14,9 @@ import { openVolunteerTab } from "../../server/web/volunteer-tab.ts";
 import { ensureDebianPackages } from "../../server/toolchain/apt.ts";
 import { type ArtifactManifest, shardPieces } from "../../src/artifact/pieces.ts";
 import { coverage, type NetworkState } from "../../src/gateway/network-view.ts";
-import { chatReference, EIGHT_QUESTIONS } from "./chat-reference.ts";
+import { chatReference, EIGHT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
 import { openaiVenv } from "./openai-venv.ts";
-import { SYNTH_CAP, synthLlama1GB } from "./synth-model.ts";
+import { SYNTH_CAP, synthLlama1GB } from "../../checks/samples/synth-model.ts";
 
 const MAX = 12;
 const QUESTIONS = EIGHT_QUESTIONS;

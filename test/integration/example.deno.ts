@@ -1,6 +1,6 @@
 // Run by example.test.ts under Deno: examples/route.ts as a user runs it, beside whole-model
 // llama.cpp's greedy answer to the same question. Prints one JSON object.
-import { chatReference } from "./chat-reference.ts";
+import { chatReference } from "../../checks/parity/chat-reference.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 
 const question = "What is the capital of France?";

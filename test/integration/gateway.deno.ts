@@ -6,8 +6,8 @@
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
-import { streamChat as gatewayStream } from "./chat-client.ts";
+import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
+import { streamChat as gatewayStream } from "../../checks/parity/chat-client.ts";
 
 const KEY = "test-key";
 const MAX = 24;

@@ -5,7 +5,7 @@
 import { resolveModel } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { sseData } from "../../src/gateway/sse.ts";
-import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
+import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
 
 const MAX = 24;
 const { path } = await resolveModel("gemma3-270m");

@@ -8,7 +8,7 @@ import { defaultModelPath } from "../../server/model/fetch.ts";
 import { startHostNetwork } from "../../checks/hosts/network.ts";
 import { hostsRun } from "../../checks/bench/hosts.ts";
 import { timedChat } from "../../checks/bench/timed-chat.ts";
-import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
+import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
 
 const MAX = 24;
 const ref = await chatReference(defaultModelPath(), CHAT_QUESTIONS, MAX);

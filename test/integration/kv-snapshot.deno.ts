@@ -10,7 +10,7 @@ import { ServiceProcess } from "../../server/process/service-process.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { longSystemPrompt } from "../../checks/bench/prefix-reuse.ts";
 import { chatThroughALoss } from "../../checks/bench/snapshot-repair.ts";
-import { type ChatMessages, chatReference } from "./chat-reference.ts";
+import { type ChatMessages, chatReference } from "../../checks/parity/chat-reference.ts";
 
 const KEY = "test-key";
 const MAX = 160;

@@ -8,8 +8,8 @@ import { artifactSha256 } from "../../server/model/hash.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
-import { localTracker, routeTokens, trackedNode } from "./tracked.ts";
-import { streamChat } from "./chat-client.ts";
+import { localTracker, routeTokens, trackedNode } from "../../checks/hosts/tracked.ts";
+import { streamChat } from "../../checks/parity/chat-client.ts";
 
 const PROMPT = Int32Array.of(1, 504, 3575, 282, 253);
 const STEPS = 8;

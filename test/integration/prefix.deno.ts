@@ -8,7 +8,7 @@
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { upWithColdGateway } from "../../checks/bench/prefix-reuse.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
-import { type ChatMessages, chatReference, EIGHT_QUESTIONS } from "./chat-reference.ts";
+import { type ChatMessages, chatReference, EIGHT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
 
 const KEY = "test-key";
 const MAX = 24;

@@ -8,10 +8,10 @@
 import { startPostgres } from "../../server/toolchain/postgres.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { localTracker, nodeStates, trackedNode } from "./tracked.ts";
+import { localTracker, nodeStates, trackedNode } from "../../checks/hosts/tracked.ts";
 import { freePort } from "../../server/http/free-port.ts";
-import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
-import { streamChat } from "./chat-client.ts";
+import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
+import { streamChat } from "../../checks/parity/chat-client.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { parseMemorySize } from "../../src/engine/memory-fit.ts";

@@ -3,7 +3,7 @@
 // its sampled token and margin). The liars leave; the honest nodes stay through every check.
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
-import { localTracker, trackedNode } from "./tracked.ts";
+import { localTracker, trackedNode } from "../../checks/hosts/tracked.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "strata-spot-" });
 const token = crypto.randomUUID();

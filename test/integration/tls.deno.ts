@@ -10,8 +10,8 @@ import { certifiedPair, newNetworkCa, newTlsKey, openNetworkCa } from "../../ser
 import { trustedFetch, trustNetworkCa } from "../../server/tls/trust.ts";
 import { create } from "@bufbuild/protobuf";
 import { NodeInfoSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
-import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
-import { streamChat } from "./chat-client.ts";
+import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
+import { streamChat } from "../../checks/parity/chat-client.ts";
 
 const MAX = 24;
 const model = defaultModelPath();

@@ -4,7 +4,7 @@
 import { trackerClient } from "../../server/tracker/client.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { localTracker, nodeStates, routeTokens, trackedNode } from "./tracked.ts";
+import { localTracker, nodeStates, routeTokens, trackedNode } from "../../checks/hosts/tracked.ts";
 import { freePort } from "../../server/http/free-port.ts";
 
 const dir = await Deno.makeTempDir();

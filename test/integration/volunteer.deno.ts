@@ -10,8 +10,8 @@ import { layerRange } from "../../src/engine/layer-range.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
 import { up } from "../../server/up/up.ts";
-import { CHAT_QUESTIONS, chatReference } from "./chat-reference.ts";
-import { streamChat } from "./chat-client.ts";
+import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
+import { streamChat } from "../../checks/parity/chat-client.ts";
 
 const MAX = 24;
 const CITY = {

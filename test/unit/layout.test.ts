@@ -47,4 +47,11 @@ describe("layout", () => {
     );
     expect(webOut).toEqual([]);
   });
+
+  it("checks/ imports nothing from test/: a tree without the tests keeps every check command", () => {
+    const fromTests = sources("checks").flatMap((f) =>
+      imports(f).filter(under(["test"])).map((s) => `${f} → ${s}`)
+    );
+    expect(fromTests).toEqual([]);
+  });
 });

@@ -2,7 +2,7 @@
 // tokenization; plain completions for a base model), and where a generated text leaves one: the yardstick of the end-to-end
 // tests that chat through routes.
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
-import { wholeGreedy } from "../../checks/engine-host/whole-greedy.ts";
+import { wholeGreedy } from "../engine-host/whole-greedy.ts";
 
 /** Four short questions with distinct answers, asked by the end-to-end tests. */
 export const CHAT_QUESTIONS = [
