@@ -34,10 +34,13 @@ export function figures(
 export const decodeTps = (stepMs: number[]) => stepMs.length / (stepMs.reduce((a, b) => a + b, 0) / 1000);
 
 /** A process's resident set (Linux), 0 when it is gone. */
-export async function rssOf(pid: number): Promise<number> {
+export const rssOf = (pid: number) => statusBytes(pid, "VmRSS");
+
+/** A memory figure of /proc/<pid>/status ("VmRSS", "VmHWM"), in bytes; 0 when the process is gone. */
+export async function statusBytes(pid: number, field: string): Promise<number> {
   try {
     const status = await Deno.readTextFile(`/proc/${pid}/status`);
-    return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
+    return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
   } catch {
     return 0;
   }

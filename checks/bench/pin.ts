@@ -1,5 +1,6 @@
 // A process held to one core, and what the kernel counts for it: a core per process stands in
 // for a machine per node on a machine with two (Linux; taskset from util-linux).
+import { statusBytes } from "./figures.ts";
 
 /** Every thread of `pid` on `cpu`; threads it makes later inherit it. */
 export async function pin(pid: number, cpu: number | string): Promise<void> {
@@ -45,11 +46,4 @@ export async function cpuMs(pid: number): Promise<{ engine: number; work: number
 }
 
 /** The process's resident high-water mark, in bytes (0 when it is gone). */
-export async function peakRss(pid: number): Promise<number> {
-  try {
-    const status = await Deno.readTextFile(`/proc/${pid}/status`);
-    return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
-  } catch {
-    return 0;
-  }
-}
+export const peakRss = (pid: number) => statusBytes(pid, "VmHWM");

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <future>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -652,19 +653,25 @@ static inline void spin_pause() { std::atomic_signal_fence(std::memory_order_seq
 namespace {
 std::atomic<int64_t> awake_window_ns{0};
 std::atomic<int64_t> awake_until_ns{0};
-std::mutex awake_mu;
-std::condition_variable awake_cv;
+// never destroyed: the spinner may be waiting on them when the process exits
+std::mutex & awake_mu = *new std::mutex;
+std::condition_variable & awake_cv = *new std::condition_variable;
 std::once_flag awake_started;
+// whether the spinner runs: it never spins at an ordinary priority
+std::atomic<bool> awake_running{false};
 
 int64_t steady_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
 }
 
-void awake_loop() {
+void awake_loop(std::promise<bool> started) {
     sched_param p{};
     p.sched_priority = 0;
-    pthread_setschedparam(pthread_self(), SCHED_IDLE, &p);
+    const bool idle = pthread_setschedparam(pthread_self(), SCHED_IDLE, &p) == 0;
+    awake_running.store(idle);
+    started.set_value(idle);
+    if (!idle) return;
     // named, so that what it spins is told apart from the node's own work (/proc/<pid>/task/*/comm)
     pthread_setname_np(pthread_self(), "strata-awake");
     for (;;) {
@@ -679,7 +686,7 @@ void awake_loop() {
 // after a decode: the window starts again (the spinner sleeping since the last one wakes)
 void awake_touch() {
     const int64_t window = awake_window_ns.load(std::memory_order_relaxed);
-    if (window <= 0) return;
+    if (window <= 0 || !awake_running.load(std::memory_order_relaxed)) return;
     const int64_t now = steady_ns();
     if (awake_until_ns.exchange(now + window) < now) {
         std::lock_guard<std::mutex> lk(awake_mu);
@@ -694,9 +701,14 @@ int32_t strata_keep_awake(int32_t window_ms) {
         awake_until_ns.store(0);
         return 1;
     }
-    std::call_once(awake_started, [] { std::thread(awake_loop).detach(); });
+    std::call_once(awake_started, [] {
+        std::promise<bool> started;
+        std::future<bool> idle = started.get_future();
+        std::thread(awake_loop, std::move(started)).detach();
+        idle.wait();
+    });
     awake_touch();
-    return 1;
+    return awake_running.load() ? 1 : 0;
 }
 #else
 static void awake_touch() {}

@@ -128,7 +128,7 @@ STRATA_API int32_t strata_ctx_last_passes(const strata_ctx * ctx);
 // priority (SCHED_IDLE, so any other thread takes the core from it at once) spins meanwhile. A
 // core that halted between steps wakes slowly (a virtual machine's most of all) when the next
 // step's bytes arrive, and computes slower for a while. 0 stops it. Returns 1 when it runs, 0
-// where this build has none (not Linux; WebAssembly).
+// where it cannot at that priority or this build has none (not Linux; WebAssembly).
 STRATA_API int32_t strata_keep_awake(int32_t window_ms);
 // Width of one output row: n_vocab logits on the last range, seam width hidden floats elsewhere.
 STRATA_API int32_t strata_output_dim(const strata_ctx * ctx);
