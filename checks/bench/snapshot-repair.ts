@@ -51,7 +51,10 @@ export async function chatThroughALoss(
     for (let k = 0; k < 600; k++) {
       const all = await Promise.all(nodes.map(async (n) => ({ n, i: await grpc.info(n.url) })));
       const standbys = all.filter(({ i }) => i.sessions === 0 && (i.prefix?.snapshotsTaken ?? 0n) > 0n);
-      if (!mirror || standbys.length === 2) {
+      // a sender counts its snapshot once the receiver's answer is back, a moment after the receiver
+      // counted it: both sides are waited for
+      const senders = all.filter(({ i }) => (i.prefix?.snapshotsSent ?? 0n) > 0n);
+      if (!mirror || (standbys.length === 2 && senders.length === 2)) {
         if (mirror) run.mirrorMs = performance.now() - t0;
         const last = all.find(({ i }) => i.sessions > 0 && i.range?.start !== 0);
         if (!last) throw new Error("the chat ended before a node could be killed");
@@ -61,7 +64,7 @@ export async function chatThroughALoss(
           entries: i.prefix?.entries ?? 0,
           cells: i.prefix?.cells ?? 0,
         }));
-        run.sent = all.filter(({ i }) => (i.prefix?.snapshotsSent ?? 0n) > 0n).map(({ n }) => n.name);
+        run.sent = senders.map(({ n }) => n.name);
         Deno.kill(last.n.pid, "SIGKILL");
         return;
       }
