@@ -98,9 +98,7 @@ export async function measureRoute(o: RouteMeasureOptions) {
     const engine = compute.reduce((a, b) => a + b, 0);
     const scheduling = queue.reduce((a, b) => a + b, 0);
     const step = quantile(stepMs, 0.5);
-    const beyond = replies.map((x) =>
-      (x.ms - x.telemetry.reduce((s, t) => s + t.queueMs + t.computeMs + t.sampleMs, 0)) / x.crossings
-    );
+    const beyond = replies.map(crossingMsOf);
     const last = replies[replies.length - 1];
     const profile: StepProfile = {
       step_ms: step,
@@ -129,6 +127,13 @@ export async function measureRoute(o: RouteMeasureOptions) {
     await local.close();
   }
 }
+
+/** The nodes' engine time in a step (their compute and the last one's sampling), ms. */
+export const engineMsOf = (r: StepReply) => r.telemetry.reduce((s, t) => s + t.computeMs + t.sampleMs, 0);
+
+/** What one crossing of a step cost beyond the engines: (step − engine − scheduling) / crossings, ms. */
+export const crossingMsOf = (r: StepReply) =>
+  (r.ms - engineMsOf(r) - r.telemetry.reduce((s, t) => s + t.queueMs, 0)) / r.crossings;
 
 /**
  * One session on a route: opened, the prompt, then `steps` decode steps, each timed at the

@@ -137,7 +137,7 @@ export function rpcServerArgs(tools: RpcTools, host: string, port: number, threa
 }
 
 /** Waits until something accepts TCP connections at host:port. */
-function waitListening(hostname: string, port: number, timeoutMs = 30_000): Promise<void> {
+export function waitListening(hostname: string, port: number, timeoutMs = 30_000): Promise<void> {
   return waitFor(`rpc-server ${hostname}:${port}`, async () => {
     const c = await Deno.connect({ hostname, port });
     c.close();

@@ -12,14 +12,21 @@ import { ensureRpcTools } from "../../server/engine/native/rpc-build.ts";
 import { freePort } from "../../server/http/free-port.ts";
 import type { GgufHeader } from "../../src/gguf/reader.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
-import { EngineProcess } from "../engine-host/engine-process.ts";
+import type { EngineProcess } from "../engine-host/engine-process.ts";
 import { type LocalRoute, startLocalRoute } from "../hosts/local-route.ts";
 import { decodeTps } from "./figures.ts";
 import { spawnWhole, wholeSession } from "./measure-engine.ts";
-import { routeSession } from "./measure-route.ts";
-import { rpcServerArgs, startRpcDriver } from "./measure-rpc.ts";
+import { crossingMsOf, engineMsOf, routeSession } from "./measure-route.ts";
+import { rpcServerArgs, startRpcDriver, waitListening } from "./measure-rpc.ts";
 import { coresOf, cpuMs, peakRss, pin } from "./pin.ts";
-import { decodeRun, prefilled, prompt, quantile, stepTogether } from "./route-throughput.ts";
+import {
+  decodeRun,
+  prefilled,
+  prompt,
+  quantile,
+  spawnBatchedWhole,
+  stepTogether,
+} from "./route-throughput.ts";
 import { hiddenStepFrame } from "./step-frame.ts";
 import { encodeFrame } from "../../src/seam/frame.ts";
 import { IDLE_GAP_MS, startEcho, tcpRoundTrip, timed } from "./transport.ts";
@@ -97,15 +104,11 @@ export async function pinnedLanes(o: PinnedOptions) {
         p,
         o.decodeTokens,
       );
-      const engine = replies.map((x) => x.telemetry.reduce((s, t) => s + t.computeMs + t.sampleMs, 0));
-      const beyond = replies.map((x, i) =>
-        (x.ms - engine[i] - x.telemetry.reduce((s, t) => s + t.queueMs, 0)) / x.crossings
-      );
       return {
         tps: decodeTps(replies.map((x) => x.ms)),
         tokens: [first.token, ...replies.map((x) => x.token)],
-        engineMs: quantile(engine, 0.5),
-        crossingMs: quantile(beyond, 0.5),
+        engineMs: quantile(replies.map(engineMsOf), 0.5),
+        crossingMs: quantile(replies.map(crossingMsOf), 0.5),
         stepMs: quantile(replies.map((x) => x.ms), 0.5),
       };
     };
@@ -245,7 +248,7 @@ async function startPinnedRpc(o: PinnedOptions, closers: (() => Promise<void>)[]
     await Promise.all(servers.map((s) => s.status));
   });
   await Promise.all(servers.map((s, i) => pin(s.pid, i)));
-  for (const port of ports) await listening(port);
+  for (const port of ports) await waitListening("127.0.0.1", port);
   const driver = await startRpcDriver(tools, ports.map((p) => `127.0.0.1:${p}`), {
     modelPath: o.modelPath,
     split: o.split2,
@@ -256,19 +259,6 @@ async function startPinnedRpc(o: PinnedOptions, closers: (() => Promise<void>)[]
   closers.push(() => driver.close());
   await pin(driver.pid, 1);
   return driver;
-}
-
-async function listening(port: number, timeoutMs = 30_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
-      return;
-    } catch (e) {
-      if (Date.now() > until) throw e;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
 }
 
 /**
@@ -308,15 +298,12 @@ async function manyInTurns(o: PinnedOptions, local: LocalRoute, plain: LocalRout
   const c2: EngineProcess[] = [];
   try {
     for (const cpu of [0, 1]) {
-      const p = await EngineProcess.spawn({
-        modelPath: o.modelPath,
-        range: "whole",
-        kvCells: 4 * (16 + 4 * sessions + o.decodeTokens + 16),
-        maxSequences: 4,
-        batchTokens: 512,
-        threads: 1,
-        backend: o.backend,
-      });
+      // 4 of the 8 sessions' prompts each
+      const p = await spawnBatchedWhole(
+        { modelPath: o.modelPath, tokens: o.decodeTokens, threads: 1, backend: o.backend },
+        4,
+        sessions,
+      );
       c2.push(p);
       await pin(p.pid, cpu);
     }

@@ -144,19 +144,7 @@ export async function wholeDecodeAtOnce(
 ): Promise<number[]> {
   const all: EngineProcess[] = [];
   try {
-    for (let k = 0; k < processes; k++) {
-      all.push(
-        await EngineProcess.spawn({
-          modelPath: o.modelPath,
-          range: "whole",
-          kvCells: n * (16 + 4 * n + o.tokens + 16),
-          maxSequences: n,
-          batchTokens: 512,
-          threads: o.threads,
-          backend: o.backend,
-        }),
-      );
-    }
+    for (let k = 0; k < processes; k++) all.push(await spawnBatchedWhole(o, n));
     const prompts = Array.from({ length: n }, (_, s) => prompt(16 + 4 * s, s));
     const ready = [];
     for (const p of all) ready.push(await prefilled(p, prompts));
@@ -164,6 +152,22 @@ export async function wholeDecodeAtOnce(
   } finally {
     await Promise.all(all.map((p) => p.close()));
   }
+}
+
+/**
+ * A whole-model process for n sessions at once, each with room for one of the prompts
+ * `prompt(16 + 4 s, s)` for s below `prompts` and then `o.tokens` steps.
+ */
+export function spawnBatchedWhole(o: WholeDecodeOptions, n: number, prompts = n): Promise<EngineProcess> {
+  return EngineProcess.spawn({
+    modelPath: o.modelPath,
+    range: "whole",
+    kvCells: n * (16 + 4 * prompts + o.tokens + 16),
+    maxSequences: n,
+    batchTokens: 512,
+    threads: o.threads,
+    backend: o.backend,
+  });
 }
 
 export interface Prefilled {

@@ -25,12 +25,10 @@ export interface Step {
 }
 
 export interface StepResult {
-  /**
-   * hidden rows of every token (middle shards) or logits of the last token (last shard; with
-   * `reuseLogits`, a view good until the batch after next)
-   */
+  /** hidden rows of every token (middle shards) or logits of the last token (last shard) */
   readonly rows: number;
   readonly dim: number;
+  /** with `reuseLogits`, a last shard's logits are a view good until the batch after next */
   readonly data: Float32Array;
   readonly batchTokens: number;
   readonly batchSessions: number;
@@ -597,19 +595,18 @@ export class Batcher {
     const pos = new Int32Array(n);
     const outputs = new Uint8Array(n);
     const tokens = e.input === "tokens" ? new Int32Array(n) : undefined;
-    // logits are what a step sampled from and then let go (hidden states are sent and kept)
-    const into = e.output === "logits" && this.limits.reuseLogits
-      ? this.#scratch.take(picked.filter((x) => x.p.step.wantLogits).length * e.facts.nVocab)
-      : undefined;
     const hidden = e.input === "hidden" ? new Float32Array(n * e.facts.seamWidth) : undefined;
-    let o = 0;
+    let o = 0, logitRows = 0;
     for (const { slot, p } of picked) {
       const start = e.nextPosition(slot.seq);
       for (let i = 0; i < p.n; i++) {
         seq[o + i] = slot.seq;
         pos[o + i] = start + i;
       }
-      if (p.step.wantLogits) outputs[o + p.n - 1] = 1;
+      if (p.step.wantLogits) {
+        outputs[o + p.n - 1] = 1;
+        logitRows++;
+      }
       if (tokens) tokens.set(p.step.tokens ?? new Int32Array(p.n).fill(-1), o);
       if (hidden) {
         hidden.set(
@@ -619,6 +616,10 @@ export class Batcher {
       }
       o += p.n;
     }
+    // logits are what a step sampled from and then let go (hidden states are sent and kept)
+    const into = e.output === "logits" && this.limits.reuseLogits
+      ? this.#scratch.take(logitRows * e.facts.nVocab)
+      : undefined;
     let out: DecodeOutputs;
     const t0 = performance.now();
     try {

@@ -14,14 +14,14 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <future>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
