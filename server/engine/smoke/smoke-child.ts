@@ -16,7 +16,7 @@ Deno.writeFileSync(
     arch: "llama",
     seed: 7,
     nLayer: 2,
-    seamWidth: 128,
+    nEmbd: 128,
     nHead: 4,
     nHeadKv: 2,
     nFf: 256,
