@@ -79,7 +79,6 @@ export function hiddenRows(tokens: readonly number[], start: number, layersDone:
 /** The token the last shard's logits favour after `token` at `pos`. */
 export const expectedToken = (token: number, pos: number, nVocab = 32) => (token * 7 + pos + 1) % nVocab;
 
-
 function fakeFacts(o: FakeEngineOptions): ModelFacts {
   const nLayer = o.nLayer ?? 4;
   const seamWidth = o.nEmbd ?? 8;
