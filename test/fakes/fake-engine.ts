@@ -11,15 +11,8 @@
 import { EngineError } from "../../src/engine/errors.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import { type KvCells, QueuedEngine } from "../../src/engine/queued-engine.ts";
-import type {
-  DecodeBatch,
-  DecodeOutputs,
-  Grammar,
-  GrammarSpec,
-  KvLayout,
-  ModelFacts,
-  SeqId,
-} from "../../src/engine/range-engine.ts";
+import type { DecodeBatch, DecodeOutputs, ModelFacts, SeqId } from "../../src/engine/range-engine.ts";
+import type { Grammar, GrammarSpec } from "../../src/engine/range-engine.ts";
 
 export interface FakeEngineOptions {
   /** the layers this engine holds; input and output follow from it as on a real shard */
@@ -107,7 +100,7 @@ export class FakeEngine extends QueuedEngine {
   /** KV cells of all sequences, and what one may hold */
   readonly #pool: number;
   readonly #perSequence: number;
-  readonly #layout: KvLayout;
+  readonly #layout: KvCells["kvLayout"];
   /** engine calls so far: every batch is one graph pass */
   #passes = 0;
   #paused = false;
