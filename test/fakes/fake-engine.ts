@@ -5,23 +5,14 @@
 // not end where it starts, so a row handed to the wrong session or out of order fails loudly.
 // The last shard's logits peak at expectedToken(token, position) with a height equal to the
 // layers done, so greedy sampling picks a known token with margin = layers the row crossed.
-// Slots, positions and the one-call-at-a-time queue are the project's own (SequenceTable,
-// EngineQueue), as in both real engines; KV cells are counted per sequence like llama.cpp's.
-import { EngineQueue } from "../../src/engine/engine-queue.ts";
+// It is a QueuedEngine, as both real engines are: slots, positions, the batch checks and the
+// one-call-at-a-time queue are the production ones; the fake supplies only what llama.cpp does
+// below them (the outputs, KV cells counted per sequence, a sequence's state).
 import { EngineError } from "../../src/engine/errors.ts";
-import { type LayerRange, layerRange } from "../../src/engine/layer-range.ts";
-import type {
-  DecodeBatch,
-  DecodeOutputs,
-  EngineMemory,
-  Grammar,
-  GrammarSpec,
-  KvLayout,
-  ModelFacts,
-  RangeEngine,
-  SeqId,
-} from "../../src/engine/range-engine.ts";
-import { SequenceTable } from "../../src/engine/sequences.ts";
+import { layerRange } from "../../src/engine/layer-range.ts";
+import { type KvCells, QueuedEngine } from "../../src/engine/queued-engine.ts";
+import type { DecodeBatch, DecodeOutputs, ModelFacts, SeqId } from "../../src/engine/range-engine.ts";
+import type { Grammar, GrammarSpec } from "../../src/engine/range-engine.ts";
 
 export interface FakeEngineOptions {
   /** the layers this engine holds; input and output follow from it as on a real shard */
@@ -81,69 +72,65 @@ export function hiddenRows(tokens: readonly number[], start: number, layersDone:
 /** The token the last shard's logits favour after `token` at `pos`. */
 export const expectedToken = (token: number, pos: number, nVocab = 32) => (token * 7 + pos + 1) % nVocab;
 
-export class FakeEngine implements RangeEngine {
+function fakeFacts(o: FakeEngineOptions): ModelFacts {
+  const nLayer = o.nLayer ?? 4;
+  const seamWidth = o.nEmbd ?? 8;
+  if (seamWidth <= SALT) throw new Error("the fake engine needs n_embd > 3");
+  return {
+    arch: "llama",
+    nLayer,
+    seamWidth,
+    nVocab: o.nVocab ?? 32,
+    nCtxTrain: 4096,
+    nHead: 1,
+    nHeadKv: 1,
+    nExpert: 0,
+    range: layerRange(o.range?.start ?? 0, o.range?.end ?? nLayer, nLayer),
+    weightBytes: 0,
+  };
+}
+
+export class FakeEngine extends QueuedEngine {
   readonly kind: "native" | "wasm";
-  readonly backend: string;
-  readonly recipe: Uint8Array;
-  readonly facts: ModelFacts;
-  readonly input: "tokens" | "hidden";
-  readonly output: "logits" | "hidden";
   readonly calls: FakeCall[] = [];
   readonly released: SeqId[] = [];
   /** prefixes copied from one sequence to another */
   readonly copies: { src: SeqId; dst: SeqId; pos: number }[] = [];
   readonly grammarTokens: number[] = [];
-  readonly kvCells: number;
-  readonly perSequence: number;
-  readonly kvLayout: KvLayout;
+  /** KV cells of all sequences, and what one may hold */
+  readonly #pool: number;
+  readonly #perSequence: number;
+  readonly #layout: KvCells["kvLayout"];
   /** engine calls so far: every batch is one graph pass */
   #passes = 0;
-  readonly batchTokens: number;
-  readonly #seqs: SequenceTable;
-  readonly #queue = new EngineQueue();
   #paused = false;
   #waiting: Array<() => void> = [];
   #callWaiters: Array<{ n: number; resolve: () => void }> = [];
   #failures: Array<(b: DecodeBatch) => EngineError | undefined> = [];
 
   constructor(o: FakeEngineOptions = {}) {
-    const nLayer = o.nLayer ?? 4;
-    const range: LayerRange = layerRange(o.range?.start ?? 0, o.range?.end ?? nLayer, nLayer);
-    this.facts = {
-      arch: "llama",
-      nLayer,
-      seamWidth: o.nEmbd ?? 8,
-      nVocab: o.nVocab ?? 32,
-      nCtxTrain: 4096,
-      nHead: 1,
-      nHeadKv: 1,
-      nExpert: 0,
-      range,
-      weightBytes: 0,
-    };
-    if (this.facts.seamWidth <= SALT) throw new Error("the fake engine needs n_embd > 3");
-    this.input = range.start === 0 ? "tokens" : "hidden";
-    this.output = range.end === nLayer ? "logits" : "hidden";
-    this.kvCells = o.kvCells ?? 256;
     const maxSequences = o.maxSequences ?? 8;
-    this.perSequence = o.streams ? Math.floor(this.kvCells / maxSequences) : this.kvCells;
-    this.kvLayout = o.streams ? "streams" : "ordered";
-    this.batchTokens = o.batchTokens ?? 512;
-    this.#seqs = new SequenceTable(maxSequences);
-    this.recipe = o.recipe ?? new Uint8Array(32).fill(0x5e);
-    this.backend = o.backend ?? "fake";
+    super(o.backend ?? "fake", fakeFacts(o), o.recipe ?? new Uint8Array(32).fill(0x5e), {
+      maxSequences,
+      batchTokens: o.batchTokens ?? 512,
+    });
     this.kind = o.kind ?? "wasm";
+    this.#pool = o.kvCells ?? 256;
+    this.#perSequence = o.streams ? Math.floor(this.#pool / maxSequences) : this.#pool;
+    this.#layout = o.streams ? "streams" : "ordered";
   }
 
   /** Cells the open sequences hold: one per position each has committed. */
   get cellsUsed(): number {
     let n = 0;
-    for (let s = 0; s < this.#seqs.maxSequences; s++) n += this.#cellsOf(s);
+    for (let s = 0; s < this.spec.maxSequences; s++) n += this.#cellsOf(s) ?? 0;
     return n;
   }
 
   get openSequences(): number {
-    return this.#seqs.openCount;
+    let n = 0;
+    for (let s = 0; s < this.spec.maxSequences; s++) n += this.#cellsOf(s) === undefined ? 0 : 1;
+    return n;
   }
 
   // ---- what a test controls ----
@@ -175,102 +162,6 @@ export class FakeEngine implements RangeEngine {
     return () => (this.#failures = this.#failures.filter((f) => f !== pick));
   }
 
-  // ---- RangeEngine ----
-
-  openSequence(): SeqId {
-    return this.#seqs.open();
-  }
-
-  nextPosition(seq: SeqId): number {
-    return this.#seqs.nextPosition(seq);
-  }
-
-  releaseSequence(seq: SeqId): Promise<void> {
-    // queued behind a running decode, as in both real engines
-    return this.#queue.run(() => {
-      this.#seqs.release(seq);
-      this.released.push(seq);
-    });
-  }
-
-  trimSequence(seq: SeqId, pos: number): Promise<void> {
-    // the position at once, the cells in the queue: as QueuedEngine does
-    try {
-      this.#seqs.trim(seq, pos);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.#queue.run(() => {});
-  }
-
-  copySequence(src: SeqId, dst: SeqId, pos: number): Promise<void> {
-    try {
-      this.#seqs.copy(src, dst, pos);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    this.copies.push({ src, dst, pos });
-    return this.#queue.run(() => {});
-  }
-
-  canCopySequences(): Promise<boolean> {
-    return Promise.resolve(this.kvLayout === "ordered");
-  }
-
-  /** The fake's state: its range and positions, 16 bytes a position (llama.cpp's grows so too). */
-  exportSequence(seq: SeqId): Promise<Uint8Array> {
-    return this.#queue.run(() => {
-      const n = this.#seqs.nextPosition(seq);
-      const words = new Uint32Array(4 + 4 * n);
-      words.set([FAKE_STATE, this.facts.range.start, this.facts.range.end, n]);
-      return new Uint8Array(words.buffer);
-    });
-  }
-
-  /** Refuses another range's state, as llama.cpp refuses another layer count or width. */
-  importSequence(seq: SeqId, state: Uint8Array): Promise<number> {
-    try {
-      this.#seqs.restore(seq, 0);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.#queue.run(() => {
-      const w = new Uint32Array(state.slice().buffer, 0, Math.floor(state.length / 4));
-      const { start, end } = this.facts.range;
-      if (w[0] !== FAKE_STATE || w[1] !== start || w[2] !== end || state.length !== 16 + 16 * w[3]) {
-        throw new EngineError("bad_input", "not a state of this engine's range");
-      }
-      this.#seqs.restore(seq, w[3]);
-      return w[3];
-    });
-  }
-
-  decode(batch: DecodeBatch): Promise<DecodeOutputs> {
-    return this.#queue.run(async () => {
-      const call: FakeCall = {
-        seq: [...batch.seq],
-        pos: [...batch.pos],
-        outputs: [...(batch.outputs ?? [])],
-        tokens: batch.tokens ? [...batch.tokens] : this.#rowTokens(batch.hidden),
-      };
-      this.calls.push(call);
-      for (const w of this.#callWaiters.filter((w) => this.calls.length >= w.n)) w.resolve();
-      this.#callWaiters = this.#callWaiters.filter((w) => this.calls.length < w.n);
-      if (this.#paused) await new Promise<void>((go) => this.#waiting.push(go));
-      this.#seqs.check(batch, this.facts, this.input, this.batchTokens);
-      for (const pick of this.#failures) {
-        const e = pick(batch);
-        if (e) throw e;
-      }
-      this.#checkRows(batch);
-      this.#checkCells(batch);
-      const out = this.#compute(batch);
-      this.#seqs.commit(batch);
-      this.#passes++;
-      return { ...out, passes: 1 };
-    });
-  }
-
   /**
    * The fake's grammar: "allow 3 5 7" allows those tokens at every step (a real grammar needs a
    * real vocabulary: the engine tests run llama.cpp's). Tokens it accepted go to `grammarTokens`.
@@ -300,32 +191,80 @@ export class FakeEngine implements RangeEngine {
     });
   }
 
-  memory(): Promise<EngineMemory> {
-    return this.#queue.run(() => ({
-      weightBytes: 0,
-      kvCells: this.kvCells,
-      kvCellsUsed: this.cellsUsed,
-      kvBytes: this.cellsUsed * 64,
-      sequencesOpen: this.#seqs.openCount,
-      maxSequences: this.#seqs.maxSequences,
-      kvCellsPerSequence: this.perSequence,
-      graphPasses: this.#passes,
-      kvLayout: this.kvLayout,
-      computeBytes: 0,
-    }));
+  // ---- what llama.cpp does below QueuedEngine ----
+
+  /** Runs a batch QueuedEngine checked: recorded, held while paused, then refused or computed. */
+  protected async compute(batch: DecodeBatch, accepted: () => void): Promise<DecodeOutputs> {
+    this.calls.push({
+      seq: [...batch.seq],
+      pos: [...batch.pos],
+      outputs: [...(batch.outputs ?? [])],
+      tokens: batch.tokens ? [...batch.tokens] : this.#rowTokens(batch.hidden),
+    });
+    for (const w of this.#callWaiters.filter((w) => this.calls.length >= w.n)) w.resolve();
+    this.#callWaiters = this.#callWaiters.filter((w) => this.calls.length < w.n);
+    if (this.#paused) await new Promise<void>((go) => this.#waiting.push(go));
+    for (const pick of this.#failures) {
+      const e = pick(batch);
+      if (e) throw e;
+    }
+    this.#checkRows(batch);
+    this.#checkCells(batch);
+    accepted();
+    this.#passes++;
+    return { ...this.#outputs(batch), passes: 1 };
   }
 
-  close(): Promise<void> {
-    return this.#queue.close(() => {});
+  protected freeCells(seq: SeqId): void {
+    this.released.push(seq);
   }
+
+  protected trimCells(): void {}
+
+  protected copyCells(src: SeqId, dst: SeqId, pos: number): void {
+    this.copies.push({ src, dst, pos });
+  }
+
+  /** The fake's state: its range and positions, 16 bytes a position (llama.cpp's grows so too). */
+  protected override exportCells(seq: SeqId): Promise<Uint8Array> {
+    const n = this.nextPosition(seq);
+    const words = new Uint32Array(4 + 4 * n);
+    words.set([FAKE_STATE, this.facts.range.start, this.facts.range.end, n]);
+    return Promise.resolve(new Uint8Array(words.buffer));
+  }
+
+  /** Refuses another range's state, as llama.cpp refuses another layer count or width. */
+  protected override importCells(_seq: SeqId, state: Uint8Array): Promise<number> {
+    const w = new Uint32Array(state.slice().buffer, 0, Math.floor(state.length / 4));
+    const { start, end } = this.facts.range;
+    if (w[0] !== FAKE_STATE || w[1] !== start || w[2] !== end || state.length !== 16 + 16 * w[3]) {
+      return Promise.reject(new EngineError("bad_input", "not a state of this engine's range"));
+    }
+    return Promise.resolve(w[3]);
+  }
+
+  protected kvCells(): KvCells {
+    return {
+      kvCells: this.#pool,
+      kvCellsUsed: this.cellsUsed,
+      kvBytes: this.cellsUsed * 64,
+      kvCellsPerSequence: this.#perSequence,
+      graphPasses: this.#passes,
+      kvLayout: this.#layout,
+      computeBytes: 0,
+    };
+  }
+
+  protected free(): void {}
 
   // ---- the computation ----
 
-  #cellsOf(seq: number): number {
+  /** The positions an open sequence holds; undefined when it is not open. */
+  #cellsOf(seq: number): number | undefined {
     try {
-      return this.#seqs.nextPosition(seq as SeqId);
+      return this.nextPosition(seq as SeqId);
     } catch {
-      return 0; // not open
+      return undefined;
     }
   }
 
@@ -364,18 +303,18 @@ export class FakeEngine implements RangeEngine {
     }
     let total = this.cellsUsed;
     for (const [s, cells] of after) {
-      if (cells > this.perSequence) {
+      if (cells > this.#perSequence) {
         throw new EngineError(
           "kv_full",
-          `sequence ${s} needs ${cells} cells; it may hold ${this.perSequence}`,
+          `sequence ${s} needs ${cells} cells; it may hold ${this.#perSequence}`,
         );
       }
-      total += cells - this.#cellsOf(s);
+      total += cells - (this.#cellsOf(s) ?? 0);
     }
-    if (total > this.kvCells) throw new EngineError("kv_full", `${total} cells needed of ${this.kvCells}`);
+    if (total > this.#pool) throw new EngineError("kv_full", `${total} cells needed of ${this.#pool}`);
   }
 
-  #compute(b: DecodeBatch): DecodeOutputs {
+  #outputs(b: DecodeBatch): DecodeOutputs {
     const { seamWidth: nEmbd, nVocab, range } = this.facts;
     const tokens = b.tokens ? [...b.tokens] : this.#rowTokens(b.hidden);
     if (this.output === "hidden") {
