@@ -284,9 +284,7 @@ function paritySection(s: SweepReport | undefined): string[] {
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ...s.cases.map((c) => {
       const p = c.report;
-      const cells = c.expected === "refused"
-        ? [`refused: ${c.refusal ?? "not refused"}`, "", "", "", ""]
-        : p
+      const cells = c.expected === "refused" && c.pass ? [`refused: ${c.refusal}`, "", "", "", ""] : p
         ? [
           `${p.tokens_compared} ${
             p.tokens_match ? "identical" : p.tokens_agree ? "to near-ties" : "MISMATCH"

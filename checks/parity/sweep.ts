@@ -45,17 +45,17 @@ export async function paritySweep(o: SweepOptions) {
   const cases = sweepCases(o.only);
   const started = performance.now();
   const dir = await Deno.makeTempDir({ prefix: "strata-parity-sweep-" });
-  const models = new Map<string, { path: string; name: string }>();
+  const models = new Map<string, Promise<SweepModelFile>>();
   const results: SweepResult[] = [];
   try {
     for (const [i, c] of cases.entries()) {
       say(`parity ${i + 1}/${cases.length}: ${c.model.name} ${c.split}`);
-      let model = models.get(c.model.name);
-      if (!model) {
-        model = c.model.synth ? synthetic(dir, c.model.name, c) : await resolveModel(c.model.name);
-        models.set(c.model.name, model);
-      }
-      const r = await sweepCase(c, model, o);
+      if (!models.has(c.model.name)) models.set(c.model.name, modelFile(c, dir));
+      const r = await models.get(c.model.name)!.then(
+        (model) => sweepCase(c, model, o),
+        // a model that could not be fetched or written fails its cases; the sweep goes on
+        (e) => failed(c, [`no model: ${message(e)}`], 0),
+      );
       o.onCase?.(r);
       results.push(r);
     }
@@ -78,39 +78,52 @@ export async function paritySweep(o: SweepOptions) {
 
 export type SweepReport = Awaited<ReturnType<typeof paritySweep>>;
 
-function synthetic(dir: string, name: string, c: SweepCase) {
-  const path = join(dir, `${name.replace(/[^a-z0-9-]+/gi, "-")}.gguf`);
-  Deno.writeFileSync(path, synthModel(c.model.synth!));
-  return { path, name };
+interface SweepModelFile {
+  readonly path: string;
+  readonly name: string;
 }
 
-async function sweepCase(
-  c: SweepCase,
-  model: { path: string; name: string },
-  o: SweepOptions,
-): Promise<SweepResult> {
+/** A catalog model fetched, or a synthetic one written into dir. */
+async function modelFile(c: SweepCase, dir: string): Promise<SweepModelFile> {
+  if (!c.model.synth) return await resolveModel(c.model.name);
+  const path = join(dir, `${c.model.name.replace(/[^a-z0-9-]+/gi, "-")}.gguf`);
+  await Deno.writeFile(path, synthModel(c.model.synth));
+  return { path, name: c.model.name };
+}
+
+const message = (e: unknown) => e instanceof Error ? e.message : String(e);
+
+const caseRow = (c: SweepCase) => ({
+  model: c.model.name,
+  split: c.split,
+  prompt_tokens_min: c.promptTokens ?? 0,
+  expected: c.refused ? "refused" as const : "parity" as const,
+});
+
+const failed = (c: SweepCase, failures: string[], seconds: number): SweepResult => ({
+  ...caseRow(c),
+  pass: false,
+  failures,
+  seconds,
+});
+
+async function sweepCase(c: SweepCase, model: SweepModelFile, o: SweepOptions): Promise<SweepResult> {
   const started = performance.now();
-  const row = {
-    model: c.model.name,
-    split: c.split,
-    prompt_tokens_min: c.promptTokens ?? 0,
-    expected: c.refused ? "refused" as const : "parity" as const,
-  };
   const seconds = () => (performance.now() - started) / 1000;
   let opened;
   try {
     opened = await openParityModel(model.path, c.split, c.promptTokens ?? 0);
   } catch (e) {
-    const why = e instanceof Error ? e.message : String(e);
-    const pass = c.refused !== undefined && why.includes(c.refused);
-    const failures = pass ? [] : [c.refused ? `refused, but not saying "${c.refused}": ${why}` : why];
-    return { ...row, pass, failures, refusal: why, seconds: seconds() };
+    const why = message(e);
+    if (c.refused === undefined) return failed(c, [why], seconds());
+    if (!why.includes(c.refused)) {
+      return failed(c, [`refused, but not saying "${c.refused}": ${why}`], seconds());
+    }
+    return { ...caseRow(c), pass: true, failures: [], refusal: why, seconds: seconds() };
   }
   const { tokenizer, prompts, split } = opened;
   try {
-    if (c.refused) {
-      return { ...row, pass: false, failures: ["the split was not refused"], seconds: seconds() };
-    }
+    if (c.refused) return failed(c, ["the split was not refused"], seconds());
     const report = await runParity({
       modelPath: model.path,
       modelName: model.name,
@@ -133,15 +146,10 @@ async function sweepCase(
     if (c.text !== undefined && !report.text?.includes(c.text)) {
       failures.push(`route output ${JSON.stringify(report.text)} lacks "${c.text}"`);
     }
-    return { ...row, pass: failures.length === 0, failures, seconds: seconds(), report };
+    return { ...caseRow(c), pass: failures.length === 0, failures, seconds: seconds(), report };
   } catch (e) {
     // an engine that died is this case's failure; the sweep goes on
-    return {
-      ...row,
-      pass: false,
-      failures: [e instanceof Error ? e.message : String(e)],
-      seconds: seconds(),
-    };
+    return failed(c, [message(e)], seconds());
   } finally {
     tokenizer.close();
   }
@@ -154,8 +162,8 @@ export function printSweepResult(r: SweepResult): string {
   const head = `${r.pass ? "PASS" : "FAIL"}  ${r.model} ${r.split}` +
     (r.prompt_tokens_min ? ` (prompts ${r.prompt_tokens_min}+ tokens)` : "");
   const p = r.report;
-  const figures = r.expected === "refused"
-    ? `refused: ${r.refusal ?? "not refused"}`
+  const figures = r.expected === "refused" && r.pass
+    ? `refused: ${r.refusal}`
     : p
     ? `${p.arch}, ${p.engine_backends.join(",")}; greedy ${p.tokens_compared} steps ${
       p.tokens_match ? "identical" : p.tokens_agree ? "identical to near-ties" : "MISMATCH"
@@ -164,9 +172,9 @@ export function printSweepResult(r: SweepResult): string {
     }; batched ${
       p.batched_match ? "match" : "MISMATCH"
     } (up to ${p.batched.max_batch_tokens} tokens); release ${p.release_ok ? "exact" : "WRONG"}`
-    : "no report";
-  const failed = r.failures.length && r.expected === "parity" ? `; failed: ${r.failures.join("; ")}` : "";
-  return `${head}: ${figures}${failed} (${r.seconds.toFixed(1)} s)`;
+    : "did not run";
+  const what = r.failures.length ? `; failed: ${r.failures.join("; ")}` : "";
+  return `${head}: ${figures}${what} (${r.seconds.toFixed(1)} s)`;
 }
 
 /** The sweep's last line: how many cases passed. */
