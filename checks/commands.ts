@@ -1,7 +1,6 @@
 // The commands that check Strata rather than run it: parity against whole-model llama.cpp,
 // the benchmark suite and the separate-host helper. server/cli.ts loads this file when the
 // tree has it.
-import { cutRule } from "../src/gguf/cut-points.ts";
 import { type Command, Option } from "commander";
 import { Compression } from "../src/gen/strata/seam/v1/seam_pb.ts";
 import { parseSplit } from "../src/engine/layer-range.ts";
@@ -9,7 +8,6 @@ import { ensureNativeLibrary, NATIVE_BACKENDS } from "../server/engine/native/bu
 import { NativeTokenizer } from "../server/engine/native/native-tokenizer.ts";
 import { resolveModel } from "../server/model/fetch.ts";
 import { catalogModel, DEFAULT_MODEL } from "../server/model/default-model.ts";
-import { isSynthetic } from "../src/model/synth.ts";
 import { fileFacts } from "../server/model/facts.ts";
 import { backendOption, int, memorySize, nativeBackend, num } from "../server/cli-options.ts";
 import {
@@ -19,6 +17,7 @@ import {
   kvPoolBenchCommand,
   loadBenchCommand,
   longContextBenchCommand,
+  parityBenchCommand,
   pinnedBenchCommand,
   prefixBenchCommand,
   seamCompressionCommand,
@@ -39,6 +38,7 @@ import { fuzzAll, printFuzz } from "./fuzz/command.ts";
 import { benchWasm, printWasmBench } from "./bench/wasm-vs-native.ts";
 import { hostsCommand } from "./hosts/command.ts";
 import { runParity } from "./parity/run.ts";
+import { openParityModel } from "./parity/parity-model.ts";
 import { compareUpstream, printUpstream, upstreamModels } from "./upstream/upstream.ts";
 import { printRouteParity, runRouteParity } from "./parity/route-parity.ts";
 
@@ -122,11 +122,8 @@ export function addCheckCommands(program: Command): void {
         throw new Error("--engines takes native or wasm per node");
       }
       if (engines && !o.transport) throw new Error("--engines needs --transport (node processes)");
-      const tokenizer = await NativeTokenizer.load(path);
+      const { tokenizer, facts, prompts, split } = await openParityModel(path, splitText, o.promptTokens);
       try {
-        const facts = await fileFacts(path);
-        const prompts = { text: !isSynthetic(facts.header), minTokens: o.promptTokens };
-        const split = parseSplit(splitText, facts.nLayer, cutRule(facts.header));
         if (o.transport) {
           const report = await runRouteParity({
             modelPath: path,
@@ -189,8 +186,11 @@ export function addCheckCommands(program: Command): void {
     });
 
   const bench = program.command("bench")
-    .description("benchmarks that print figures (never assert); without a subcommand, the whole suite");
+    .description(
+      "benchmarks that print figures (never assert; the parity sweep exits 1 when a case fails); without a subcommand, the whole suite",
+    );
   bench.addCommand(suiteCommand(), { isDefault: true });
+  bench.addCommand(parityBenchCommand());
   bench.addCommand(hostsBenchCommand());
   bench.addCommand(pinnedBenchCommand());
   bench.addCommand(seamCompressionCommand());

@@ -1,5 +1,5 @@
-// `strata bench` (the whole suite, the default) and `strata bench hosts`: the CLI side of
-// suite.ts, hosts.ts, the report and the contract check.
+// `strata bench` (the whole suite, the default), `strata bench hosts` and `strata bench parity`:
+// the CLI side of suite.ts, hosts.ts, the parity sweep, the report and the contract check.
 import { Command, Option } from "commander";
 import { join } from "node:path";
 import { evenSplit, parseSplit } from "../../src/engine/layer-range.ts";
@@ -26,6 +26,14 @@ import { benchKvPool, printKvPool } from "./kv-pool.ts";
 import { benchPrefixReuse, printPrefixReuse } from "./prefix-reuse.ts";
 import { benchSnapshotRepair, printSnapshotRepair } from "./snapshot-repair.ts";
 import { benchLongContext } from "./long-context.ts";
+import {
+  paritySweep,
+  printSweepResult,
+  SWEEP_DEFAULTS,
+  type SweepReport,
+  sweepSummary,
+} from "../parity/sweep.ts";
+import { sweepCases } from "../parity/sweep-cases.ts";
 
 const list = (v: string) => v.split(",").map(Number);
 const DELAYS = [0, 5, 20, 50];
@@ -53,7 +61,7 @@ async function hostsOrWhy(model: string, split: string, threads: number, tokens:
 export function suiteCommand(): Command {
   return new Command("all")
     .description(
-      "the performance suite: whole model, routes of 2 and 3, llama.cpp RPC, WASM, concurrency, gateway TTFT, separate hosts",
+      "the performance suite: whole model, routes of 2 and 3, llama.cpp RPC, WASM, concurrency, gateway TTFT, separate hosts; then the parity sweep (exit 1 when a case fails)",
     )
     .option("--split <ranges>", "the 2-shard split (the 3-shard route is even)", DEFAULT_MODEL.split)
     .addOption(backendOption())
@@ -62,12 +70,13 @@ export function suiteCommand(): Command {
     .option("--tokens <n>", "decode steps", int("tokens"), 32)
     .option("--concurrency <list>", "sessions at once on the 2-shard route", "1,2,4,8,16")
     .option("--no-hosts", "skip the separate-host runs (network namespaces, root only)")
+    .option("--no-parity", "skip the parity sweep (strata bench parity)")
     .option("--out <dir>", "write bench.json, report.md and the plots here", "bench-results")
     .option("--from <dir>", "report and check an earlier run's bench.json instead of running")
     .option("--json", "print the JSON object")
     .option("--check", "compare with checks/bench/contract.json; exit 1 when a check fails")
     .action(async (o) => {
-      let run: SuiteReport & { hosts?: HostsReport };
+      let run: SuiteReport & { hosts?: HostsReport; parity?: SweepReport };
       if (o.from) {
         run = JSON.parse(await Deno.readTextFile(join(o.from, "bench.json")));
       } else {
@@ -90,7 +99,16 @@ export function suiteCommand(): Command {
           });
           console.error("bench: separate hosts");
           const hosts = o.hosts ? await hostsOrWhy(name, o.split, o.threads, o.tokens) : undefined;
-          run = { ...suite, hosts };
+          // last, after every timed lane: correctness, at the threads the suite's parity file used
+          const parity = o.parity
+            ? await paritySweep({
+              backend: nativeBackend(o.backend),
+              ...SWEEP_DEFAULTS,
+              progress: (what) => console.error(`bench: ${what}`),
+              onCase: (r) => console.error(`bench: ${printSweepResult(r)}`),
+            })
+            : undefined;
+          run = { ...suite, hosts, parity };
         } finally {
           tokenizer.close();
         }
@@ -100,7 +118,7 @@ export function suiteCommand(): Command {
       await Deno.writeTextFile(join(o.out, "bench.json"), JSON.stringify(run, null, 2));
       await Deno.writeTextFile(join(o.out, "concurrency.svg"), await concurrencyPlot(run));
       await Deno.writeTextFile(join(o.out, "decode.svg"), await decodePlot(run));
-      const md = markdownReport(run, run.hosts, checks);
+      const md = markdownReport(run, run.hosts, checks, run.parity);
       await Deno.writeTextFile(join(o.out, "report.md"), md);
       console.log(o.json ? JSON.stringify(run, null, 2) : md);
       console.error(`bench: wrote ${o.out}/bench.json, report.md, concurrency.svg, decode.svg`);
@@ -108,6 +126,45 @@ export function suiteCommand(): Command {
         console.error(formatChecks(checks));
         if (checks.some((c) => !c.pass)) Deno.exitCode = 1;
       }
+      // a correctness sweep: a failing case fails the run, as strata parity does
+      if (run.parity) {
+        console.error(`bench: ${sweepSummary(run.parity)}`);
+        if (!run.parity.ok) Deno.exitCode = 1;
+      }
+    });
+}
+
+/** `strata bench parity`: the parity sweep the suite's parity file keeps one case of per architecture. */
+export function parityBenchCommand(): Command {
+  return new Command("parity")
+    .description(
+      "the parity sweep: strata parity on both catalog models and a synthetic model of every architecture, " +
+        "each split in 2 and 3 shards, and the splits an architecture refuses; each case's figures and verdict " +
+        "(exit 1 when a case fails)",
+    )
+    .addOption(backendOption())
+    .option("--tokens <n>", "greedy decode steps per session", int("tokens"), SWEEP_DEFAULTS.tokens)
+    .option("--sessions <n>", "sessions, alone and batched", int("sessions"), SWEEP_DEFAULTS.sessions)
+    .option("--threads <n>", "engine threads per process", int("threads"), SWEEP_DEFAULTS.threads)
+    .option("--only <model...>", "only these models' cases (catalog names or synthetic architectures)")
+    .option("--json", "print one JSON object")
+    .action(async (o) => {
+      sweepCases(o.only); // an unknown name is refused before anything builds
+      const backend = nativeBackend(o.backend);
+      await ensureNativeLibrary(backend);
+      const r = await paritySweep({
+        backend,
+        tokens: o.tokens,
+        sessions: o.sessions,
+        threads: o.threads,
+        only: o.only,
+        progress: (what) => console.error(`bench: ${what}`),
+        // the verdicts as they come: on stdout, or beside the JSON on stderr
+        onCase: (c) =>
+          o.json ? console.error(`bench: ${printSweepResult(c)}`) : console.log(printSweepResult(c)),
+      });
+      console.log(o.json ? JSON.stringify(r, null, 2) : sweepSummary(r));
+      if (!r.ok) Deno.exitCode = 1;
     });
 }
 

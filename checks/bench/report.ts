@@ -6,6 +6,7 @@ import { formatChecks } from "./contract.ts";
 import type { SuiteReport } from "./suite.ts";
 import type { HostsReport } from "./hosts.ts";
 import type { EngineFigures } from "./figures.ts";
+import type { SweepReport } from "../parity/sweep.ts";
 
 async function svg(spec: vl.TopLevelSpec): Promise<string> {
   const view = new vega.View(vega.parse(vl.compile(spec).spec), { renderer: "none" });
@@ -78,6 +79,7 @@ export function markdownReport(
   r: SuiteReport,
   hosts: HostsReport | undefined,
   checks: CheckResult[],
+  parity?: SweepReport,
 ): string {
   const row = (name: string, s: EngineFigures) =>
     `| ${name} | ${f(s.ttft_ms)} | ${f(s.prefill_tps)} | ${f(s.decode_tps)} | ${f(s.p50_ms, 2)} | ${
@@ -262,8 +264,47 @@ export function markdownReport(
       "",
     );
   }
+  lines.push(...paritySection(parity));
   lines.push("## Contract (checks/bench/contract.json)", "", "```", formatChecks(checks), "```", "");
   return lines.join("\n");
+}
+
+/** The parity sweep (strata bench parity): each case's verdict and figures. */
+function paritySection(s: SweepReport | undefined): string[] {
+  if (!s) return [];
+  const e2 = (x: number) => x.toExponential(2);
+  return [
+    "## Parity sweep (strata bench parity)",
+    "",
+    `Each split against whole-model llama.cpp on ${s.backend}, ${s.sessions} sessions × ${s.tokens} greedy steps ` +
+    `alone and batched, one released halfway; ${s.threads} engine threads a process. ` +
+    `**${s.passed} of ${s.cases.length} cases pass** in ${f(s.seconds, 0)} s.`,
+    "",
+    "| verdict | model | split | greedy steps compared | seams max \\|Δ\\| | logits max \\|Δ\\| | batched | release | s |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ...s.cases.map((c) => {
+      const p = c.report;
+      const cells = c.expected === "refused" && c.pass ? [`refused: ${c.refusal}`, "", "", "", ""] : p
+        ? [
+          `${p.tokens_compared} ${
+            p.tokens_match ? "identical" : p.tokens_agree ? "to near-ties" : "MISMATCH"
+          }`,
+          p.max_abs_diff_hidden.map((x) => e2(x.diff)).join(", "),
+          e2(p.max_abs_diff_logits),
+          p.batched_match ? "match" : "MISMATCH",
+          p.release_ok ? "exact" : "WRONG",
+        ]
+        : [c.failures.join("; "), "", "", "", ""];
+      return `| ${c.pass ? "PASS" : "**FAIL**"} | ${c.model} | ${c.split} | ${cells.join(" | ")} | ${
+        f(c.seconds)
+      } |`;
+    }),
+    "",
+    ...s.cases.filter((c) => !c.pass && c.report).map((c) =>
+      `- ${c.model} ${c.split} failed: ${c.failures.join("; ")}`
+    ),
+    "",
+  ];
 }
 
 /** The contract's lanes: every engine process on one core, in turns. */

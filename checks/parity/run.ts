@@ -225,6 +225,8 @@ export async function runParity(o: ParityOptions) {
   }
 }
 
+export type ParityReport = Awaited<ReturnType<typeof runParity>>;
+
 const isNative = (b: HostBackend): b is NativeBackend => b !== "wasm" && b !== "webgpu";
 
 interface Release {
