@@ -1,7 +1,7 @@
 // The tracker's side of placement: the nodes that asked where to go (`--layers auto`), what
 // their engines can hold, and the plan over them (`placement.ts`), kept until the network
 // changes. Nodes with ranges of their own count as fixed coverage.
-import { memoryMisfit, type RangeMemory } from "../engine/memory-fit.ts";
+import { memoryMisfit, type RangeMemory, shardMemory } from "../engine/memory-cap.ts";
 import type { PlaceRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
 import { planAtCuts } from "./cut-placement.ts";
 import { decodeWork } from "./decode-work.ts";
@@ -13,7 +13,6 @@ import {
   type Span,
   spanKey,
 } from "./placement.ts";
-import { rangeMemoryOf } from "./range-memory.ts";
 import type { TrackedModel } from "./registration.ts";
 import { runAll, type Slicer, type Steps } from "./steps.ts";
 import type { NodeRecord } from "./storage.ts";
@@ -267,7 +266,7 @@ export class Placer {
     if (!needs) this.#needs.set(budget, needs = new Map());
     let need = needs.get(key);
     if (!need) {
-      need = rangeMemoryOf(this.model, span, ask.kvCells, {
+      need = shardMemory(this.model, span, ask.kvCells, {
         maxSequences: ask.maxSessions,
         batchTokens: ask.batchTokens,
         batchInvariant: ask.batchInvariant,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { layerRange } from "../../src/engine/layer-range.ts";
-import { rangeMemory } from "../../src/engine/memory-fit.ts";
+import { rangeMemory } from "../../src/engine/memory-cap.ts";
 import { uniformKv } from "../../src/gguf/kv-shape.ts";
 import { assignRange } from "../../src/tracker/assign.ts";
 

@@ -10,7 +10,7 @@ import {
   PlaceRequestSchema,
   RegisterRequestSchema,
 } from "../../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import type { RangeModel } from "../../../src/engine/memory-fit.ts";
+import type { RangeModel } from "../../../src/engine/memory-cap.ts";
 import { MemoryStorage } from "../../../src/tracker/storage.ts";
 import { TrackerCore } from "../../../src/tracker/tracker-core.ts";
 import { type AgentSpec, drawAgents, KV_CELLS, MAX_SESSIONS, placeAsk, rangeRate } from "./agents.ts";
