@@ -7,7 +7,7 @@ import { kvShape } from "../../src/gguf/kv-shape.ts";
 import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import { buildManifest } from "../../src/gguf/manifest.ts";
 import { certifyRanges, probePrompts } from "../../src/model/certify-plan.ts";
-import { probeSet, type ReferenceProbe, signProbeSet } from "../../src/tracker/reference.ts";
+import { probeSet, type ReferenceProbe, signProbeSet } from "../../src/tracker/admission/reference.ts";
 import { shardMemory } from "../../src/engine/memory-cap.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import type { NativeBackend } from "../engine/native/build.ts";

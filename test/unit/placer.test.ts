@@ -3,9 +3,9 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { PlaceRequestSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { Placer } from "../../src/tracker/placer.ts";
+import { Placer } from "../../src/tracker/placement/placer.ts";
 import { shardMemory } from "../../src/engine/memory-cap.ts";
-import type { NodeRecord } from "../../src/tracker/storage.ts";
+import type { NodeRecord } from "../../src/tracker/membership/storage.ts";
 import { trackedModel } from "../fakes/tracked-model.ts";
 
 const ARTIFACT = "cd".repeat(32);

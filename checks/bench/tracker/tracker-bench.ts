@@ -9,7 +9,7 @@ import postgres from "postgres";
 import { NodeInfoSchema } from "../../../src/gen/strata/seam/v1/seam_pb.ts";
 import { synthModel } from "../../../src/model/synth.ts";
 import { hexToBytes } from "../../../src/bytes/hex.ts";
-import { openReference } from "../../../src/tracker/reference.ts";
+import { openReference } from "../../../src/tracker/admission/reference.ts";
 import { headerModel, shardMemory } from "../../../src/engine/memory-cap.ts";
 import { sha256File } from "../../../server/model/hash.ts";
 import { readHeader } from "../../../server/model/facts.ts";

@@ -1,10 +1,10 @@
 // A node's registration checked at the edge, before it is recorded: who it is, that it
 // serves this tracker's artifact, that its range exists, and that its engine can hold it.
-import { bytesToHex } from "../bytes/hex.ts";
-import { memoryMisfit, type RangeModel, shardMemory } from "../engine/memory-cap.ts";
-import { cutRefusal } from "../gguf/cut-points.ts";
-import type { RegisterRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
-import { TrackerError } from "./errors.ts";
+import { bytesToHex } from "../../bytes/hex.ts";
+import { memoryMisfit, type RangeModel, shardMemory } from "../../engine/memory-cap.ts";
+import { cutRefusal } from "../../gguf/cut-points.ts";
+import type { RegisterRequest } from "../../gen/strata/tracker/v1/tracker_pb.ts";
+import { TrackerError } from "../errors.ts";
 import type { NodeRecord } from "./storage.ts";
 
 /** The model a tracker routes. */

@@ -2,13 +2,13 @@
 // serve among those its memory holds, what it takes to host it, the engine settings a tab
 // runs with, and where to download the range's bytes (the gateway, and live peers that
 // serve theirs).
-import { bytesToHex } from "../bytes/hex.ts";
-import { type LayerRange, layerRange } from "../engine/layer-range.ts";
-import { type RangeMemory, type RangeModel, shardMemory } from "../engine/memory-cap.ts";
-import type { NodeState } from "../gen/strata/tracker/v1/tracker_pb.ts";
-import { shardBytes } from "../gguf/manifest.ts";
+import { bytesToHex } from "../../bytes/hex.ts";
+import { type LayerRange, layerRange } from "../../engine/layer-range.ts";
+import { type RangeMemory, type RangeModel, shardMemory } from "../../engine/memory-cap.ts";
+import type { NodeState } from "../../gen/strata/tracker/v1/tracker_pb.ts";
+import { shardBytes } from "../../gguf/manifest.ts";
 import { assignRange } from "./assign.ts";
-import { TrackerError } from "./errors.ts";
+import { TrackerError } from "../errors.ts";
 
 /** A tab's engine settings: small enough for any laptop, enough for a handful of sessions. */
 // batch-invariant: each of the 8 sessions has a KV stream of 1024 cells
