@@ -1,6 +1,6 @@
 // Option parsers shared by the subcommands.
 import { InvalidArgumentError, Option } from "commander";
-import { parseMemorySize } from "../src/engine/memory-fit.ts";
+import { parseMemorySize } from "../src/engine/memory-cap.ts";
 import { NATIVE_BACKENDS, type NativeBackend } from "./engine/native/build.ts";
 
 export const int = (name: string) => (v: string) => {

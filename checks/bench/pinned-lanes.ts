@@ -5,8 +5,8 @@
 // engine's buffers. The bench process (the driver, as a gateway would be) runs on cpu1.
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import { buildManifest } from "../../src/gguf/manifest.ts";
-import { decodeWork } from "../../src/tracker/decode-work.ts";
-import { plan } from "../../src/tracker/placement.ts";
+import { decodeWork } from "../../src/tracker/placement/decode-work.ts";
+import { plan } from "../../src/tracker/placement/placement.ts";
 import type { NativeBackend } from "../../server/engine/native/build.ts";
 import { ensureRpcTools } from "../../server/engine/native/rpc-build.ts";
 import { freePort } from "../../server/http/free-port.ts";

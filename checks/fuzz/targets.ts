@@ -31,7 +31,7 @@ import { buildManifest, shardBytes } from "../../src/gguf/manifest.ts";
 import { kvShape } from "../../src/gguf/kv-shape.ts";
 import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import { synthModel } from "../../src/model/synth.ts";
-import { MemoryStorage } from "../../src/tracker/storage.ts";
+import { MemoryStorage } from "../../src/tracker/membership/storage.ts";
 import { TrackerCore } from "../../src/tracker/tracker-core.ts";
 import { ggufLoad } from "./gguf-load.ts";
 import { artifactOrigin } from "./artifact-origin.ts";

@@ -1,6 +1,6 @@
-// A Deno node's memory cap: what it defaults to for each engine, and the check of a model
-// file's range against it from the file's header alone (src/engine/memory-fit.ts), before
-// any weight is read.
+// What a Deno process adds to the memory cap (src/engine/memory-cap.ts): the default for each
+// engine (the machine's available memory, or what a WASM module can address), and the check of
+// a model file's range from the file's header alone, before any weight is read.
 import { existsSync } from "node:fs";
 import {
   checkMemoryCap,
@@ -9,9 +9,9 @@ import {
   type RangeMemory,
   type RangeModel,
   type SpecBudget,
-} from "../../src/engine/memory-fit.ts";
+} from "../../src/engine/memory-cap.ts";
 import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
-import { readHeader } from "../model/facts.ts";
+import { readGgufHeader } from "../../src/gguf/read-header.ts";
 import { WASM64_MEMORY_CAP } from "./wasm/build.ts";
 
 export type CapEngine = "native" | "wasm32" | "wasm64";
@@ -34,7 +34,7 @@ export function nodeMemoryCap(engine: CapEngine, asked?: number): number {
  *  (missing, or not a GGUF: the loader says what is wrong with it). */
 async function fileModel(path: string): Promise<RangeModel | undefined> {
   try {
-    const [header, stat] = await Promise.all([readHeader(path), Deno.stat(path)]);
+    const [header, stat] = await Promise.all([readGgufHeader(await Deno.open(path)), Deno.stat(path)]);
     return headerModel(header, stat.size);
   } catch {
     return undefined;

@@ -7,7 +7,7 @@ import { cors } from "hono/cors";
 import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { ApiError, type GenerationRequest, parseRequest, RateLimited } from "../../src/gateway/openai.ts";
 import { type ClientLimitOptions, ClientLimits, NO_CLIENT_LIMITS } from "../../src/gateway/client-limits.ts";
-import { type AdmissionOptions, DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
+import { DEFAULT_REQUEST_QUEUE, type RequestQueueOptions } from "../../src/gateway/request-queue.ts";
 import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { headerFacts } from "../model/facts.ts";
 import type { ModelHeader } from "../model/model-header.ts";
@@ -37,7 +37,7 @@ import { nodePrefixLines } from "./node-prefix-metrics.ts";
 import { RouteGate } from "./route-gate.ts";
 import type { RouteLease } from "../../src/gateway/lease.ts";
 
-/** The admission line repairs wait in, beside each client key's line (and the keyless one). */
+/** The request queue's line repairs wait in, beside each client key's line (and the keyless one). */
 const REPAIR_LINE = "repair:";
 /** How long a session whose route broke waits for another (--repair-deadline-ms). */
 const REPAIR_DEADLINE_MS = 30_000;
@@ -57,7 +57,7 @@ export interface GatewayOptions {
   /** serve the volunteer page and its API (needs the relay's secret and the node token) */
   readonly volunteer?: VolunteerOptions;
   /** the queue of requests waiting for a busy route (default: 64 waiting, 30 s each) */
-  readonly admission?: Partial<AdmissionOptions>;
+  readonly admission?: Partial<RequestQueueOptions>;
   /** a session whose route lost a node and got no new one this long after ends (default 30 s) */
   readonly repairDeadlineMs?: number;
   /** false: every repair re-prefills the whole new route (the lost-hop rebuild off, to compare) */
@@ -91,7 +91,7 @@ export async function startGateway(o: GatewayOptions) {
   const artifact = hexToBytes(manifest.artifact);
   const tracker = trackerClient(o.trackerUrl);
   const dialer = await Dialer.connect(o.relay, undefined, logRelay);
-  const gate = new RouteGate(tracker.client, artifact, { ...DEFAULT_ADMISSION, ...o.admission });
+  const gate = new RouteGate(tracker.client, artifact, { ...DEFAULT_REQUEST_QUEUE, ...o.admission });
   const limits = new ClientLimits(o.clientLimits ?? NO_CLIENT_LIMITS);
   const history = new LoadHistory();
   const ctx: GenerationContext = {
@@ -129,8 +129,8 @@ export async function startGateway(o: GatewayOptions) {
     },
   };
   const metrics = new Metrics();
-  // the admission queue's depth, a second at a time, beside what generations record
-  const sampleQueue = setInterval(() => history.queue(Date.now(), gate.admission.stats().waiting), 1000);
+  // the request queue's depth, a second at a time, beside what generations record
+  const sampleQueue = setInterval(() => history.queue(Date.now(), gate.queue.stats().waiting), 1000);
   const app = new Hono();
 
   app.onError((e, c) => {
@@ -174,7 +174,7 @@ export async function startGateway(o: GatewayOptions) {
     "/metrics",
     async (c) =>
       c.text(
-        metrics.text(gate.admission.stats()) +
+        metrics.text(gate.queue.stats()) +
           (await nodePrefixLines(tracker.client, dialer.grpc)).map((l) => `${l}\n`).join(""),
         200,
         { "content-type": "text/plain; version=0.0.4" },
@@ -467,7 +467,7 @@ export async function startGateway(o: GatewayOptions) {
     url,
     close: async () => {
       clearInterval(sampleQueue);
-      gate.admission.close();
+      gate.queue.close();
       ctx.watch.close();
       await server.close();
       dialer.close();

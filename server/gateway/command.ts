@@ -10,7 +10,7 @@ import { parseSplit } from "../../src/engine/layer-range.ts";
 import { sseData } from "../../src/gateway/sse.ts";
 import type { NetworkState } from "../../src/gateway/network-view.ts";
 import { type GatewayHealth, statusText } from "../../src/gateway/status-text.ts";
-import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
+import { DEFAULT_REQUEST_QUEUE } from "../../src/gateway/request-queue.ts";
 import { addClientLimitOptions, clientLimitsOf } from "./limit-options.ts";
 import { addCaOption, addCertFileOptions, tlsOf } from "../tls/options.ts";
 import { trustCaFile, trustedFetch } from "../tls/trust.ts";
@@ -64,13 +64,13 @@ export function gatewayCommand(): Command {
       "--queue-max <n>",
       "requests that may wait while every route is busy; past it a request gets 429",
       int("queue-max"),
-      DEFAULT_ADMISSION.maxWaiting,
+      DEFAULT_REQUEST_QUEUE.maxWaiting,
     )
     .option(
       "--queue-timeout-ms <n>",
       "the longest a request waits for a busy route before it gets 429",
       int("queue-timeout-ms"),
-      DEFAULT_ADMISSION.timeoutMs,
+      DEFAULT_REQUEST_QUEUE.timeoutMs,
     )
     .option(
       "--repair-deadline-ms <n>",

@@ -1,6 +1,6 @@
 // Gateway metrics in Prometheus text format.
 import type { GenerationTelemetry } from "../../src/gateway/telemetry.ts";
-import type { QueueStats } from "../../src/gateway/admission.ts";
+import type { QueueStats } from "../../src/gateway/request-queue.ts";
 
 type Labels = Record<string, string>;
 type GenerationSummary = ReturnType<GenerationTelemetry["summary"]>;
@@ -119,7 +119,7 @@ export class Metrics {
     }
   }
 
-  /** Everything counted, and the admission queue as it stands now. */
+  /** Everything counted, and the request queue as it stands now. */
   text(queue?: QueueStats): string {
     const lines: string[] = [];
     const seen = new Set<string>();
@@ -139,7 +139,7 @@ export class Metrics {
   }
 }
 
-/** The admission queue: depth now, totals, and how long admitted requests waited. */
+/** The request queue: depth now, totals, and how long admitted requests waited. */
 export function queueLines(q: QueueStats): string[] {
   const family = (
     name: string,

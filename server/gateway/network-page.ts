@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 import type { LoadHistory } from "../../src/gateway/load-history.ts";
 import type { NetworkState } from "../../src/gateway/network-view.ts";
-import { rangeMemoryOf, type RangeModel } from "../../src/tracker/range-memory.ts";
+import { type RangeModel, shardMemory } from "../../src/engine/memory-cap.ts";
 import type { trackerClient } from "../tracker/client.ts";
 import { bundleWebEntry } from "../web/bundle.ts";
 import { repoRoot } from "../paths.ts";
@@ -43,7 +43,7 @@ export async function networkPageRoutes(
         const s = n.shard!;
         const range = { start: s.range!.start, end: s.range!.end };
         // the least its range takes with its settings (one token of compute, as the tracker counts)
-        const need = rangeMemoryOf(o.model, range, s.kvCells, {
+        const need = shardMemory(o.model, range, s.kvCells, {
           maxSequences: s.maxSessions,
           batchTokens: 1,
           batchInvariant: s.sessionCells > 0 && s.sessionCells < s.kvCells,

@@ -1,14 +1,14 @@
-// Routes for the gateway's sessions, through the admission queue: the tracker's "busy" makes a
+// Routes for the gateway's sessions, through the request queue: the tracker's "busy" makes a
 // request wait its turn instead of failing. A lease ends exactly once: the tracker drops the
 // route's claims at once and the next waiter tries.
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
-  Admission,
-  type AdmissionOptions,
   BUSY,
   ClientLeft,
   QueueRefused,
-} from "../../src/gateway/admission.ts";
+  RequestQueue,
+  type RequestQueueOptions,
+} from "../../src/gateway/request-queue.ts";
 import type { Route } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { RepairAsk, RouteLease } from "../../src/gateway/lease.ts";
 import { sessionEnds, type trackerClient } from "../tracker/client.ts";
@@ -21,16 +21,16 @@ import { log } from "../log/log.ts";
 export const COVERAGE_WAIT_MS = 10_000;
 
 export class RouteGate {
-  readonly admission: Admission<Route>;
+  readonly queue: RequestQueue<Route>;
   /** ends go to the tracker in batches while a `Done` is in flight */
   readonly #ends: ReturnType<typeof sessionEnds>;
 
   constructor(
     readonly tracker: ReturnType<typeof trackerClient>["client"],
     readonly artifact: Uint8Array,
-    options: AdmissionOptions,
+    options: RequestQueueOptions,
   ) {
-    this.admission = new Admission(options);
+    this.queue = new RequestQueue(options);
     this.#ends = sessionEnds(tracker);
   }
 
@@ -80,7 +80,7 @@ export class RouteGate {
     };
     let route: Route;
     try {
-      route = await this.admission.admit(key, attempt, signal);
+      route = await this.queue.admit(key, attempt, signal);
     } catch (e) {
       // a route call that failed on the way (a timeout) may have claimed all the same
       if (!(e instanceof QueueRefused || e instanceof ClientLeft)) void this.#done(sessionId);
@@ -126,6 +126,6 @@ export class RouteGate {
       // the tracker drops the claim by itself: the nodes stop reporting the session, or it times out
       log.warn("done not delivered to the tracker", { error: e instanceof Error ? e.message : String(e) });
     }
-    this.admission.wake();
+    this.queue.wake();
   }
 }

@@ -11,7 +11,7 @@ import type {
   VolunteerConfig,
   VolunteerIdentity,
   VolunteerModel,
-} from "../../src/tracker/volunteer-assignment.ts";
+} from "../../src/tracker/placement/volunteer-assignment.ts";
 import { bundleWebEntry } from "../web/bundle.ts";
 import { engineFileRoutes, ISOLATION_HEADERS } from "../web/engine-files.ts";
 import type { trackerClient } from "../tracker/client.ts";

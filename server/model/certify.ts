@@ -7,8 +7,8 @@ import { kvShape } from "../../src/gguf/kv-shape.ts";
 import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import { buildManifest } from "../../src/gguf/manifest.ts";
 import { certifyRanges, probePrompts } from "../../src/model/certify-plan.ts";
-import { probeSet, type ReferenceProbe, signProbeSet } from "../../src/tracker/reference.ts";
-import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
+import { probeSet, type ReferenceProbe, signProbeSet } from "../../src/tracker/admission/reference.ts";
+import { shardMemory } from "../../src/engine/memory-cap.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { NativeEngine } from "../engine/native/native-engine.ts";
@@ -51,7 +51,7 @@ export async function certify(o: CertifyOptions): Promise<Certified> {
   const ranges = certifyRanges(
     manifest.nLayer,
     (r) =>
-      rangeMemoryOf({ manifest, kv: shape.layers, graph: headerGraphShape(header) }, r, kvCells, {
+      shardMemory({ manifest, kv: shape.layers, graph: headerGraphShape(header) }, r, kvCells, {
         maxSequences: 1,
         batchTokens: nTokens,
         batchInvariant: true,

@@ -1,38 +1,10 @@
 // Reads a GGUF's header from disk with the project's own parser: only the prefix the
-// header needs is read, growing it when the parser asks for more.
-import {
-  arch,
-  type GgufHeader,
-  GgufNeedMoreBytes,
-  metaNumber,
-  parseGgufHeader,
-  trunkLayers,
-} from "../../src/gguf/reader.ts";
+// header needs is read (src/gguf/read-header.ts).
+import { arch, type GgufHeader, metaNumber, trunkLayers } from "../../src/gguf/reader.ts";
+import { readGgufHeader } from "../../src/gguf/read-header.ts";
 
 export async function readHeader(path: string): Promise<GgufHeader> {
-  const file = await Deno.open(path);
-  try {
-    const size = (await file.stat()).size;
-    let want = Math.min(size, 1 << 20);
-    for (;;) {
-      const buf = new Uint8Array(want);
-      await file.seek(0, Deno.SeekMode.Start);
-      let got = 0;
-      while (got < want) {
-        const n = await file.read(buf.subarray(got));
-        if (n === null) break;
-        got += n;
-      }
-      try {
-        return parseGgufHeader(buf.subarray(0, got), { fileSize: size });
-      } catch (e) {
-        if (!(e instanceof GgufNeedMoreBytes) || want >= size) throw e;
-        want = Math.min(size, Math.max(e.needed, want * 2));
-      }
-    }
-  } finally {
-    file.close();
-  }
+  return await readGgufHeader(await Deno.open(path));
 }
 
 export async function fileFacts(

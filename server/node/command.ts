@@ -17,7 +17,7 @@ import {
   readJsonFile,
   untilSignal,
 } from "../cli-options.ts";
-import { checkMemoryCap, manifestModel } from "../../src/engine/memory-fit.ts";
+import { checkMemoryCap, manifestModel } from "../../src/engine/memory-cap.ts";
 import { nodeDefaultPool, nodeMemoryCap } from "../engine/memory-cap.ts";
 import { type RunningNode, startNode } from "./start-node.ts";
 import { placedRange } from "./placed-range.ts";

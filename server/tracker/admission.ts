@@ -13,10 +13,10 @@ import { SeamError } from "../../src/seam/errors.ts";
 import { SCHEMA_VERSION } from "../../src/seam/limits.ts";
 import type { SeamDialer } from "../../src/seam/link.ts";
 import { packTensor, unpackTensor } from "../../src/seam/tensor.ts";
-import type { ProbeTarget } from "../../src/tracker/admission.ts";
-import { judgeProbe, PROBE_TOLERANCE, type ProbeVerdict } from "../../src/tracker/probe.ts";
+import type { ProbeTarget } from "../../src/tracker/admission/admission.ts";
+import { judgeProbe, PROBE_TOLERANCE, type ProbeVerdict } from "../../src/tracker/admission/probe.ts";
 import { TRACKER_ISSUER } from "../../src/tracker/tracker-core.ts";
-import type { ProbeReference } from "../../src/tracker/reference.ts";
+import type { ProbeReference } from "../../src/tracker/admission/reference.ts";
 
 export async function probeNode(
   dial: SeamDialer,

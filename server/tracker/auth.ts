@@ -4,7 +4,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { checkNodeToken } from "../../src/tracker/node-token.ts";
+import { checkNodeToken } from "../../src/tracker/membership/node-token.ts";
 import { toConnectError } from "./errors.ts";
 
 export const NEEDS_TOKEN: ReadonlySet<DescMethod> = new Set([

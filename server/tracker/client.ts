@@ -7,7 +7,7 @@ import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { TrackerPort } from "../../src/node/membership.ts";
 import { clientTrackerPort } from "../../src/node/tracker-port.ts";
-import { SessionEnds } from "../../src/tracker/session-ends.ts";
+import { SessionEnds } from "../../src/tracker/routes/session-ends.ts";
 import { nodeTlsOptions } from "../tls/trust.ts";
 import { directTransport } from "./direct-transport.ts";
 

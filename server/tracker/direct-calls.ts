@@ -1,4 +1,4 @@
-// The tracker's end of direct calls (src/tracker/calls-wire.ts): a call goes to the same
+// The tracker's end of direct calls (src/tracker/wire/calls-wire.ts): a call goes to the same
 // service implementation and interceptors that serve it over HTTP/2, called as a function.
 // Going through Connect's HTTP handler in memory instead (headers, body streams, an envelope,
 // a JSON error body) cost more than the call's own work and most of its garbage.
@@ -17,7 +17,7 @@ import {
 } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { TrackerAnswerSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { type AnswerCall, CALLS_PREFACE, refusal, serveCalls } from "../../src/tracker/calls-wire.ts";
+import { type AnswerCall, CALLS_PREFACE, refusal, serveCalls } from "../../src/tracker/wire/calls-wire.ts";
 import type { SideProtocol } from "../http/http2.ts";
 
 /** One unary method as registered: where it is, what runs it, what wraps it. */

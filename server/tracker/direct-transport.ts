@@ -1,11 +1,11 @@
-// A Connect transport for tracker calls that goes direct (src/tracker/calls-wire.ts) to a
+// A Connect transport for tracker calls that goes direct (src/tracker/wire/calls-wire.ts) to a
 // tracker that takes such calls, and over Connect on HTTP/2 (`fallback`) to one that does not.
 // One connection per tracker, shared by every call; a lost connection fails its calls as
 // Unavailable (so the client moves to another replica) and the next call connects afresh.
 import { create, fromBinary, isMessage, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { codeFromString } from "@connectrpc/connect/protocol-connect";
-import { CallsClient, CallsError } from "../../src/tracker/calls-wire.ts";
+import { CallsClient, CallsError } from "../../src/tracker/wire/calls-wire.ts";
 import { dialSide, SideDialError } from "../http/dial-side.ts";
 
 /** How long a tracker that refused direct calls is left to HTTP/2 before it is asked again. */

@@ -20,9 +20,9 @@ import { SeamError } from "../../src/seam/errors.ts";
 import { SCHEMA_VERSION } from "../../src/seam/limits.ts";
 import type { SeamDialer, SeamServe } from "../../src/seam/link.ts";
 import { packTensor, unpackTensor } from "../../src/seam/tensor.ts";
-import type { ProbeTarget } from "../../src/tracker/admission.ts";
-import { judgeProbe, PROBE_TOLERANCE, type ProbeVerdict } from "../../src/tracker/probe.ts";
-import type { ProbeReference, ReferenceProbe } from "../../src/tracker/reference.ts";
+import type { ProbeTarget } from "../../src/tracker/admission/admission.ts";
+import { judgeProbe, PROBE_TOLERANCE, type ProbeVerdict } from "../../src/tracker/admission/probe.ts";
+import type { ProbeReference, ReferenceProbe } from "../../src/tracker/admission/reference.ts";
 import { TRACKER_ISSUER } from "../../src/tracker/tracker-core.ts";
 
 /** The tracker's seam endpoint posing as a next shard: it takes only sessions it expects. */

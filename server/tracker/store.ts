@@ -1,8 +1,8 @@
 // The tracker's storage port in SQLite (node:sqlite): the route key (tickets stay
 // verifiable) and every registration with its admission verdict.
 import { DatabaseSync } from "node:sqlite";
-import { parseAdmission } from "../../src/tracker/admission.ts";
-import type { NodeRecord, TrackerStorage } from "../../src/tracker/storage.ts";
+import { parseAdmission } from "../../src/tracker/admission/admission.ts";
+import type { NodeRecord, TrackerStorage } from "../../src/tracker/membership/storage.ts";
 
 export class TrackerStore implements TrackerStorage {
   readonly #db: DatabaseSync;

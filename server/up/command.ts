@@ -17,7 +17,7 @@ import {
   untilSignal,
 } from "../cli-options.ts";
 import { up } from "./up.ts";
-import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
+import { DEFAULT_REQUEST_QUEUE } from "../../src/gateway/request-queue.ts";
 import { addClientLimitOptions, clientLimitsOf } from "../gateway/limit-options.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
@@ -115,13 +115,13 @@ export function upCommand(): Command {
       "--queue-max <n>",
       "requests the gateway lets wait while every route is busy; past it 429",
       int("queue-max"),
-      DEFAULT_ADMISSION.maxWaiting,
+      DEFAULT_REQUEST_QUEUE.maxWaiting,
     )
     .option(
       "--queue-timeout-ms <n>",
       "the longest a request waits at the gateway for a busy route before 429",
       int("queue-timeout-ms"),
-      DEFAULT_ADMISSION.timeoutMs,
+      DEFAULT_REQUEST_QUEUE.timeoutMs,
     )
     .option(
       "--browser-shard <a:b>",

@@ -5,7 +5,7 @@
 // tensor is copied.
 import { buildManifest, shardBytes } from "../gguf/manifest.ts";
 import { type GgufHeader, parseGgufHeader } from "../gguf/reader.ts";
-import { ggufLayoutFromKv } from "../model/gguf-stream.ts";
+import { ggufLayoutFromKv } from "../gguf/stream.ts";
 import type { SparseModel } from "./sparse.ts";
 
 const utf8 = new TextEncoder();

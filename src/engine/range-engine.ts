@@ -43,7 +43,7 @@ export interface ShardSpec {
    */
   readonly batchInvariant?: boolean;
   /**
-   * The participant's memory cap: a range whose weights + KV + compute (memory-fit.ts) pass
+   * The participant's memory cap: a range whose weights + KV + compute (memory-cap.ts) pass
    * it is refused from the header, before anything is read or allocated. 0 or absent: the
    * engine's own limit only (a WASM module's address space; none for native).
    */

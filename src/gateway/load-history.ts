@@ -1,5 +1,5 @@
 // The gateway's load over the last minutes, a second at a time, for the network page's charts:
-// tokens/s, TTFT percentiles, the admission queue's depth and each node's busy share.
+// tokens/s, TTFT percentiles, the request queue's depth and each node's busy share.
 
 /** What a step's reply says of one node (the seam's NodeTelemetry has these fields). */
 export interface NodeStep {
@@ -59,7 +59,7 @@ export class LoadHistory {
     this.#at(nowMs).ttftMs.push(ttftMs);
   }
 
-  /** The admission queue's depth now: the second keeps its deepest. */
+  /** The request queue's depth now: the second keeps its deepest. */
   queue(nowMs: number, depth: number): void {
     const b = this.#at(nowMs);
     b.queue = Math.max(b.queue, depth);

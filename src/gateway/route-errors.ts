@@ -2,7 +2,7 @@
 // trying again can help.
 import { ConnectError } from "@connectrpc/connect";
 import { ApiError, RateLimited } from "./openai.ts";
-import { ClientLeft, QueueRefused } from "./admission.ts";
+import { ClientLeft, QueueRefused } from "./request-queue.ts";
 import { SeamError } from "../seam/errors.ts";
 
 /** Maps a route failure to the OpenAI error a client sees. */

@@ -1,5 +1,5 @@
 // The widths of a layer's activations, from a GGUF's tensor shapes: what the compute
-// buffers of one decode graph scale with (src/engine/memory-fit.ts estimates them).
+// buffers of one decode graph scale with (src/engine/memory-cap.ts estimates them).
 import { arch, type GgufHeader, metaNumber } from "./reader.ts";
 
 export interface GraphShape {

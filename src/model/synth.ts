@@ -9,7 +9,7 @@ import { type GgufHeader, metaString } from "../gguf/reader.ts";
 import { f16Into, q4_0Into, q8_0Into } from "../gguf/encode.ts";
 import { GaussianStream } from "./seeded.ts";
 import { BASE_VOCAB, fillerBytes, SPECIAL_TOKENS, vocabMetadata } from "./synth-vocab.ts";
-import { ggufFileBytes, ggufLayout, ggufMetadataBytes } from "./gguf-stream.ts";
+import { ggufFileBytes, ggufLayout, ggufMetadataBytes } from "../gguf/stream.ts";
 import { dsv4Head, dsv4Layer, dsv4Metadata } from "./synth-deepseek4.ts";
 
 /** Architectures synthModel writes weights for; any other name gets a header without tensors. */

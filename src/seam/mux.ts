@@ -254,7 +254,7 @@ function joined(parts: readonly Uint8Array[], len: number): Uint8Array {
 }
 
 /** One message on the wire: its header and body as two parts (written together, never joined).
- *  (Tracker calls on their own connection use the same messages: src/tracker/calls-wire.ts.) */
+ *  (Tracker calls on their own connection use the same messages: src/tracker/wire/calls-wire.ts.) */
 export function sendMessage(duplex: ByteDuplex, channel: number, kind: number, body: Uint8Array): void {
   const head = new Uint8Array(HEADER);
   const v = new DataView(head.buffer);

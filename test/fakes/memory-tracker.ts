@@ -7,7 +7,7 @@ import { uniformKv } from "../../src/gguf/kv-shape.ts";
 import { buildManifest } from "../../src/gguf/manifest.ts";
 import { parseGgufHeader } from "../../src/gguf/reader.ts";
 import { synthModel } from "../../src/model/synth.ts";
-import { MemoryStorage } from "../../src/tracker/storage.ts";
+import { MemoryStorage } from "../../src/tracker/membership/storage.ts";
 import { TrackerCore } from "../../src/tracker/tracker-core.ts";
 import { trackerRoutes } from "../../server/tracker/service.ts";
 import { certifier } from "../../server/tracker/certify.ts";

@@ -4,7 +4,7 @@
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { sha256File } from "../../server/model/hash.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
-import { openReference } from "../../src/tracker/reference.ts";
+import { openReference } from "../../src/tracker/admission/reference.ts";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { SignedProbeSetSchema } from "../../src/gen/strata/model/v1/reference_pb.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";

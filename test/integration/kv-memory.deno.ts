@@ -8,7 +8,7 @@
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { resolveModel } from "../../server/model/fetch.ts";
 import { readHeader } from "../../server/model/facts.ts";
-import { headerModel, specMemory } from "../../src/engine/memory-fit.ts";
+import { headerModel, specMemory } from "../../src/engine/memory-cap.ts";
 import type { ShardSpec } from "../../src/engine/range-engine.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import { synthModel } from "../../src/model/synth.ts";

@@ -14,7 +14,7 @@ import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-referenc
 import { streamChat } from "../../checks/parity/chat-client.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { trackerClient } from "../../server/tracker/client.ts";
-import { parseMemorySize } from "../../src/engine/memory-fit.ts";
+import { parseMemorySize } from "../../src/engine/memory-cap.ts";
 
 const MAX = 24;
 const KEY = "replicas-key";

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { layerRange } from "../../src/engine/layer-range.ts";
-import { rangeMemory } from "../../src/engine/memory-fit.ts";
+import { rangeMemory } from "../../src/engine/memory-cap.ts";
 import { uniformKv } from "../../src/gguf/kv-shape.ts";
-import { assignRange } from "../../src/tracker/assign.ts";
+import { assignRange } from "../../src/tracker/placement/assign.ts";
 
 const split = [layerRange(0, 10), layerRange(10, 20), layerRange(20, 30)];
 const mem = (perLayer: number) => (r: { start: number; end: number }) =>

@@ -13,7 +13,7 @@ import { buildManifest } from "../../src/gguf/manifest.ts";
 import { parseGgufHeader } from "../../src/gguf/reader.ts";
 import { writeGguf } from "../../src/gguf/writer.ts";
 import { synthModel } from "../../src/model/synth.ts";
-import { checkRegistration } from "../../src/tracker/registration.ts";
+import { checkRegistration } from "../../src/tracker/membership/registration.ts";
 
 const ARTIFACT = "cd".repeat(32);
 const file = synthModel({ arch: "glm-dsa" });

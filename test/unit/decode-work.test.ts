@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Manifest, ManifestTensor } from "../../src/gguf/manifest.ts";
-import { decodeWork } from "../../src/tracker/decode-work.ts";
+import { decodeWork } from "../../src/tracker/placement/decode-work.ts";
 
 const tensor = (
   name: string,

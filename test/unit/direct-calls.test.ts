@@ -11,7 +11,7 @@ import {
   TrackerCallSchema,
   TrackerService,
 } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { CALLS_ACCEPT, CALLS_LIMITS, CALLS_PREFACE, serveCalls } from "../../src/tracker/calls-wire.ts";
+import { CALLS_ACCEPT, CALLS_LIMITS, CALLS_PREFACE, serveCalls } from "../../src/tracker/wire/calls-wire.ts";
 import { MessageReader, sendMessage } from "../../src/seam/mux.ts";
 import { type Http2Server, listenConnect } from "../../server/http/http2.ts";
 import { directAnswers, directCallsSide } from "../../server/tracker/direct-calls.ts";

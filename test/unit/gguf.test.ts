@@ -9,6 +9,7 @@ import {
   parseGgufHeader,
 } from "../../src/gguf/reader.ts";
 import { type MetadataEntry, writeGguf } from "../../src/gguf/writer.ts";
+import { readGgufHeader } from "../../src/gguf/read-header.ts";
 import { buildManifest, formatManifest, sha256Hex, shardBytes } from "../../src/gguf/manifest.ts";
 import {
   GgmlType,
@@ -230,6 +231,28 @@ describe("prefix parsing", () => {
     const doubling = parseByPrefixes(file, 1024, (have, needed) => Math.max(needed, 2 * have));
     expect(doubling.header.tensors).toEqual(full.tensors);
     expect(doubling.asked.length).toBeLessThanOrEqual(Math.ceil(Math.log2(full.headerSize / 1024)) + 1);
+  });
+
+  it("reads a header from a file's stream, growing past the first MiB, and closes the stream", async () => {
+    const big = synthModel({ arch: "llama", nLayer: 1, nEmbd: 32, nHead: 2, nVocab: 60_000 });
+    const header = parseGgufHeader(big, { fileSize: big.length });
+    expect(header.headerSize).toBeGreaterThan(2 ** 20);
+    let pulled = 0, cancelled = false;
+    const file = {
+      readable: new ReadableStream<Uint8Array>({
+        pull(c) {
+          c.enqueue(big.subarray(pulled, pulled + 65_536));
+          pulled += 65_536;
+        },
+        cancel() {
+          cancelled = true;
+        },
+      }, { highWaterMark: 0 }),
+      stat: () => Promise.resolve({ size: big.length }),
+    };
+    expect((await readGgufHeader(file)).tensors).toEqual(header.tensors);
+    expect(cancelled).toBe(true);
+    expect(pulled).toBeLessThan(header.headerSize + 2 * 2 ** 20);
   });
 
   it("reports the end of a whole file as truncation, not as a wish for more bytes", () => {

@@ -6,7 +6,7 @@ import { buildManifest, shardBytes } from "../../src/gguf/manifest.ts";
 import { parseGgufHeader, trunkLayers } from "../../src/gguf/reader.ts";
 import { GgmlType } from "../../src/gguf/types.ts";
 import { type MetadataEntry, writeGguf } from "../../src/gguf/writer.ts";
-import { rangeMemory } from "../../src/engine/memory-fit.ts";
+import { rangeMemory } from "../../src/engine/memory-cap.ts";
 import { isSynthetic, synthModel } from "../../src/model/synth.ts";
 
 const ARTIFACT = "a".repeat(64);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { SessionLoad } from "../../src/tracker/load.ts";
-import { type Candidate, disjointRoutes, noRouteReason } from "../../src/tracker/select.ts";
+import { SessionLoad } from "../../src/tracker/routes/load.ts";
+import { type Candidate, disjointRoutes, noRouteReason } from "../../src/tracker/routes/select.ts";
 
 const options = { claimTtlMs: 15_000, doneQuietMs: 3_000 };
 const report = (ids: string[], sessions = ids.length) => ({ sessions, sessionIds: ids });

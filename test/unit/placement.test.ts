@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { bottleneck, gaps, type Participant, plan, type Span } from "../../src/tracker/placement.ts";
+import {
+  bottleneck,
+  gaps,
+  type Participant,
+  plan,
+  type Span,
+} from "../../src/tracker/placement/placement.ts";
 
 // 24 layers of 10 MB; the first range also holds 40 MB of embeddings, the last 40 MB of head
 const LAYER = 10;

@@ -3,16 +3,16 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { PlaceRequestSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { Placer } from "../../src/tracker/placer.ts";
-import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
-import type { NodeRecord } from "../../src/tracker/storage.ts";
+import { Placer } from "../../src/tracker/placement/placer.ts";
+import { shardMemory } from "../../src/engine/memory-cap.ts";
+import type { NodeRecord } from "../../src/tracker/membership/storage.ts";
 import { trackedModel } from "../fakes/tracked-model.ts";
 
 const ARTIFACT = "cd".repeat(32);
 const model = trackedModel(ARTIFACT);
 const BUDGET = { kvCells: 256, maxSessions: 1, batchTokens: 16, batchInvariant: true, flashAttention: true };
 const need = (start: number, end: number) =>
-  rangeMemoryOf(model, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;
+  shardMemory(model, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;
 
 /** A placer over these records (every node live), and a node's ask to it with this cap. */
 function placerOver(records: Map<string, NodeRecord>, cap: bigint) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { judgeProbe } from "../../src/tracker/probe.ts";
+import { judgeProbe } from "../../src/tracker/admission/probe.ts";
 
 describe("admission probe", () => {
   it("judges a probe against the reference within the stated tolerance", () => {

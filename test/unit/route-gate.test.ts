@@ -1,5 +1,5 @@
 // The gateway's way to a route: busy routes and a moment with no complete route at all (a node
-// moving between ranges) are waited out in the admission queue; a network without one says so.
+// moving between ranges) are waited out in the request queue; a network without one says so.
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";

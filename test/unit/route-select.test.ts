@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { checkCoverage } from "../../src/route/plan.ts";
-import { type Candidate, disjointRoutes } from "../../src/tracker/select.ts";
-import { chooseRoutes } from "../../src/tracker/route-choice.ts";
+import { type Candidate, disjointRoutes } from "../../src/tracker/routes/select.ts";
+import { chooseRoutes } from "../../src/tracker/routes/route-choice.ts";
 
 const cand = (node: string, start: number, end: number, load = 0, tokensPerS = 100): Candidate => ({
   node,

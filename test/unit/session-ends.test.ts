@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MAX_DONE_SESSIONS, SessionEnds } from "../../src/tracker/session-ends.ts";
+import { MAX_DONE_SESSIONS, SessionEnds } from "../../src/tracker/routes/session-ends.ts";
 
 describe("session ends", () => {
   it("sends a quiet gateway's end at once, and ends that come during a call together in the next", async () => {

@@ -5,12 +5,12 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { PlaceRequestSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import { type Participant, plan, planSteps, type Span } from "../../src/tracker/placement.ts";
-import { Placer } from "../../src/tracker/placer.ts";
-import { RoutePool } from "../../src/tracker/route-pool.ts";
-import { type Candidate, disjointRoutes, disjointRouteSteps } from "../../src/tracker/select.ts";
+import { type Participant, plan, planSteps, type Span } from "../../src/tracker/placement/placement.ts";
+import { Placer } from "../../src/tracker/placement/placer.ts";
+import { RoutePool } from "../../src/tracker/routes/route-pool.ts";
+import { type Candidate, disjointRoutes, disjointRouteSteps } from "../../src/tracker/routes/select.ts";
 import { runAll, slicer, type Steps } from "../../src/tracker/steps.ts";
-import type { NodeRecord } from "../../src/tracker/storage.ts";
+import type { NodeRecord } from "../../src/tracker/membership/storage.ts";
 import { trackedModel } from "../fakes/tracked-model.ts";
 
 /** A give-way that queues the rest of a pass until the test lets it run. */

@@ -13,7 +13,7 @@ import {
   type SynthOptions,
   synthSize,
 } from "../../src/model/synth.ts";
-import { parseMemorySize } from "../../src/engine/memory-fit.ts";
+import { parseMemorySize } from "../../src/engine/memory-cap.ts";
 import { SIZE_TOLERANCE, synthModelForSize } from "../../src/model/synth-size.ts";
 
 /** The chunks joined, each copied as it comes (with reuse, a chunk lives until the next). */

@@ -22,20 +22,24 @@ import { parseGgufHeader } from "../../src/gguf/reader.ts";
 import { synthModel } from "../../src/model/synth.ts";
 import { importPublicRouteKey } from "../../src/route/keys.ts";
 import { verifyTicket } from "../../src/route/ticket.ts";
-import type { ProbeTarget } from "../../src/tracker/admission.ts";
+import type { ProbeTarget } from "../../src/tracker/admission/admission.ts";
 import { TrackerError } from "../../src/tracker/errors.ts";
-import { hopUrls } from "../../src/tracker/hop-urls.ts";
-import { checkNodeToken } from "../../src/tracker/node-token.ts";
-import type { ProbeVerdict } from "../../src/tracker/probe.ts";
-import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
-import { MAX_DONE_SESSIONS } from "../../src/tracker/session-ends.ts";
-import { gaps } from "../../src/tracker/placement.ts";
-import { routeCompression } from "../../src/tracker/route-compression.ts";
-import { type Beat, MemoryStorage } from "../../src/tracker/storage.ts";
-import { PLAN_BATCH_MS, type PlanEntry } from "../../src/tracker/placer.ts";
-import { BlockEpochs, ClockEpochs } from "../../src/tracker/epochs.ts";
+import { hopUrls } from "../../src/tracker/routes/hop-urls.ts";
+import { checkNodeToken } from "../../src/tracker/membership/node-token.ts";
+import type { ProbeVerdict } from "../../src/tracker/admission/probe.ts";
+import { shardMemory } from "../../src/engine/memory-cap.ts";
+import { MAX_DONE_SESSIONS } from "../../src/tracker/routes/session-ends.ts";
+import { gaps } from "../../src/tracker/placement/placement.ts";
+import { routeCompression } from "../../src/tracker/routes/route-compression.ts";
+import { type Beat, MemoryStorage, type PlanEntry } from "../../src/tracker/membership/storage.ts";
+import { PLAN_BATCH_MS } from "../../src/tracker/placement/placer.ts";
+import { BlockEpochs, ClockEpochs } from "../../src/tracker/routes/epochs.ts";
 import { TrackerCore, type TrackerCoreOptions } from "../../src/tracker/tracker-core.ts";
-import { offeredRanges, TAB_ENGINE, volunteerAssignment } from "../../src/tracker/volunteer-assignment.ts";
+import {
+  offeredRanges,
+  TAB_ENGINE,
+  volunteerAssignment,
+} from "../../src/tracker/placement/volunteer-assignment.ts";
 
 const ARTIFACT = "ab".repeat(32);
 const file = synthModel({ arch: "qwen3", nLayer: 6 });
@@ -514,7 +518,7 @@ describe("tracker core: placement", () => {
     flashAttention: true,
   };
   const need = (start: number, end: number) =>
-    rangeMemoryOf(model, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;
+    shardMemory(model, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;
   // room for half the model wherever the half is, not for the whole
   const cap = BigInt(Math.max(need(0, 3), need(3, 6)) + 1);
   const placeAsk = (node: string, memoryCapBytes = cap) =>
@@ -576,7 +580,7 @@ describe("tracker core: placement", () => {
     const dsa = { artifact: ARTIFACT, nLayer: 8, manifest: dsaManifest, kv: kvShape(dsaHeader).layers };
     const { core } = await tracker({ model: dsa });
     const needed = (start: number, end: number) =>
-      rangeMemoryOf(dsa, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;
+      shardMemory(dsa, { start, end }, BUDGET.kvCells, { ...BUDGET, maxSequences: 1 }).total;
     // room for four layers anywhere: without the rule two nodes would take 0:4 and 4:8
     const room = BigInt(Math.max(needed(0, 4), needed(4, 8)) + 1);
     expect(needed(0, 8)).toBeGreaterThan(Number(room));

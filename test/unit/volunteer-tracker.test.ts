@@ -12,7 +12,7 @@ import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import { clientTrackerPort } from "../../src/node/tracker-port.ts";
 import { peerToken } from "../../src/relay/token.ts";
 import { relayHopUrl } from "../../src/route/hop-url.ts";
-import { tabPlaceRequest } from "../../src/tracker/volunteer-assignment.ts";
+import { tabPlaceRequest } from "../../src/tracker/placement/volunteer-assignment.ts";
 import { memoryTracker } from "../fakes/memory-tracker.ts";
 import { VOLUNTEER_CONNECT_PATH, volunteerTrackerRoutes } from "../../server/gateway/volunteer-tracker.ts";
 

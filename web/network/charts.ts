@@ -1,5 +1,5 @@
 // The network page's charts of the gateway's load (uPlot): tokens/s, TTFT p50 and p95, the
-// admission queue's depth, and each node's busy share, over the last ten minutes.
+// request queue's depth, and each node's busy share, over the last ten minutes.
 import uPlot from "uplot";
 import type { LoadSeries } from "../../src/gateway/load-history.ts";
 

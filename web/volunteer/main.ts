@@ -23,7 +23,7 @@ import {
   volunteerAssignment,
   type VolunteerConfig,
   type VolunteerIdentity,
-} from "../../src/tracker/volunteer-assignment.ts";
+} from "../../src/tracker/placement/volunteer-assignment.ts";
 import { type TabTracker, tabTracker, tabTrackerPort } from "../node/tracker-connect.ts";
 import { probeMainThread } from "./main-thread-probe.ts";
 import { cannotRun, pageAbilities } from "./can-run.ts";

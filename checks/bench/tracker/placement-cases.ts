@@ -10,12 +10,12 @@ import {
   PlaceRequestSchema,
   RegisterRequestSchema,
 } from "../../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import type { RangeModel } from "../../../src/engine/memory-fit.ts";
-import { MemoryStorage } from "../../../src/tracker/storage.ts";
+import type { RangeModel } from "../../../src/engine/memory-cap.ts";
+import { MemoryStorage } from "../../../src/tracker/membership/storage.ts";
 import { TrackerCore } from "../../../src/tracker/tracker-core.ts";
 import { type AgentSpec, drawAgents, KV_CELLS, MAX_SESSIONS, placeAsk, rangeRate } from "./agents.ts";
-import { chooseRoutes } from "../../../src/tracker/route-choice.ts";
-import type { Candidate } from "../../../src/tracker/select.ts";
+import { chooseRoutes } from "../../../src/tracker/routes/route-choice.ts";
+import type { Candidate } from "../../../src/tracker/routes/select.ts";
 
 type Placed = Array<{ spec: AgentSpec; range: { start: number; end: number } }>;
 

@@ -8,7 +8,7 @@ import { answering, replyTo } from "../../../src/node/replies.ts";
 import { SeamError } from "../../../src/seam/errors.ts";
 import type { SeamServe } from "../../../src/seam/link.ts";
 import { packTensor, unpackTensor } from "../../../src/seam/tensor.ts";
-import type { ProbeReference } from "../../../src/tracker/reference.ts";
+import type { ProbeReference } from "../../../src/tracker/admission/reference.ts";
 
 export class ProbeAnswerer {
   /** probes answered */

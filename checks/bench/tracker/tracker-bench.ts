@@ -9,9 +9,8 @@ import postgres from "postgres";
 import { NodeInfoSchema } from "../../../src/gen/strata/seam/v1/seam_pb.ts";
 import { synthModel } from "../../../src/model/synth.ts";
 import { hexToBytes } from "../../../src/bytes/hex.ts";
-import { rangeMemoryOf } from "../../../src/tracker/range-memory.ts";
-import { openReference } from "../../../src/tracker/reference.ts";
-import { headerModel } from "../../../src/engine/memory-fit.ts";
+import { openReference } from "../../../src/tracker/admission/reference.ts";
+import { headerModel, shardMemory } from "../../../src/engine/memory-cap.ts";
 import { sha256File } from "../../../server/model/hash.ts";
 import { readHeader } from "../../../server/model/facts.ts";
 import { ensureReference } from "../../../server/model/reference-file.ts";
@@ -118,7 +117,7 @@ export async function benchTracker(opts: Partial<TrackerBenchOptions> = {}) {
     flashAttention: true,
   };
   const capOf = (layers: number) =>
-    Math.ceil(rangeMemoryOf(rangeModel, { start: 0, end: Math.min(layers, nLayer) }, KV_CELLS, budget).total);
+    Math.ceil(shardMemory(rangeModel, { start: 0, end: Math.min(layers, nLayer) }, KV_CELLS, budget).total);
   const reference = await openReference(await Deno.readFile(model.reference), { artifact });
   const answerer = new ProbeAnswerer(reference);
   const seams = await serveSeams(

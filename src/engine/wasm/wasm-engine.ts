@@ -9,7 +9,7 @@ import { loadModel, openContext, type Opened, StrataEngine } from "../strata-eng
 import { presentBytes, type SparseModel } from "../../artifact/sparse.ts";
 import { rangeFile } from "../../artifact/compact-shard.ts";
 import { parseGgufHeader } from "../../gguf/reader.ts";
-import { checkMemoryCap, headerModel, type RangeModel } from "../memory-fit.ts";
+import { checkMemoryCap, headerModel, type RangeModel } from "../memory-cap.ts";
 import { WasmAbi } from "./abi.ts";
 import { placeModel } from "./model-file.ts";
 import type { StrataModule } from "./strata-module.ts";

@@ -1,11 +1,10 @@
 // A node's registration checked at the edge, before it is recorded: who it is, that it
 // serves this tracker's artifact, that its range exists, and that its engine can hold it.
-import { bytesToHex } from "../bytes/hex.ts";
-import { memoryMisfit } from "../engine/memory-fit.ts";
-import { cutRefusal } from "../gguf/cut-points.ts";
-import type { RegisterRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
-import { TrackerError } from "./errors.ts";
-import { rangeMemoryOf, type RangeModel } from "./range-memory.ts";
+import { bytesToHex } from "../../bytes/hex.ts";
+import { memoryMisfit, type RangeModel, shardMemory } from "../../engine/memory-cap.ts";
+import { cutRefusal } from "../../gguf/cut-points.ts";
+import type { RegisterRequest } from "../../gen/strata/tracker/v1/tracker_pb.ts";
+import { TrackerError } from "../errors.ts";
 import type { NodeRecord } from "./storage.ts";
 
 /** The model a tracker routes. */
@@ -42,7 +41,7 @@ export function checkRegistration(req: RegisterRequest, model: TrackedModel): No
     batchInvariant: s.sessionCells > 0 && s.sessionCells < s.kvCells,
     flashAttention: true,
   };
-  const misfit = memoryMisfit(rangeMemoryOf(model, s.range, s.kvCells, engine), Number(s.memoryCapBytes));
+  const misfit = memoryMisfit(shardMemory(model, s.range, s.kvCells, engine), Number(s.memoryCapBytes));
   if (misfit) {
     throw new TrackerError(
       "resource_exhausted",

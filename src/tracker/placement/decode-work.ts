@@ -6,7 +6,7 @@
 // thread a node): its Q8_0 head has the weights of 8 layers and the bytes of 13.8; it took the
 // time of 6.6 layers at one session, of 7.5 at four. Speeds are measured per range and turned
 // into weights a second with this, so they compare across ranges.
-import type { Manifest, ManifestTensor } from "../gguf/manifest.ts";
+import type { Manifest, ManifestTensor } from "../../gguf/manifest.ts";
 
 export interface Span {
   readonly start: number;

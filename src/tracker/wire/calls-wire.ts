@@ -11,9 +11,9 @@ import {
   TrackerAnswerSchema,
   type TrackerCall,
   TrackerCallSchema,
-} from "../gen/strata/tracker/v1/tracker_pb.ts";
-import { MAX_FRAME_BYTES } from "../seam/limits.ts";
-import { type ByteDuplex, MessageReader, sendMessage, speakFirst } from "../seam/mux.ts";
+} from "../../gen/strata/tracker/v1/tracker_pb.ts";
+import { MAX_FRAME_BYTES } from "../../seam/limits.ts";
+import { type ByteDuplex, MessageReader, sendMessage, speakFirst } from "../../seam/mux.ts";
 
 const ascii = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
 /** What a caller sends first. As long as HTTP/2's connection preface (24 bytes), so a tracker

@@ -5,7 +5,7 @@
 // free, so requests spread over the whole network and cost the same at any size. Load is read
 // per request; only who is in which route can be a second old.
 import type { Candidate } from "./select.ts";
-import { runAll, type Slicer, type Steps } from "./steps.ts";
+import { runAll, type Slicer, type Steps } from "../steps.ts";
 
 /** The pool is worked out again at most this often (ms), and only after a change... */
 export const POOL_REBUILD_MS = 1000;

@@ -7,7 +7,7 @@
 // the slowest ranges. The plan moves as little as it can: assignments that still cover the
 // model stay where they are.
 import type { Span } from "./decode-work.ts";
-import { counter, runAll, type Steps } from "./steps.ts";
+import { counter, runAll, type Steps } from "../steps.ts";
 
 export type { Span };
 

@@ -1,7 +1,7 @@
 // Capability admission: a node runs a fixed probe through its range and its output must
 // match the tracker's reference for that range within a stated tolerance.
 
-import { CROSS_ENGINE_HIDDEN_REL_TOL, HIDDEN_REL_TOL } from "../parity/tolerance.ts";
+import { CROSS_ENGINE_HIDDEN_REL_TOL, HIDDEN_REL_TOL } from "../../parity/tolerance.ts";
 
 export interface ProbeVerdict {
   readonly ok: boolean;

@@ -1,7 +1,7 @@
 // Which layer range a new volunteer should host: of the network's ranges, the one the
 // fewest live nodes serve (ties: the first), among those its engine's memory can hold.
-import type { LayerRange } from "../engine/layer-range.ts";
-import { memoryMisfit, type RangeMemory } from "../engine/memory-fit.ts";
+import type { LayerRange } from "../../engine/layer-range.ts";
+import { memoryMisfit, type RangeMemory } from "../../engine/memory-cap.ts";
 
 export interface HostedRange {
   readonly range: { readonly start: number; readonly end: number };

@@ -1,8 +1,8 @@
 // The tracker's side of placement: the nodes that asked where to go (`--layers auto`), what
 // their engines can hold, and the plan over them (`placement.ts`), kept until the network
 // changes. Nodes with ranges of their own count as fixed coverage.
-import { memoryMisfit, type RangeMemory } from "../engine/memory-fit.ts";
-import type { PlaceRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
+import { memoryMisfit, type RangeMemory, shardMemory } from "../../engine/memory-cap.ts";
+import type { PlaceRequest } from "../../gen/strata/tracker/v1/tracker_pb.ts";
 import { planAtCuts } from "./cut-placement.ts";
 import { decodeWork } from "./decode-work.ts";
 import {
@@ -13,18 +13,9 @@ import {
   type Span,
   spanKey,
 } from "./placement.ts";
-import { rangeMemoryOf } from "./range-memory.ts";
-import type { TrackedModel } from "./registration.ts";
-import { runAll, type Slicer, type Steps } from "./steps.ts";
-import type { NodeRecord } from "./storage.ts";
-
-/** One node's line of the plan in force, as replicas share it: its range (undefined: nothing
- *  useful fits it), and the time of the ask the plan had seen when it placed the node. */
-export interface PlanEntry {
-  readonly node: string;
-  readonly range: Span | undefined;
-  readonly askedAt: number;
-}
+import type { TrackedModel } from "../membership/registration.ts";
+import { runAll, type Slicer, type Steps } from "../steps.ts";
+import type { NodeRecord, PlanEntry } from "../membership/storage.ts";
 
 /** A node's ask: the request, when it was made, the order it was heard in, and the answers
  *  to "does this range fit it" worked out so far (they never change for one ask). */
@@ -267,7 +258,7 @@ export class Placer {
     if (!needs) this.#needs.set(budget, needs = new Map());
     let need = needs.get(key);
     if (!need) {
-      need = rangeMemoryOf(this.model, span, ask.kvCells, {
+      need = shardMemory(this.model, span, ask.kvCells, {
         maxSequences: ask.maxSessions,
         batchTokens: ask.batchTokens,
         batchInvariant: ask.batchInvariant,

@@ -1,6 +1,6 @@
 // How a route's seams carry hidden states, by the tracker's policy.
-import { Compression } from "../gen/strata/seam/v1/seam_pb.ts";
-import { isRelayHopUrl } from "../route/hop-url.ts";
+import { Compression } from "../../gen/strata/seam/v1/seam_pb.ts";
+import { isRelayHopUrl } from "../../route/hop-url.ts";
 
 /** none: f32; q8: blocks of 32; auto: q8 on routes with a hop through the relay. */
 export type SeamCompressionPolicy = "none" | "q8" | "auto";

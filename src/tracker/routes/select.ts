@@ -1,7 +1,7 @@
 // Route selection: cover [0, n_layer) exactly once with contiguous shards, preferring the
 // fastest expected route with the fewest hops, skipping overloaded nodes; several routes
 // are disjoint in nodes, so independent requests run in parallel on them.
-import { counter, runAll, type Steps } from "./steps.ts";
+import { counter, runAll, type Steps } from "../steps.ts";
 
 export interface Candidate {
   readonly node: string;

@@ -1,7 +1,7 @@
 // The nodes the tracker knows: their registrations (saved through the storage port, so
 // they survive a restart) and their leases (kept in memory only: a restarted tracker gives
 // each node it knew one lease to beat again, then re-learns who is live from heartbeats).
-import type { Admission } from "./admission.ts";
+import type { Admission } from "../admission/admission.ts";
 import type { NodeRecord, TrackerStorage } from "./storage.ts";
 
 export interface Lease {

@@ -2,14 +2,13 @@
 // serve among those its memory holds, what it takes to host it, the engine settings a tab
 // runs with, and where to download the range's bytes (the gateway, and live peers that
 // serve theirs).
-import { bytesToHex } from "../bytes/hex.ts";
-import { type LayerRange, layerRange } from "../engine/layer-range.ts";
-import type { RangeMemory } from "../engine/memory-fit.ts";
-import type { NodeState } from "../gen/strata/tracker/v1/tracker_pb.ts";
-import { shardBytes } from "../gguf/manifest.ts";
+import { bytesToHex } from "../../bytes/hex.ts";
+import { type LayerRange, layerRange } from "../../engine/layer-range.ts";
+import { type RangeMemory, type RangeModel, shardMemory } from "../../engine/memory-cap.ts";
+import type { NodeState } from "../../gen/strata/tracker/v1/tracker_pb.ts";
+import { shardBytes } from "../../gguf/manifest.ts";
 import { assignRange } from "./assign.ts";
-import { TrackerError } from "./errors.ts";
-import { rangeMemoryOf, type RangeModel } from "./range-memory.ts";
+import { TrackerError } from "../errors.ts";
 
 /** A tab's engine settings: small enough for any laptop, enough for a handful of sessions. */
 // batch-invariant: each of the 8 sessions has a KV stream of 1024 cells
@@ -114,7 +113,7 @@ export function volunteerAssignment(model: VolunteerModel, ask: VolunteerAsk): V
     hosted,
     // a tab may run on WebGPU, where attention may not be fused: its score matrix counts
     (r) =>
-      rangeMemoryOf(model, r, TAB_ENGINE.kvCells, {
+      shardMemory(model, r, TAB_ENGINE.kvCells, {
         maxSequences: TAB_ENGINE.maxSessions,
         batchTokens: TAB_ENGINE.batchTokens,
         batchInvariant: true,

@@ -17,9 +17,9 @@ const metric = (lines: string[], name: string) => {
   return l === undefined ? undefined : Number(l.split(" ").pop());
 };
 
-describe("admission that queues (strata up, one route, 2 sessions a node)", () => {
+describe("the request queue (strata up, one route, 2 sessions a node)", () => {
   it("queues a burst, refuses past the bound with 429, frees what clients leave, counts it all", async () => {
-    const r = await denoRun(`${root}test/integration/admission.deno.ts`);
+    const r = await denoRun(`${root}test/integration/request-queue.deno.ts`);
     expect(r.code, r.stderr.slice(-4000)).toBe(0);
     const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
     const slots = out.slots;

@@ -1,9 +1,10 @@
-// Admission that queues: a request whose attempt finds every route busy waits its turn
-// (`FairQueue`: FIFO per key, round-robin between keys) instead of failing. The head tries
-// again whenever capacity may have freed — a session of this gateway ended (`wake`), or a
-// short poll passed (other gateways share the routes). Every waiter ends with what its
-// attempt returned, an error, or a refusal: past the bound at once, past its deadline, or its
-// client gone. Runtime-agnostic: the attempt is any async function.
+// The gateway's request queue (not the tracker's capability admission): a request whose
+// attempt finds every route busy waits its turn (`FairQueue`: FIFO per key, round-robin between
+// keys) instead of failing. The head tries again whenever capacity may have freed — a session
+// of this gateway ended (`wake`), or a short poll passed (other gateways share the routes).
+// Every waiter ends with what its attempt returned, an error, or a refusal: past the bound at
+// once, past its deadline, or its client gone. Runtime-agnostic: the attempt is any async
+// function.
 import { FairQueue } from "./fair-queue.ts";
 import { type WaitSummary, WaitTimes } from "./wait-times.ts";
 
@@ -11,7 +12,7 @@ import { type WaitSummary, WaitTimes } from "./wait-times.ts";
 export const BUSY: unique symbol = Symbol("busy");
 export type Attempt<R> = () => Promise<R | typeof BUSY>;
 
-export interface AdmissionOptions {
+export interface RequestQueueOptions {
   /** most requests waiting at once; one more is refused at once */
   readonly maxWaiting: number;
   /** longest a request waits for its turn */
@@ -20,7 +21,7 @@ export interface AdmissionOptions {
   readonly pollMs: number;
 }
 
-export const DEFAULT_ADMISSION: AdmissionOptions = { maxWaiting: 64, timeoutMs: 30_000, pollMs: 250 };
+export const DEFAULT_REQUEST_QUEUE: RequestQueueOptions = { maxWaiting: 64, timeoutMs: 30_000, pollMs: 250 };
 
 export type RefusalReason = "queue_full" | "timeout";
 
@@ -62,7 +63,7 @@ interface Waiter<R> {
   ending?: "timeout" | "left";
 }
 
-export class Admission<R> {
+export class RequestQueue<R> {
   readonly #queue: FairQueue<Waiter<R>>;
   readonly #waits = new WaitTimes();
   readonly #counts = { queued: 0, left: 0, refused: { queue_full: 0, timeout: 0 } };
@@ -73,7 +74,7 @@ export class Admission<R> {
   #wakes = 0;
   #poll: ReturnType<typeof setInterval> | undefined;
 
-  constructor(readonly options: AdmissionOptions, readonly now: () => number = () => performance.now()) {
+  constructor(readonly options: RequestQueueOptions, readonly now: () => number = () => performance.now()) {
     this.#queue = new FairQueue(options.maxWaiting);
   }
 

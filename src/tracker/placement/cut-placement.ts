@@ -2,9 +2,9 @@
 // The planner works layer by layer, so it plans over the pieces between allowed cuts as if
 // each were a layer, and its spans map back to layers: every range then starts and ends where
 // the model may be cut.
-import { cutRefusal, type CutRule } from "../gguf/cut-points.ts";
+import { cutRefusal, type CutRule } from "../../gguf/cut-points.ts";
 import { type Participant, type Placement, type PlacementModel, planSteps, type Span } from "./placement.ts";
-import type { Steps } from "./steps.ts";
+import type { Steps } from "../steps.ts";
 
 export function* planAtCuts(
   model: PlacementModel,

@@ -1,6 +1,6 @@
 // Which routes a request gets: every disjoint complete route, least loaded first, so
 // independent requests spread over them; when there is none, why (busy or absent).
-import { TrackerError } from "./errors.ts";
+import { TrackerError } from "../errors.ts";
 import { type Candidate, disjointRoutes, noRouteReason } from "./select.ts";
 
 /** A route's load is its fullest node's (a node a repair keeps already counts the session). */

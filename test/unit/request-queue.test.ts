@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Admission, BUSY, ClientLeft, QueueRefused } from "../../src/gateway/admission.ts";
+import { BUSY, ClientLeft, QueueRefused, RequestQueue } from "../../src/gateway/request-queue.ts";
 import { FairQueue } from "../../src/gateway/fair-queue.ts";
 import { WaitTimes } from "../../src/gateway/wait-times.ts";
 
@@ -66,10 +66,10 @@ describe("wait times", () => {
   });
 });
 
-describe("admission", () => {
+describe("request queue", () => {
   it("admits at once while a route is free, queues when busy, serves keys round-robin", async () => {
     const cap = capacity(1);
-    const a = new Admission<string>(QUIET);
+    const a = new RequestQueue<string>(QUIET);
     expect(await a.admit("x", cap.attempt("first"), never())).toBe("first");
     const done: string[] = [];
     const wait = (key: string, name: string) =>
@@ -91,7 +91,7 @@ describe("admission", () => {
 
   it("a newcomer never overtakes a waiter", async () => {
     const cap = capacity(0);
-    const a = new Admission<string>(QUIET);
+    const a = new RequestQueue<string>(QUIET);
     const first = a.admit("k", cap.attempt("first"), never());
     await tick();
     cap.free();
@@ -106,7 +106,7 @@ describe("admission", () => {
 
   it("refuses past the bound at once, with a Retry-After", async () => {
     const cap = capacity(0);
-    const a = new Admission<string>({ ...QUIET, maxWaiting: 2 });
+    const a = new RequestQueue<string>({ ...QUIET, maxWaiting: 2 });
     const waiting = [a.admit("a", cap.attempt("1"), never()), a.admit("b", cap.attempt("2"), never())];
     const over = await a.admit("c", cap.attempt("3"), never()).catch((e) => e);
     expect(over).toBeInstanceOf(QueueRefused);
@@ -121,7 +121,7 @@ describe("admission", () => {
 
   it("refuses a waiter at its deadline; a poll admits without any wake", async () => {
     const cap = capacity(0);
-    const a = new Admission<string>({ maxWaiting: 8, timeoutMs: 80, pollMs: 10 });
+    const a = new RequestQueue<string>({ maxWaiting: 8, timeoutMs: 80, pollMs: 10 });
     const t0 = performance.now();
     const late = await a.admit("a", cap.attempt("late"), never()).catch((e) => e);
     expect(late).toBeInstanceOf(QueueRefused);
@@ -136,7 +136,7 @@ describe("admission", () => {
 
   it("a client that leaves leaves the queue; attempt errors reach the caller", async () => {
     const cap = capacity(0);
-    const a = new Admission<string>(QUIET);
+    const a = new RequestQueue<string>(QUIET);
     const gone = new AbortController();
     const leaving = a.admit("a", cap.attempt("leaving"), gone.signal).catch((e) => e);
     const staying = a.admit("a", cap.attempt("staying"), never());
@@ -167,7 +167,7 @@ describe("admission", () => {
       calls++;
       return calls === 1 ? Promise.resolve(BUSY) : new Promise<string | typeof BUSY>((r) => (release = r));
     };
-    const a = new Admission<string>({ maxWaiting: 4, timeoutMs: 30, pollMs: 60_000 });
+    const a = new RequestQueue<string>({ maxWaiting: 4, timeoutMs: 30, pollMs: 60_000 });
     const p = a.admit("a", slow, never());
     await tick();
     a.wake(); // the second attempt hangs past the deadline

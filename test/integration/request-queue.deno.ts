@@ -1,11 +1,11 @@
-// Admission that queues, end to end: `strata up` with one route of 2 nodes that take 2
+// The gateway's request queue, end to end: `strata up` with one route of 2 nodes that take 2
 // sessions each. (a) 8 concurrent requests all complete (they wait their turn); (b) a second
 // gateway on the same tracker with a queue of 4 gets 16 at once: the excess get 429 with
 // Retry-After, nothing hangs, and the nodes end with no session; (c) /metrics counts the
 // queue; (d) a non-streamed client that leaves frees its session, a queued one leaves the
 // queue; (e) a third gateway with limits per client: one key's second request at once and its
 // fourth in a minute get 429, while another key's request beside them is served. Prints one
-// JSON object; admission.test.ts asserts on it.
+// JSON object; request-queue.test.ts asserts on it.
 import { trackerClient } from "../../server/tracker/client.ts";
 import { GrpcSeams } from "../../server/seam/grpc.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";

@@ -1,8 +1,8 @@
 // The tracker's route key: made once and kept in storage, so a restarted tracker signs
 // with the same key and tickets already out stay verifiable.
-import { fromBase64 } from "../bytes/base64.ts";
-import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../route/keys.ts";
-import type { TrackerStorage } from "./storage.ts";
+import { fromBase64 } from "../../bytes/base64.ts";
+import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../../route/keys.ts";
+import type { TrackerStorage } from "../membership/storage.ts";
 
 /** Where storage keeps the key. */
 export const ROUTE_KEY_META = "route_key";

@@ -2,8 +2,8 @@
 // multi-GB model never sits in memory: the same bytes writeGguf would put before and between
 // the tensors (metadata from writeGguf itself, then the tensor infos and ggml's padding).
 
-import { type MetadataEntry, writeGguf } from "../gguf/writer.ts";
-import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufError, tensorBytes } from "../gguf/types.ts";
+import { type MetadataEntry, writeGguf } from "./writer.ts";
+import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufError, tensorBytes } from "./types.ts";
 
 export interface GgufTensorInfo {
   readonly name: string;

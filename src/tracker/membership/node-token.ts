@@ -1,5 +1,5 @@
 // The shared secret nodes present to register, renew and leave.
-import { TrackerError } from "./errors.ts";
+import { TrackerError } from "../errors.ts";
 
 /** Throws unless `given` is the node token; compares in constant time (no timing oracle). */
 export function checkNodeToken(given: string, expected: string): void {

@@ -8,9 +8,9 @@ import {
   type ProbeSet,
   ProbeSetSchema,
   SignedProbeSetSchema,
-} from "../gen/strata/model/v1/reference_pb.ts";
-import { bytesToHex } from "../bytes/hex.ts";
-import { importPublicRouteKey } from "../route/keys.ts";
+} from "../../gen/strata/model/v1/reference_pb.ts";
+import { bytesToHex } from "../../bytes/hex.ts";
+import { importPublicRouteKey } from "../../route/keys.ts";
 
 export interface ReferenceProbe {
   readonly tokens: Int32Array;

@@ -1,9 +1,8 @@
 // What the tracker keeps across restarts, behind a port: the route key (so tickets already
 // out stay valid) and every registration with its admission verdict. Leases are not kept:
 // they are re-learned from heartbeats.
-import type { Admission } from "./admission.ts";
-import type { PlaceRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
-import type { PlanEntry } from "./placer.ts";
+import type { Admission } from "../admission/admission.ts";
+import type { PlaceRequest } from "../../gen/strata/tracker/v1/tracker_pb.ts";
 
 export interface NodeRecord {
   readonly node: string;
@@ -23,6 +22,15 @@ export interface NodeRecord {
   /** the memory cap it advertised (0: none) */
   readonly memoryCapBytes: number;
   readonly admission: Admission;
+}
+
+/** One node's line of the plan in force, as replicas share it: its range (undefined: nothing
+ *  useful fits it), and the time of the ask the plan had seen when it placed the node. Kept
+ *  here, below the placer that makes it, as the storage port carries it. */
+export interface PlanEntry {
+  readonly node: string;
+  readonly range: { readonly start: number; readonly end: number } | undefined;
+  readonly askedAt: number;
 }
 
 /** A node's heartbeat, as replicas share them. */
