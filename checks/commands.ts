@@ -258,13 +258,19 @@ export function addCheckCommands(program: Command): void {
 
   bench.command("big")
     .description(
-      "a synthetic model bigger than any participant (6 GB): certify under the cap, strata up --memory-cap with a tab, a WASM node and native nodes, decode tok/s beside the whole model",
+      "a synthetic model bigger than any participant (6 GB): certify under the cap, strata up --memory-cap with a tab, a WASM node and native nodes, then native nodes on the same ranges; decode tok/s of each in turns with the whole model, measured alike, and against the route's pipeline ceiling",
     )
     .option("--size <size>", "the model file's size", memorySize, 6e9)
     .option("--cap <size>", "every participant's memory cap", memorySize, 2 * 2 ** 30)
     .option("--sessions <n>", "concurrent sessions", int("sessions"), 16)
     .option("--tokens <n>", "tokens each session decodes", int("tokens"), 32)
-    .option("--threads <n>", "engine threads per node", int("threads"), 1)
+    .option(
+      "--threads <n>",
+      "engine threads per route node (the whole model gets every core)",
+      int("threads"),
+      1,
+    )
+    .option("--rounds <n>", "rounds in turns with the whole model, on each route", int("rounds"), 3)
     .option("--json", "print one JSON object")
     .action(async (o) => {
       await ensureNativeLibrary("cpu");
@@ -274,6 +280,7 @@ export function addCheckCommands(program: Command): void {
         sessions: o.sessions,
         newTokens: o.tokens,
         threads: o.threads,
+        rounds: o.rounds,
       });
       console.log(o.json ? JSON.stringify(r, null, 2) : printBigBench(r));
     });

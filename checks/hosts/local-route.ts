@@ -22,7 +22,10 @@ export interface LocalRouteOptions {
   readonly kvCells?: number;
   readonly maxSessions?: number;
   readonly leaseMs?: number;
-  /** false: the nodes batch every ready step at once (`--no-cohorts`), for comparison */
+  /**
+   * true: the nodes take turns in cohorts (`--cohorts`); false: they batch every ready step at
+   * once (`--no-cohorts`), for comparison; absent: as each node's batch cost says
+   */
   readonly cohorts?: boolean;
   /** extra environment for the node processes */
   readonly env?: Record<string, string>;
@@ -95,7 +98,7 @@ export async function startLocalRoute(o: LocalRouteOptions): Promise<LocalRoute>
         "--session-idle-ms",
         String(o.leaseMs ?? 300_000),
       ];
-      if (o.cohorts === false) args.push("--no-cohorts");
+      if (o.cohorts !== undefined) args.push(o.cohorts ? "--cohorts" : "--no-cohorts");
       if (o.nodeArgs) args.push(...o.nodeArgs);
       if (!relayOnly) args.push("--listen", "127.0.0.1:0");
       if (relayUrl) args.push("--relay", relayUrl, "--relay-token", await peerToken(secret, `node${i}`));

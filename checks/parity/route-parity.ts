@@ -67,6 +67,9 @@ export async function runRouteParity(o: RouteParityOptions) {
     transport: o.transport,
     engines: o.engines,
     maxSessions: Math.max(16, o.sessions),
+    // batched sessions take turns a cohort at a time whatever the nodes' batch costs (the checks
+    // count each node's batches against its cohort)
+    cohorts: true,
   });
   const run = { local, compression: o.compression ?? Compression.NONE };
   const crossEngine = (o.engines ?? []).some((e) => e !== "native");

@@ -125,11 +125,11 @@ export function nodeCommand(): Command {
     )
     .option(
       "--cohorts",
-      "let a route's decoding sessions take turns in one cohort per shard, so its shards overlap (default on CPU engines)",
+      "let a route's decoding sessions take turns in one cohort per shard, so its shards overlap (default: where a batch timed at load costs three times its weights' pass or more)",
     )
     .option(
       "--no-cohorts",
-      "batch every ready step at once: a route's shards then compute in lockstep (default on GPU engines)",
+      "batch every ready step at once: a route's shards then compute in lockstep (default where a batch costs about what one step does: a memory-bound range)",
     )
     .option("--batch-tokens <n>", "most tokens in one engine call", int("batch-tokens"), 512)
     .option("--session-idle-ms <n>", "release a session idle this long", int("session-idle-ms"), 300_000)

@@ -47,7 +47,7 @@ export interface NodeConfig {
   readonly leaseMs: number;
   /** KV cells kept as prefix entries (0: none; default: half the pool) */
   readonly prefixCells?: number;
-  /** a route's decoding sessions take turns in cohorts (default: on CPU engines; see NodeSetup) */
+  /** a route's decoding sessions take turns in cohorts (default: as the node's cost timed at load says; see NodeSetup) */
   readonly cohorts?: boolean;
   /** a session opened that has taken no step this long is released (default 120 s) */
   readonly unusedSessionMs?: number;
@@ -175,13 +175,19 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
         error: e instanceof Error ? e.message : String(e),
       }),
   });
-  const { node, urls, tokensPerS } = running;
+  const { node, urls, tokensPerS, batchCost } = running;
   log.info("node ready", {
     name: c.name,
     range: `${c.range.start}:${c.range.end}`,
     urls,
     tokensPerS,
     memoryCapBytes,
+    // a step alone and in a batch, as timed at load, and the cohorts chosen from them
+    stepMs: batchCost.oneMs,
+    batchStepMs: batchCost.batchMs,
+    batchSessions: batchCost.batchSessions,
+    cohorts: batchCost.cohorts,
+    cohortsBy: batchCost.cohortsBy,
   });
   return {
     node,

@@ -15,7 +15,8 @@ export async function engineRecipe(binary: Uint8Array, label: string): Promise<U
 
 /**
  * Whether an engine's batch cost grows with the tokens in it (a CPU's; a GPU's barely moves),
- * by its backend or label: where cohorts and prompts cut into chunks pay.
+ * by its backend or label: where prompts cut into chunks pay, and cohorts where a node could not
+ * time a batch (scheduler/cohort-rule.ts decides from its timings otherwise).
  */
 export const costsPerToken = (backendOrLabel: string): boolean => backendOrLabel.endsWith("cpu");
 

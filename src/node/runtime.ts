@@ -2,13 +2,15 @@
 // wherever the host listens, and (with a tracker) a member of the network. A Deno process,
 // a browser tab or Node supply the same small set of adapters: the engine, a dialer, seam
 // listeners and a way to reach the tracker.
-import type { NodeInfo } from "../gen/strata/seam/v1/seam_pb.ts";
+import { create } from "@bufbuild/protobuf";
+import { type BatchCost, BatchCostSchema, type NodeInfo } from "../gen/strata/seam/v1/seam_pb.ts";
 import type { LayerRange } from "../engine/layer-range.ts";
 import type { RangeEngine, ShardSpec } from "../engine/range-engine.ts";
 import { costsPerToken, engineLabel } from "../engine/recipe.ts";
 import { contextCap } from "../route/context-window.ts";
 import type { SeamDialer, SeamServe } from "../seam/link.ts";
-import { measureDecode } from "./measure.ts";
+import { decideCohorts } from "../scheduler/cohort-rule.ts";
+import { measureBatch, MEASURED_BATCH, measureDecode } from "./measure.ts";
 import { joinTracker, type Membership, type MembershipEvents, type TrackerPort } from "./membership.ts";
 import type { PrefixBudget } from "../scheduler/prefix-entries.ts";
 import { ShardNode } from "./shard-node.ts";
@@ -51,10 +53,10 @@ export interface NodeSetup {
   /** steps queued per session before its sender is pushed back */
   readonly maxQueuedPerSession?: number;
   /**
-   * A route's decoding sessions take turns in cohorts (BatcherLimits.cohorts). Default: on CPU
-   * engines, whose batch costs grow with its size, so turns let shards overlap at little cost;
-   * off on GPUs, where a decode batch costs about the same whatever its size and two half
-   * batches would cost a shard twice one whole.
+   * A route's decoding sessions take turns in cohorts (BatcherLimits.cohorts). Default: as the
+   * node's own cost says, timed at load (scheduler/cohort-rule.ts): on where a batch costs much
+   * more than one step (turns let shards overlap at little cost), off where it costs about the
+   * same (a memory-bound range: two half batches would cost a shard twice one whole).
    */
   readonly cohorts?: boolean;
   /** verifies route tickets when there is no tracker to hand its key over */
@@ -75,6 +77,8 @@ export interface RunningShard {
   readonly urls: string[];
   /** measured decode rate for its range, one session */
   readonly tokensPerS: number;
+  /** a step alone and in a batch as timed at load, and the cohorts chosen from them (NodeInfo) */
+  readonly batchCost: BatchCost;
   readonly membership?: Membership;
   /** stops serving and leaves the tracker; the engine stays the host's to close */
   close(o?: { leave?: boolean }): Promise<void>;
@@ -118,6 +122,17 @@ export async function startShardNode(
   }
   const { engine } = host;
   const tokensPerS = await measureDecode(engine);
+  const batch = await measureBatch(engine, Math.min(s.maxSessions, MEASURED_BATCH));
+  const oneMs = tokensPerS > 0 ? 1000 / tokensPerS : 0;
+  const cost = batch && { oneMs, batchMs: batch.ms, batchSessions: batch.sessions };
+  const chosen = decideCohorts(s.cohorts, cost, costsPerToken(engine.backend));
+  const batchCost = create(BatchCostSchema, {
+    oneMs,
+    batchMs: batch?.ms ?? 0,
+    batchSessions: batch?.sessions ?? 0,
+    cohorts: chosen.cohorts,
+    cohortsBy: chosen.by,
+  });
   // what the engine holds (llama.cpp pads each session's stream), and each session's share
   const memory = await engine.memory();
   const sessionCells = Math.min(
@@ -137,7 +152,7 @@ export async function startShardNode(
       maxQueuedPerSession: s.maxQueuedPerSession ?? 64,
       kvCells: memory.kvCells,
       kvCellsPerSession: sessionCells,
-      cohorts: s.cohorts ?? costsPerToken(engine.backend),
+      cohorts: chosen.cohorts,
       prefix: s.prefix === false
         ? undefined
         : (s.prefix ?? { entries: s.maxSessions, cells: Math.floor(memory.kvCells / 2) }),
@@ -145,8 +160,13 @@ export async function startShardNode(
     leaseMs: s.leaseMs,
     unusedMs: s.unusedSessionMs,
   });
+  const info = async () => {
+    const i = await node.info();
+    i.batchCost = batchCost;
+    return i;
+  };
   const urls: string[] = [];
-  for (const l of host.listeners) urls.push(...await l.listen(node.serve, () => node.info()));
+  for (const l of host.listeners) urls.push(...await l.listen(node.serve, info));
   let membership: Membership | undefined;
   if (host.tracker) {
     membership = await joinTracker(
@@ -172,6 +192,7 @@ export async function startShardNode(
     node,
     urls,
     tokensPerS,
+    batchCost,
     membership,
     close: async ({ leave = false } = {}) => {
       await membership?.stop({ leave });

@@ -217,7 +217,7 @@ async function contribute(): Promise<void> {
 
   phase("joining");
   // the one node runtime, with a tab's adapters: everything goes through its relay
-  const { node, tokensPerS } = await startShardNode({
+  const { node, tokensPerS, batchCost } = await startShardNode({
     name: id.name,
     artifactSha256: hexToBytes(a.artifact),
     kvCells: a.kvCells,
@@ -255,6 +255,14 @@ async function contribute(): Promise<void> {
       seamBytesIn: Number(i.seamBytesIn),
       seamBytesOut: Number(i.seamBytesOut),
       kvCellsUsed: i.kvCellsUsed,
+      engineMs: i.engineMs,
+      // a step alone and in a batch as timed at load, and the cohorts chosen from them (1: on)
+      stepMs: batchCost.oneMs,
+      batchStepMs: batchCost.batchMs,
+      batchSessions: batchCost.batchSessions,
+      cohorts: batchCost.cohorts ? 1 : 0,
+      cohortsBy: batchCost.cohortsBy,
+      maxSessions: i.maxSessions,
     };
     show($("live"), [
       ["node", `${id.name}, layers ${a.range.start}–${a.range.end}`],
