@@ -7,7 +7,7 @@ import { referenceBeside } from "../../server/model/reference-file.ts";
 import { cacheDir } from "../../server/paths.ts";
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
 import { up, type UpOptions } from "../../server/up/up.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import { prefilled, stepTogether } from "./route-throughput.ts";
 import { PARITY_QUESTIONS } from "../parity/prompts.ts";

@@ -11,7 +11,7 @@ import type { NativeBackend } from "../../server/engine/native/build.ts";
 import { ensureRpcTools } from "../../server/engine/native/rpc-build.ts";
 import { freePort } from "../../server/http/free-port.ts";
 import type { GgufHeader } from "../../src/gguf/reader.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 import type { EngineProcess } from "../engine-host/engine-process.ts";
 import { type LocalRoute, startLocalRoute } from "../hosts/local-route.ts";
 import { decodeTps } from "./figures.ts";

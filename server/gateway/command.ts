@@ -13,7 +13,7 @@ import { type GatewayHealth, statusText } from "../../src/gateway/status-text.ts
 import { DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 import { addClientLimitOptions, clientLimitsOf } from "./limit-options.ts";
 import { addCaOption, addCertFileOptions, tlsOf } from "../tls/options.ts";
-import { trustCaFile, trustedFetch } from "../tls/trust.ts";
+import { trustCaFile, trustedFetch } from "../../node-apis/tls/trust.ts";
 import { addSecretOption, needSecret, NODE_TOKEN, RELAY_SECRET, RELAY_TOKEN } from "../secrets.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];

@@ -8,7 +8,7 @@ import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 import type { LoadHistory } from "../../src/gateway/load-history.ts";
 import type { NetworkState } from "../../src/gateway/network-view.ts";
 import { rangeMemoryOf, type RangeModel } from "../../src/tracker/range-memory.ts";
-import type { trackerClient } from "../tracker/client.ts";
+import type { trackerClient } from "../../node-apis/tracker/client.ts";
 import { bundleWebEntry } from "../web/bundle.ts";
 import { repoRoot } from "../paths.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";

@@ -14,7 +14,7 @@ import type {
 } from "../../src/tracker/volunteer-assignment.ts";
 import { bundleWebEntry } from "../web/bundle.ts";
 import { engineFileRoutes, ISOLATION_HEADERS } from "../web/engine-files.ts";
-import type { trackerClient } from "../tracker/client.ts";
+import type { trackerClient } from "../../node-apis/tracker/client.ts";
 import { repoRoot } from "../paths.ts";
 import { VOLUNTEER_CONNECT_PATH, volunteerTrackerRoutes } from "./volunteer-tracker.ts";
 

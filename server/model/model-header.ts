@@ -9,7 +9,7 @@ import { type ArtifactManifest, checkHeaderAgainst, ManifestError } from "../../
 import { readAtMost } from "../../src/bytes/read-at-most.ts";
 import { fetchManifest, isArtifactUrl } from "../artifacts/fetch-shard.ts";
 import { writeSparseFile } from "../artifacts/sparse-file.ts";
-import { trustedFetch } from "../tls/trust.ts";
+import { trustedFetch } from "../../node-apis/tls/trust.ts";
 import { resolveModel } from "./fetch.ts";
 import { readHeader } from "./facts.ts";
 import { sha256File } from "./hash.ts";

@@ -10,7 +10,7 @@ import { decodeEnvelope, encodeEnvelope } from "../../src/relay/envelope.ts";
 import { verifyPeerToken } from "../../src/relay/token.ts";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import { log } from "../log/log.ts";
-import type { CertPair } from "../tls/certs.ts";
+import type { CertPair } from "../../node-apis/tls/certs.ts";
 
 export interface RelayOptions {
   readonly host: string;

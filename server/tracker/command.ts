@@ -7,7 +7,7 @@ import { count, hostPort, int, num, publicUrl, untilSignal } from "../cli-option
 import { NODE_CALLS_PER_MIN } from "./call-limits.ts";
 import { startTracker } from "./tracker.ts";
 import { addCaOption } from "../tls/options.ts";
-import { trustCaFile } from "../tls/trust.ts";
+import { trustCaFile } from "../../node-apis/tls/trust.ts";
 import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../secrets.ts";
 
 export function trackerCommand(): Command {

@@ -5,7 +5,7 @@ import { peerToken } from "../../src/relay/token.ts";
 import type { NativeBackend } from "../engine/native/build.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { ensureReference } from "../model/reference-file.ts";
-import { trackerClient } from "../tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { ServiceProcess } from "../process/service-process.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
 import { nodeTuningArgs, trackedNodeArgs } from "./node-args.ts";

@@ -1,6 +1,6 @@
 // The WASM engine's files for pages (shard tabs, the volunteer page): each flavor built on
 // its first request, so a tab whose adapter cannot run WebGPU never asks for that build;
-// and the worker the engine computes in (web/engine-worker/main.ts, bundled once).
+// and the worker the engine computes in (web/host/engine-worker.ts, bundled once).
 import type { Hono } from "hono";
 import { join } from "node:path";
 import { ensureWasmEngine, WASM_FLAVORS, type WasmFlavor } from "../engine/wasm/build.ts";
@@ -12,11 +12,11 @@ const ENGINE_FILES: Record<string, string> = {
   "strata.wasm": "application/wasm",
 };
 
-/** GET {prefix}/worker.js and {prefix}/:flavor/:file (src/engine/wasm/served-engine.ts) */
+/** GET {prefix}/worker.js and {prefix}/:flavor/:file (web/host/engine.ts) */
 export function engineFileRoutes(app: Hono, prefix: string): void {
   let worker: Promise<string> | undefined;
   app.get(`${prefix}/worker.js`, async (c) => {
-    worker ??= bundleWebEntry("web/engine-worker/main.ts");
+    worker ??= bundleWebEntry("web/host/engine-worker.ts");
     return c.body(await worker, 200, { "Content-Type": "text/javascript" });
   });
   const dirs = new Map<WasmFlavor, Promise<string>>();

@@ -11,7 +11,7 @@ import { MemoryStorage } from "../../src/tracker/storage.ts";
 import { TrackerCore } from "../../src/tracker/tracker-core.ts";
 import { trackerRoutes } from "../../server/tracker/service.ts";
 import { certifier } from "../../server/tracker/certify.ts";
-import type { NetworkCa } from "../../server/tls/certs.ts";
+import type { NetworkCa } from "../../node-apis/tls/certs.ts";
 
 export async function memoryTracker(o: {
   readonly artifact: string;

@@ -11,7 +11,7 @@ import { peerToken } from "../../src/relay/token.ts";
 import { Chromium } from "../../server/web/chromium.ts";
 import { openVolunteerTab } from "../../server/web/volunteer-tab.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { chatReference, EIGHT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
 import { streamChat } from "../../checks/parity/chat-client.ts";
 

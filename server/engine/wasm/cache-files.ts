@@ -2,7 +2,7 @@
 // first use (so a node whose adapter cannot run WebGPU never builds that flavor).
 import type { WasmFiles } from "../../../src/engine/wasm/wasm-files.ts";
 import { ensureWasmEngine, type WasmBuildOptions } from "./build.ts";
-import { folderWasmFiles } from "./folder-files.ts";
+import { folderWasmFiles } from "../../../node-apis/wasm/folder-files.ts";
 
 export function cachedWasmFiles(build: WasmBuildOptions = {}): WasmFiles {
   return {

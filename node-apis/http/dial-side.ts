@@ -4,8 +4,8 @@
 // Node.
 import * as net from "node:net";
 import type { ByteDuplex } from "../../src/seam/mux.ts";
-import { connDuplex } from "../seam/conn-duplex.ts";
-import { socketDuplex } from "../seam/socket-duplex.ts";
+import { connDuplex } from "./conn-duplex.ts";
+import { socketDuplex } from "./socket-duplex.ts";
 import { trustedCa } from "../tls/trust.ts";
 import { FAST_ALPN } from "./http2.ts";
 

@@ -9,9 +9,9 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import { type ByteDuplex, MUX_LIMITS, opensWith } from "../../src/seam/mux.ts";
-import { connDuplex } from "../seam/conn-duplex.ts";
+import { connDuplex } from "./conn-duplex.ts";
 import { GoawayStrip } from "./goaway-strip.ts";
-import { socketDuplex } from "../seam/socket-duplex.ts";
+import { socketDuplex } from "./socket-duplex.ts";
 import type { CertPair } from "../tls/certs.ts";
 
 export interface Http2Server {

@@ -26,3 +26,5 @@ export class OpfsPieceStore implements PieceStore {
     await w.close();
   }
 }
+
+export const pieceStore = (): Promise<PieceStore> => OpfsPieceStore.open();

@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { WasmFiles } from "../../../src/engine/wasm/wasm-files.ts";
+import type { WasmFiles } from "../../src/engine/wasm/wasm-files.ts";
 
 export const folderWasmFiles = (dir: string): WasmFiles => ({
   files: () =>

@@ -22,7 +22,7 @@ export function tabTracker(baseUrl: string, keepalive = false): TabTracker {
 }
 
 /** The node runtime's TrackerPort for a tab named `node`, holding relay token `token`. */
-export function tabTrackerPort(baseUrl: string, node: string, token: string): TrackerPort {
+export function nodeTracker(baseUrl: string, node: string, token: string): TrackerPort {
   // a tab going away cannot await its leave: it goes as a keepalive request, which outlives the page
   return clientTrackerPort(tabTracker(baseUrl), { node, token }, { parting: tabTracker(baseUrl, true) });
 }
