@@ -4,7 +4,12 @@
 // (node-apis/): they speak node: APIs, which both runtimes have.
 import { sha256Hex } from "../src/gguf/manifest.ts";
 import { hexToBytes } from "../src/bytes/hex.ts";
-import { type NodeEngineSettings, nodeEngineSpec, type RunningShard, startShardNode } from "../src/node/runtime.ts";
+import {
+  type NodeEngineSettings,
+  nodeEngineSpec,
+  type RunningShard,
+  startShardNode,
+} from "../src/node/runtime.ts";
 import { engineMemoryCap, loadEngine } from "./host/engine.ts";
 import { connectDialer } from "./host/dialer.ts";
 import { seamListeners } from "./host/listeners.ts";

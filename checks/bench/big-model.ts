@@ -4,9 +4,10 @@
 // `sessions` at once, beside whole-model llama.cpp holding the whole file in one process on
 // the same machine. Prints figures; asserts nothing.
 import { referenceBeside } from "../../server/model/reference-file.ts";
-import { cacheDir } from "../../server/paths.ts";
+import { cacheDir } from "../../server/process/paths.ts";
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
-import { up, type UpOptions } from "../../server/up/up.ts";
+import { up } from "../../server/up/up.ts";
+import type { UpOptions } from "../../server/up/plane.ts";
 import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import { prefilled, stepTogether } from "./route-throughput.ts";

@@ -4,7 +4,7 @@
 import { Hono } from "hono";
 import { join } from "node:path";
 import { engineFileRoutes, ISOLATION_HEADERS } from "../../server/web/engine-files.ts";
-import { repoRoot } from "../../server/paths.ts";
+import { repoRoot } from "../../server/process/paths.ts";
 import { bundleWebEntry } from "../../server/web/bundle.ts";
 
 export interface HostOrigin {

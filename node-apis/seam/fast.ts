@@ -6,7 +6,7 @@ import { deferredLink } from "../../src/seam/deferred-link.ts";
 import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
 import type { SideProtocol } from "../http/http2.ts";
 import { dialSide, SideDialError } from "../http/dial-side.ts";
-import { grpcKind } from "./grpc.ts";
+import { grpcKind } from "../../src/route/hop-url.ts";
 
 /** The seam server's side protocol: each fast connection's streams go to `serve`. */
 export function fastSide(serve: SeamServe, tap?: FrameTap): SideProtocol {

@@ -12,6 +12,7 @@ import {
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import type { FrameTap, SeamLink, SeamServe } from "../../src/seam/link.ts";
 import { AsyncQueue } from "../../src/seam/async-queue.ts";
+import { grpcKind } from "../../src/route/hop-url.ts";
 import type { SeamListener } from "../../src/node/runtime.ts";
 import { type Http2Server, listenConnect } from "../http/http2.ts";
 import { fastSide } from "./fast.ts";
@@ -19,9 +20,6 @@ import { nodeTlsOptions } from "../tls/trust.ts";
 import type { CertPair } from "../tls/certs.ts";
 
 export type SeamServer = Http2Server;
-
-/** "grpcs" for a node reached over TLS. */
-export const grpcKind = (url: string): "grpc" | "grpcs" => url.startsWith("https:") ? "grpcs" : "grpc";
 
 /** The SeamService on a Connect router: each stream handed to `serve` (`tls`: served over TLS). */
 export function seamRoutes(serve: SeamServe, info: () => Promise<NodeInfo>, tls = false) {

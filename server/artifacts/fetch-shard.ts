@@ -9,7 +9,7 @@ import { relayPieceFetch } from "../../src/relay/piece-fetch.ts";
 import { connectRelay } from "../../node-apis/relay/ws-socket.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";
 import { trackerClient } from "../../node-apis/tracker/client.ts";
-import { cacheDir } from "../paths.ts";
+import { cacheDir } from "../process/paths.ts";
 import { progress } from "../log/progress.ts";
 import { log } from "../log/log.ts";
 import { pieceStore } from "../host/piece-store.ts";

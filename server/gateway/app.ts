@@ -10,7 +10,7 @@ import { type ClientLimitOptions, ClientLimits, NO_CLIENT_LIMITS } from "../../s
 import { type AdmissionOptions, DEFAULT_ADMISSION } from "../../src/gateway/admission.ts";
 import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { headerFacts } from "../model/facts.ts";
-import type { ModelHeader } from "../model/model-header.ts";
+import type { ModelHeader } from "../artifacts/model-header.ts";
 import { artifactManifest } from "../artifacts/manifest.ts";
 import { artifactRoutes } from "../artifacts/routes.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";

@@ -3,7 +3,7 @@
 import type { Hono } from "hono";
 import { join } from "node:path";
 import { bundleWebEntry } from "../web/bundle.ts";
-import { repoRoot } from "../paths.ts";
+import { repoRoot } from "../process/paths.ts";
 
 export async function chatPageRoutes(app: Hono): Promise<void> {
   const [page, css, bundle] = await Promise.all([

@@ -10,7 +10,7 @@ import type { NetworkState } from "../../src/gateway/network-view.ts";
 import { rangeMemoryOf, type RangeModel } from "../../src/tracker/range-memory.ts";
 import type { trackerClient } from "../../node-apis/tracker/client.ts";
 import { bundleWebEntry } from "../web/bundle.ts";
-import { repoRoot } from "../paths.ts";
+import { repoRoot } from "../process/paths.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";
 
 export async function networkPageRoutes(

@@ -15,7 +15,7 @@ import type {
 import { bundleWebEntry } from "../web/bundle.ts";
 import { engineFileRoutes, ISOLATION_HEADERS } from "../web/engine-files.ts";
 import type { trackerClient } from "../../node-apis/tracker/client.ts";
-import { repoRoot } from "../paths.ts";
+import { repoRoot } from "../process/paths.ts";
 import { VOLUNTEER_CONNECT_PATH, volunteerTrackerRoutes } from "./volunteer-tracker.ts";
 
 export interface VolunteerOptions {

@@ -2,7 +2,7 @@
 // own (its loader imported only then: a native node holds none of it). Both are refused from
 // the model file's header when the range passes the node's memory cap, before a weight is read.
 import type { RangeEngine, ShardSpec } from "../../src/engine/range-engine.ts";
-import type { NativeBackend } from "../engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { NativeEngine } from "../engine/native/native-engine.ts";
 import { checkFileMemory, nodeMemoryCap } from "../engine/memory-cap.ts";
 

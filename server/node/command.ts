@@ -16,7 +16,7 @@ import {
   nativeBackend,
   readJsonFile,
   untilSignal,
-} from "../cli-options.ts";
+} from "../cli/options.ts";
 import { checkMemoryCap, manifestModel } from "../../src/engine/memory-fit.ts";
 import { nodeDefaultPool, nodeMemoryCap } from "../engine/memory-cap.ts";
 import { type RunningNode, startNode } from "./start-node.ts";
@@ -27,7 +27,7 @@ import { log, logRelay } from "../log/log.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { fetchManifest, fetchShardFile, isArtifactUrl } from "../artifacts/fetch-shard.ts";
 import { fileTap } from "../seam/tap.ts";
-import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../secrets.ts";
+import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../cli/secrets.ts";
 import { addCaOption } from "../tls/options.ts";
 import { trustCaFile } from "../../node-apis/tls/trust.ts";
 

@@ -5,7 +5,7 @@ import type { LayerRange } from "../../src/engine/layer-range.ts";
 import type { ShardNode } from "../../src/node/shard-node.ts";
 import { nodeEngineSpec, startShardNode } from "../../src/node/runtime.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
-import type { NativeBackend } from "../engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { artifactSha256 } from "../model/hash.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { bytesToHex, hexToBytes } from "../../src/bytes/hex.ts";

@@ -13,9 +13,8 @@
 import postgres from "postgres";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { type PlaceRequest, PlaceRequestSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import type { PlanEntry } from "../../src/tracker/placer.ts";
 import { parseAdmission } from "../../src/tracker/admission.ts";
-import type { Beat, NodeRecord, TrackerStorage } from "../../src/tracker/storage.ts";
+import type { Beat, NodeRecord, PlanEntry, TrackerStorage } from "../../src/tracker/storage.ts";
 import { log } from "../log/log.ts";
 
 /** What the other replicas wrote since the last pull. */

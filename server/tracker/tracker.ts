@@ -12,7 +12,7 @@ import { create } from "@bufbuild/protobuf";
 import { NodeInfoSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { openReference, ReferenceError } from "../../src/tracker/reference.ts";
 import { findReference, referenceBeside } from "../model/reference-file.ts";
-import type { ModelHeader } from "../model/model-header.ts";
+import type { ModelHeader } from "../artifacts/model-header.ts";
 import { readAtMost } from "../../src/bytes/read-at-most.ts";
 import { trustedFetch } from "../../node-apis/tls/trust.ts";
 import { kvShape } from "../../src/gguf/kv-shape.ts";

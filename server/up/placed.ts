@@ -8,7 +8,14 @@ import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { gaps, type Span } from "../../src/tracker/placement.ts";
 import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
 import { nodeTuningArgs, trackedNodeArgs } from "./node-args.ts";
-import { gatewayProcess, type NodeProc, pagesOf, type UpOptions, type UpPlane, waitAdmitted } from "./up.ts";
+import {
+  gatewayProcess,
+  type NodeProc,
+  pagesOf,
+  type UpOptions,
+  type UpPlane,
+  waitAdmitted,
+} from "./plane.ts";
 import type { KeepUp } from "./keep-up.ts";
 
 /** More native nodes than this and the cap is too small for the model. */

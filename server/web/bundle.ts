@@ -2,7 +2,7 @@
 // ES module with esbuild, in memory: pages are served from what this returns.
 import * as esbuild from "esbuild";
 import { join } from "node:path";
-import { repoRoot } from "../paths.ts";
+import { repoRoot } from "../process/paths.ts";
 
 /** one build at a time: each stops esbuild's service when it is done */
 let last: Promise<unknown> = Promise.resolve();

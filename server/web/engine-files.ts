@@ -3,7 +3,7 @@
 // and the worker the engine computes in (web/host/engine-worker.ts, bundled once).
 import type { Hono } from "hono";
 import { join } from "node:path";
-import { ensureWasmEngine, WASM_FLAVORS, type WasmFlavor } from "../engine/wasm/build.ts";
+import { ensureWasmEngine, WASM_FLAVORS, type WasmFlavor } from "../build/wasm.ts";
 import { bundleWebEntry } from "./bundle.ts";
 
 const ENGINE_FILES: Record<string, string> = {

@@ -16,15 +16,7 @@ import {
 import { rangeMemoryOf } from "./range-memory.ts";
 import type { TrackedModel } from "./registration.ts";
 import { runAll, type Slicer, type Steps } from "./steps.ts";
-import type { NodeRecord } from "./storage.ts";
-
-/** One node's line of the plan in force, as replicas share it: its range (undefined: nothing
- *  useful fits it), and the time of the ask the plan had seen when it placed the node. */
-export interface PlanEntry {
-  readonly node: string;
-  readonly range: Span | undefined;
-  readonly askedAt: number;
-}
+import type { NodeRecord, PlanEntry } from "./storage.ts";
 
 /** A node's ask: the request, when it was made, the order it was heard in, and the answers
  *  to "does this range fit it" worked out so far (they never change for one ask). */

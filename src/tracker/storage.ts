@@ -3,7 +3,15 @@
 // they are re-learned from heartbeats.
 import type { Admission } from "./admission.ts";
 import type { PlaceRequest } from "../gen/strata/tracker/v1/tracker_pb.ts";
-import type { PlanEntry } from "./placer.ts";
+import type { Span } from "./decode-work.ts";
+
+/** One node's line of the plan in force, as replicas share it: its range (undefined: nothing
+ *  useful fits it), and the time of the ask the plan had seen when it placed the node. */
+export interface PlanEntry {
+  readonly node: string;
+  readonly range: Span | undefined;
+  readonly askedAt: number;
+}
 
 export interface NodeRecord {
   readonly node: string;

@@ -3,7 +3,7 @@
 // headless tab, one Deno WASM node and native nodes for the rest, all placed by the tracker
 // (which reads the header and the signed reference, never a weight). Eight concurrent chats
 // against whole-model llama.cpp on the same file in a separate process.
-import { cacheDir } from "../../server/paths.ts";
+import { cacheDir } from "../../server/process/paths.ts";
 import { synthLlama1GB } from "../../checks/samples/synth-model.ts";
 import { sha256File } from "../../server/model/hash.ts";
 import { checkManifest, shardPieces } from "../../src/artifact/pieces.ts";

@@ -19,7 +19,7 @@ import { ServiceProcess } from "../../../server/process/service-process.ts";
 import { serveSeams } from "../../../node-apis/seam/grpc.ts";
 import { startPostgres } from "../../../server/toolchain/postgres.ts";
 import { sessionEnds, trackerClient } from "../../../node-apis/tracker/client.ts";
-import { cacheDir } from "../../../server/paths.ts";
+import { cacheDir } from "../../../server/process/paths.ts";
 import { progress } from "../../../server/log/progress.ts";
 import { Agents, BATCH_TOKENS, drawAgents, KV_CELLS, MAX_SESSIONS } from "./agents.ts";
 import { equalPlacement, routesOver, routeTokS, smallCases } from "./placement-cases.ts";

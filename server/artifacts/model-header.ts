@@ -7,13 +7,13 @@ import { type GgufHeader, metaString, parseGgufHeader } from "../../src/gguf/rea
 import { buildManifest, type Manifest, sha256Hex } from "../../src/gguf/manifest.ts";
 import { type ArtifactManifest, checkHeaderAgainst, ManifestError } from "../../src/artifact/pieces.ts";
 import { readAtMost } from "../../src/bytes/read-at-most.ts";
-import { fetchManifest, isArtifactUrl } from "../artifacts/fetch-shard.ts";
-import { writeSparseFile } from "../artifacts/sparse-file.ts";
+import { fetchManifest, isArtifactUrl } from "./fetch-shard.ts";
+import { writeSparseFile } from "./sparse-file.ts";
 import { trustedFetch } from "../../node-apis/tls/trust.ts";
-import { resolveModel } from "./fetch.ts";
-import { readHeader } from "./facts.ts";
-import { sha256File } from "./hash.ts";
-import { cacheDir } from "../paths.ts";
+import { resolveModel } from "../model/fetch.ts";
+import { readHeader } from "../model/facts.ts";
+import { sha256File } from "../model/hash.ts";
+import { cacheDir } from "../process/paths.ts";
 import { log } from "../log/log.ts";
 
 export interface ModelHeader {

@@ -1,8 +1,8 @@
 // `strata build`: the native engine library, or the WebAssembly engine, built once and cached.
 import { Command } from "commander";
-import { ensureNativeLibrary, findNativeLibrary } from "./engine/native/build.ts";
-import { ensureWasmEngine, findWasmEngine } from "./engine/wasm/build.ts";
-import { backendOption, nativeBackend } from "./cli-options.ts";
+import { ensureNativeLibrary, findNativeLibrary } from "./native.ts";
+import { ensureWasmEngine, findWasmEngine } from "./wasm.ts";
+import { backendOption, nativeBackend } from "../cli/options.ts";
 
 export function buildCommand(): Command {
   return new Command("build")

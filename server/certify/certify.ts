@@ -10,13 +10,13 @@ import { certifyRanges, probePrompts } from "../../src/model/certify-plan.ts";
 import { probeSet, type ReferenceProbe, signProbeSet } from "../../src/tracker/reference.ts";
 import { rangeMemoryOf } from "../../src/tracker/range-memory.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
-import type { NativeBackend } from "../engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { NativeEngine } from "../engine/native/native-engine.ts";
 import { log } from "../log/log.ts";
 import { progress } from "../log/progress.ts";
-import { readHeader } from "./facts.ts";
-import { sha256File } from "./hash.ts";
-import type { PublisherKey } from "./publisher-key.ts";
+import { readHeader } from "../model/facts.ts";
+import { sha256File } from "../model/hash.ts";
+import type { PublisherKey } from "../model/publisher-key.ts";
 
 export interface CertifyOptions {
   readonly modelPath: string;

@@ -2,18 +2,16 @@
 // outside the repository, keyed by pin + patches + C API + build flags.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { buildDir, checkoutTag, repoRoot } from "../../paths.ts";
-import { cmakeBuild } from "../../toolchain/cmake-build.ts";
-import { runCommand } from "../../process/run.ts";
-import { log } from "../../log/log.ts";
-import { concatBytes } from "../../../src/bytes/concat.ts";
-import { sha256Hex } from "../../../src/gguf/manifest.ts";
-import { nativeCpuFeatures } from "../smoke/cpu-features.ts";
-import { smokeCheck } from "../smoke/smoke-check.ts";
-import { cudaKeyFacts, cudaToolkit } from "../../toolchain/cuda.ts";
-
-export type NativeBackend = "cpu" | "vulkan" | "cuda";
-export const NATIVE_BACKENDS: readonly NativeBackend[] = ["cpu", "vulkan", "cuda"];
+import { buildDir, checkoutTag, repoRoot } from "../process/paths.ts";
+import { cmakeBuild } from "../toolchain/cmake-build.ts";
+import { runCommand } from "../process/run.ts";
+import { log } from "../log/log.ts";
+import { concatBytes } from "../../src/bytes/concat.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
+import { sha256Hex } from "../../src/gguf/manifest.ts";
+import { nativeCpuFeatures } from "./cpu-features.ts";
+import { smokeCheck } from "./smoke-check.ts";
+import { cudaKeyFacts, cudaToolkit } from "../toolchain/cuda.ts";
 
 const FLAGS: Record<NativeBackend, string[]> = {
   cpu: [],

@@ -3,11 +3,11 @@
 // on the same kind of thread a node uses. A library that crashes there (an instruction the
 // CPU refuses, a bad tile configuration, …) fails the build with the signal's name and the
 // CPU features it was built for, and nothing is cached.
-import { signalName } from "../../process/exit.ts";
-import { DENO_V8_FLAGS } from "../../process/v8-flags.ts";
+import { signalName } from "../process/exit.ts";
+import { DENO_V8_FLAGS } from "../process/v8-flags.ts";
 
-const CHILD = new URL("./smoke-child.ts", import.meta.url).pathname;
-const CONFIG = new URL("../../../deno.json", import.meta.url).pathname;
+const CHILD = new URL("../engine/smoke/smoke-child.ts", import.meta.url).pathname;
+const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 
 export type SmokeTarget =
   // env: more of the child's environment (the sanitizer build's runtime and options)

@@ -11,12 +11,12 @@
 // environment; ASAN_OPTIONS below says why each option is set.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { buildDir, checkoutTag } from "../../paths.ts";
-import { cmakeBuild } from "../../toolchain/cmake-build.ts";
-import { runCommand } from "../../process/run.ts";
-import { log } from "../../log/log.ts";
-import { nativeCpuFeatures } from "../smoke/cpu-features.ts";
-import { cmakeConfigure, forkBuildKey, forkDir, installChecked } from "./build.ts";
+import { buildDir, checkoutTag } from "../process/paths.ts";
+import { cmakeBuild } from "../toolchain/cmake-build.ts";
+import { runCommand } from "../process/run.ts";
+import { log } from "../log/log.ts";
+import { nativeCpuFeatures } from "./cpu-features.ts";
+import { cmakeConfigure, forkBuildKey, forkDir, installChecked } from "./native.ts";
 
 const SANITIZE = "-fsanitize=address -fno-omit-frame-pointer";
 

@@ -1,10 +1,10 @@
 // `strata model certify FILE --memory-cap SIZE`: the model's signed probe reference.
 import { Command } from "commander";
 import { bytesToHex } from "../../src/bytes/hex.ts";
-import { backendOption, int, MEMORY_SIZE_HELP, memorySize, nativeBackend } from "../cli-options.ts";
+import { backendOption, int, MEMORY_SIZE_HELP, memorySize, nativeBackend } from "../cli/options.ts";
 import { certify } from "./certify.ts";
-import { defaultPublisherKeyPath, publisherKey } from "./publisher-key.ts";
-import { referenceBeside } from "./reference-file.ts";
+import { defaultPublisherKeyPath, publisherKey } from "../model/publisher-key.ts";
+import { referenceBeside } from "../model/reference-file.ts";
 
 /** This process's memory (Linux): now (VmRSS) or the most it has held (VmHWM), in bytes. */
 async function rss(which: "VmRSS" | "VmHWM"): Promise<number | undefined> {

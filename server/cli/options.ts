@@ -1,7 +1,7 @@
 // Option parsers shared by the subcommands.
 import { InvalidArgumentError, Option } from "commander";
-import { parseMemorySize } from "../src/engine/memory-fit.ts";
-import { NATIVE_BACKENDS, type NativeBackend } from "./engine/native/build.ts";
+import { parseMemorySize } from "../../src/engine/memory-fit.ts";
+import { NATIVE_BACKENDS, type NativeBackend } from "../../src/engine/backends.ts";
 
 export const int = (name: string) => (v: string) => {
   const n = Number(v);

@@ -3,11 +3,11 @@
 // GGML_RPC on), cached like the engine library.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { buildDir, checkoutTag, repoRoot } from "../../paths.ts";
-import { cmakeBuild } from "../../toolchain/cmake-build.ts";
-import { runCommand } from "../../process/run.ts";
-import { log } from "../../log/log.ts";
-import { forkBuildKey, forkDir, hasCommand } from "./build.ts";
+import { buildDir, checkoutTag, repoRoot } from "../process/paths.ts";
+import { cmakeBuild } from "../toolchain/cmake-build.ts";
+import { runCommand } from "../process/run.ts";
+import { log } from "../log/log.ts";
+import { forkBuildKey, forkDir, hasCommand } from "./native.ts";
 
 const FLAGS = [
   "-DGGML_RPC=ON",

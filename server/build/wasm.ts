@@ -3,14 +3,15 @@
 // private writable place, and acorn is found through NODE_PATH (docs/engine.md).
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { buildDir, checkoutTag, repoRoot } from "../../paths.ts";
-import { cmakeBuild } from "../../toolchain/cmake-build.ts";
-import { runCommand } from "../../process/run.ts";
-import { log } from "../../log/log.ts";
-import { forkBuildKey, forkDir, hasCommand } from "../native/build.ts";
-import { adaptGlue } from "./glue.ts";
-import { smokeCheck } from "../smoke/smoke-check.ts";
-import type { WasmFlavor } from "../../../src/engine/wasm/wasm-files.ts";
+import { buildDir, checkoutTag, repoRoot } from "../process/paths.ts";
+import { cmakeBuild } from "../toolchain/cmake-build.ts";
+import { runCommand } from "../process/run.ts";
+import { log } from "../log/log.ts";
+import { forkBuildKey, forkDir, hasCommand } from "./native.ts";
+import { adaptGlue } from "./wasm-glue.ts";
+import { smokeCheck } from "./smoke-check.ts";
+import type { WasmFlavor } from "../../src/engine/wasm/wasm-files.ts";
+import { WASM64_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
 
 export type { WasmFlavor };
 export const WASM_FLAVORS: readonly WasmFlavor[] = ["cpu", "webgpu"];
@@ -23,8 +24,6 @@ export interface WasmBuildOptions {
   memory64?: boolean;
 }
 export const WASM64_MIN_EMSCRIPTEN = "4.0.0";
-/** the cap a wasm64 build is linked with (STRATA_WASM_MAX_MEMORY) */
-export const WASM64_MEMORY_CAP = 16 * 2 ** 30;
 
 const COMMON = [
   "-DGGML_OPENMP=OFF",
@@ -64,7 +63,7 @@ const OUTPUTS = ["strata.mjs", "strata.wasm", "strata.worker.js"];
 const SHIM = ["webgpu/include/webgpu/webgpu_cpp.h", "webgpu/library_strata_webgpu.js"];
 
 /** The glue edits are part of every key: files built before an edit are never reused. */
-const GLUE = Deno.readTextFileSync(new URL("./glue.ts", import.meta.url));
+const GLUE = Deno.readTextFileSync(new URL("./wasm-glue.ts", import.meta.url));
 
 function dirName(flavor: WasmFlavor, o: WasmBuildOptions): string {
   return o.memory64 ? `${flavor}-wasm64` : flavor;

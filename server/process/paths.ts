@@ -2,7 +2,7 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 
-export const repoRoot: string = new URL("../", import.meta.url).pathname.replace(/\/$/, "");
+export const repoRoot: string = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 
 /** A short name for this checkout: CMake keeps the source folder a build folder was configured
  *  with, so two checkouts on one machine build in folders of their own (ccache shares the work). */
