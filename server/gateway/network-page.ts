@@ -9,7 +9,7 @@ import type { LoadHistory } from "../../src/gateway/load-history.ts";
 import type { NetworkState } from "../../src/gateway/network-view.ts";
 import { rangeMemoryOf, type RangeModel } from "../../src/tracker/range-memory.ts";
 import type { trackerClient } from "../../node-apis/tracker/client.ts";
-import { bundleWebEntry } from "../web/bundle.ts";
+import { bundleWebEntry } from "../browser/bundle.ts";
 import { repoRoot } from "../process/paths.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";
 

@@ -6,7 +6,7 @@ import { resolveModel } from "../model/fetch.ts";
 import { ServiceProcess } from "../process/service-process.ts";
 import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { gaps, type Span } from "../../src/tracker/placement.ts";
-import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
+import { openVolunteerTab, type VolunteerTab } from "../browser/volunteer-tab.ts";
 import { nodeTuningArgs, trackedNodeArgs } from "./node-args.ts";
 import {
   gatewayProcess,

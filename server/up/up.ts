@@ -5,7 +5,7 @@ import { peerToken } from "../../src/relay/token.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { ensureReference } from "../model/reference-file.ts";
 import { ServiceProcess } from "../process/service-process.ts";
-import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
+import { openVolunteerTab, type VolunteerTab } from "../browser/volunteer-tab.ts";
 import { nodeTuningArgs, trackedNodeArgs } from "./node-args.ts";
 import { placedNetwork } from "./placed.ts";
 import { gatewayProcess, type NodeProc, pagesOf, type UpOptions, waitAdmitted } from "./plane.ts";

@@ -1,6 +1,6 @@
 // A page's WASM engine: its worker script and the engine's files come from one base URL of
 // the page's origin ({base}/worker.js, {base}/{flavor}/strata.mjs …, as
-// server/web/engine-files.ts serves them), and the engine computes in that worker.
+// server/browser/engine-files.ts serves them), and the engine computes in that worker.
 import type { LoadedWasm, WasmEngineRequest } from "../../src/engine/wasm/load-engine.ts";
 import { servedWasmFiles } from "../../src/engine/wasm/wasm-files.ts";
 import { WorkerEngine } from "../../src/engine/wasm/worker-engine.ts";
