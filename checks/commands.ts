@@ -4,12 +4,13 @@
 import { type Command, Option } from "commander";
 import { Compression } from "../src/gen/strata/seam/v1/seam_pb.ts";
 import { parseSplit } from "../src/engine/layer-range.ts";
-import { ensureNativeLibrary, NATIVE_BACKENDS } from "../server/engine/native/build.ts";
+import { ensureNativeLibrary } from "../server/build/native.ts";
+import { NATIVE_BACKENDS } from "../src/engine/backends.ts";
 import { NativeTokenizer } from "../server/engine/native/native-tokenizer.ts";
 import { resolveModel } from "../server/model/fetch.ts";
 import { catalogModel, DEFAULT_MODEL } from "../server/model/default-model.ts";
 import { fileFacts } from "../server/model/facts.ts";
-import { backendOption, int, memorySize, nativeBackend, num } from "../server/cli-options.ts";
+import { backendOption, int, memorySize, nativeBackend, num } from "../server/cli/options.ts";
 import {
   constrainedBenchCommand,
   hostsBenchCommand,

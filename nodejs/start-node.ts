@@ -1,24 +1,19 @@
-// A shard node under Node.js: the one node runtime (src/node/runtime.ts) with Node's adapters:
-// the WASM engine through the one loader (on this thread: Node has no web Worker to give it),
-// seams over gRPC and/or a relay channel, the tracker over Connect. The HTTP/2, gRPC and
-// WebSocket pieces are the ones Deno nodes use: they speak node: APIs, which both runtimes have.
-import { readFileSync } from "node:fs";
-import { loadWasmEngineFrom } from "../src/engine/wasm/load-engine.ts";
-import { WASM32_MEMORY_CAP } from "../src/engine/wasm/wasm-engine.ts";
+// A shard node under Node.js: the one node runtime (src/node/runtime.ts) with Node's adapters
+// (nodejs/host/): the WASM engine on this thread, seams over gRPC and/or a relay channel, the
+// tracker over Connect. The HTTP/2, gRPC and WebSocket pieces are the ones Deno nodes use
+// (node-apis/): they speak node: APIs, which both runtimes have.
 import { sha256Hex } from "../src/gguf/manifest.ts";
 import { hexToBytes } from "../src/bytes/hex.ts";
 import {
   type NodeEngineSettings,
   nodeEngineSpec,
   type RunningShard,
-  type SeamListener,
   startShardNode,
 } from "../src/node/runtime.ts";
-import { relayListener } from "../src/relay/relay-seams.ts";
-import { Dialer } from "../server/seam/dialer.ts";
-import { grpcListener } from "../server/seam/grpc.ts";
-import { trackerPort } from "../server/tracker/client.ts";
-import { folderWasmFiles } from "../server/engine/wasm/folder-files.ts";
+import { engineMemoryCap, loadEngine } from "./host/engine.ts";
+import { connectDialer } from "./host/dialer.ts";
+import { seamListeners } from "./host/listeners.ts";
+import { nodeTracker } from "./host/tracker.ts";
 
 export interface NodeJsNodeConfig extends NodeEngineSettings {
   readonly name: string;
@@ -33,17 +28,10 @@ export interface NodeJsNodeConfig extends NodeEngineSettings {
 
 /** close() stops serving, leaves the tracker's lease to lapse, and frees the engine. */
 export async function startNodeJsNode(c: NodeJsNodeConfig): Promise<RunningShard> {
-  // wasm32: never more than the module addresses (the engine refuses a range past it)
-  const memoryCapBytes = Math.min(c.memoryCapBytes || WASM32_MEMORY_CAP, WASM32_MEMORY_CAP);
-  const model = new Uint8Array(readFileSync(c.modelPath));
-  const { engine } = await loadWasmEngineFrom(folderWasmFiles(c.wasmDir), {
-    spec: nodeEngineSpec({ ...c, memoryCapBytes }),
-    model,
-  });
-  const dialer = await Dialer.connect(c.relay);
-  const listeners: SeamListener[] = [];
-  if (c.listen) listeners.push(grpcListener(c.listen));
-  if (dialer.relay) listeners.push(relayListener(dialer.relay.peer, dialer.relay.url));
+  const memoryCapBytes = engineMemoryCap(c.memoryCapBytes);
+  const { engine, model } = await loadEngine(nodeEngineSpec({ ...c, memoryCapBytes }), c.wasmDir);
+  const dialer = await connectDialer(c.relay);
+  const listeners = seamListeners(dialer, { listen: c.listen });
   const running = await startShardNode({
     name: c.name,
     artifactSha256: hexToBytes(await sha256Hex(model)),
@@ -56,7 +44,7 @@ export async function startNodeJsNode(c: NodeJsNodeConfig): Promise<RunningShard
     engine,
     dial: dialer.dial,
     listeners,
-    tracker: c.tracker && trackerPort(c.tracker.url, c.tracker.token, c.name),
+    tracker: c.tracker && nodeTracker(c.tracker, c.name),
     memoryCapBytes,
   });
   return {

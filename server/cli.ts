@@ -10,8 +10,11 @@ type Load = () => Promise<Command>;
 
 /** Every subcommand by name, in the order help lists them. */
 const COMMANDS: [string, Load][] = [
-  ["build", async () => (await import("./build-command.ts")).buildCommand()],
-  ["model", async () => (await import("./model/commands.ts")).modelCommands()],
+  ["build", async () => (await import("./build/command.ts")).buildCommand()],
+  // certify drives engines, which read model files: the two meet here, above both
+  ["model", async () =>
+    (await import("./model/commands.ts")).modelCommands()
+      .addCommand((await import("./certify/command.ts")).certifyCommand())],
   ["key", async () => (await import("./route/command.ts")).keyCommand()],
   ["node", async () => (await import("./node/command.ts")).nodeCommand()],
   ["relay", async () => (await import("./relay/command.ts")).relayCommand()],

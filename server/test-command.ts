@@ -1,8 +1,8 @@
 // `strata test`: the whole suite, after building and fetching what it needs; `--unit`: the
 // unit tests alone, at once (no build, fetch or install: they need none).
 import { Command } from "commander";
-import { ensureNativeLibrary } from "./engine/native/build.ts";
-import { ensureWasmEngine } from "./engine/wasm/build.ts";
+import { ensureNativeLibrary } from "./build/native.ts";
+import { ensureWasmEngine } from "./build/wasm.ts";
 import { ensureDebianPackages } from "./toolchain/apt.ts";
 import { resolveModel } from "./model/fetch.ts";
 import { CATALOG } from "./model/default-model.ts";

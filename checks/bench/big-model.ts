@@ -15,10 +15,11 @@
 import { formatRange, layerRange, parseLayerRange } from "../../src/engine/layer-range.ts";
 import { referenceBeside } from "../../server/model/reference-file.ts";
 import { fileFacts } from "../../server/model/facts.ts";
-import { cacheDir } from "../../server/paths.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
-import { type Network, up, type UpOptions } from "../../server/up/up.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { cacheDir } from "../../server/process/paths.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
+import { type Network, up } from "../../server/up/up.ts";
+import type { UpOptions } from "../../server/up/plane.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { PARITY_QUESTIONS } from "../parity/prompts.ts";
 import { admitted, chatDecodeTps, decodeTpsTogether } from "./chat-rates.ts";
 import { oneSessionCeiling, pipelineCeiling, type StageCost, stepMsAt } from "./pipeline-ceiling.ts";

@@ -10,10 +10,10 @@
 import { parseLayerRange } from "../../src/engine/layer-range.ts";
 import type { RepairRecord } from "../../src/gateway/repair.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { trackedNodeArgs } from "../../server/up/node-args.ts";
-import { openVolunteerTab, type VolunteerTab } from "../../server/web/volunteer-tab.ts";
+import { openVolunteerTab, type VolunteerTab } from "../../server/browser/volunteer-tab.ts";
 import { streamChat, type Streamed } from "../parity/chat-client.ts";
 import { CHAT_QUESTIONS, chatReference } from "../parity/chat-reference.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";

@@ -1,6 +1,6 @@
 // The performance contract (checks/bench/contract.json) against one benchmark run.
 import { join } from "node:path";
-import { repoRoot } from "../../server/paths.ts";
+import { repoRoot } from "../../server/process/paths.ts";
 
 export interface ContractCheck {
   readonly metric: string;

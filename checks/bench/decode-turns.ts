@@ -3,7 +3,7 @@
 // from one run to the next here), so each ratio against the whole model is taken round by round,
 // both sides measured moments apart, and a run reports the median over its rounds.
 import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { type LocalRoute, startLocalRoute } from "../hosts/local-route.ts";
 import { decodeTps } from "./figures.ts";
 import { spawnWhole, wholeSession } from "./measure-engine.ts";

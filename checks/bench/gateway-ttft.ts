@@ -4,7 +4,7 @@
 // HTTP, admission, tokenizing, the tracker's route and the route's opening.
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { up } from "../../server/up/up.ts";
 import { startLocalRoute } from "../hosts/local-route.ts";
 import { PARITY_QUESTIONS } from "../parity/prompts.ts";

@@ -7,7 +7,7 @@
 import OpenAI from "openai";
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 import { wholeGreedy } from "../engine-host/whole-greedy.ts";
 
 export interface LongContextOptions {

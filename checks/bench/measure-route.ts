@@ -6,7 +6,7 @@ import { ElementType, type NodeTelemetry } from "../../src/gen/strata/seam/v1/se
 import type { StepReply } from "../../src/route/route-session.ts";
 import { decodeFrame, encodeFrame } from "../../src/seam/frame.ts";
 import { unpackTensor } from "../../src/seam/tensor.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { type LocalRoute, startLocalRoute } from "../hosts/local-route.ts";
 import { type EngineFigures, figures, rssOf } from "./figures.ts";
 import { decodeRun, prompt, quantile } from "./route-throughput.ts";

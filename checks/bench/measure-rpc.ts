@@ -4,7 +4,7 @@
 // prompt token ids, greedy, streamed from /completion and timed token by token.
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import { sseData } from "../../src/gateway/sse.ts";
-import { ensureRpcTools, type RpcTools } from "../../server/engine/native/rpc-build.ts";
+import { ensureRpcTools, type RpcTools } from "../../server/build/rpc.ts";
 import { type EngineFigures, figures, rssOf } from "./figures.ts";
 import { prompt } from "./route-throughput.ts";
 import { freePort } from "../../server/http/free-port.ts";

@@ -9,8 +9,8 @@ import { RouteSession } from "../../src/route/route-session.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { Dialer } from "../../server/seam/dialer.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { Dialer } from "../../node-apis/seam/dialer.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { localTracker, trackedNode } from "../hosts/tracked.ts";
 
 const PROMPT = Int32Array.of(1, 9690, 28, 2683, 314, 260, 3575, 282, 4649, 47);

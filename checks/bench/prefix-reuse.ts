@@ -7,7 +7,7 @@
 //   without, and what the nodes keep against their budget.
 // Prints figures; asserts nothing (the suite's prefix.test.ts checks the answers are the same).
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 import { quantile } from "./route-throughput.ts";
 
 export interface PrefixBenchOptions {

@@ -4,7 +4,7 @@
 // sampling time). Prints figures; asserts nothing.
 import { formatRange, parseSplit } from "../../src/engine/layer-range.ts";
 import type { RouteSession, StepReply } from "../../src/route/route-session.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { fileFacts } from "../../server/model/facts.ts";
 import { type LocalRoute, startLocalRoute, type Transport } from "../hosts/local-route.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";

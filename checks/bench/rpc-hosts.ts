@@ -2,7 +2,7 @@
 // in its own network namespace behind a delay link, llama-server in the root namespace dialing
 // them over the bridge. Every round trip it makes to a server pays the link delay both ways.
 import type { LayerRange } from "../../src/engine/layer-range.ts";
-import { ensureRpcTools } from "../../server/engine/native/rpc-build.ts";
+import { ensureRpcTools } from "../../server/build/rpc.ts";
 import type { ServiceProcess } from "../../server/process/service-process.ts";
 import { INNER, PUBLIC_PORT, setLinkDelay, startHostLink } from "../hosts/network.ts";
 import { createHosts, type Host } from "../hosts/netns.ts";

@@ -2,7 +2,7 @@
 // own, after a prefill and a few decode steps (so every weight the shard owns has been
 // touched). Prints figures; asserts nothing.
 import { parseSplit } from "../../src/engine/layer-range.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { fileFacts } from "../../server/model/facts.ts";
 import { type EngineHostLoad, EngineProcess } from "../engine-host/engine-process.ts";
 

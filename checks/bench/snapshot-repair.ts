@@ -5,7 +5,7 @@
 // to the next token, and the positions × layers computed again. Prints figures; asserts nothing
 // (kv-snapshot.test.ts checks the answer).
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 import { type ChatMessages } from "../parity/chat-reference.ts";
 import { streamChat, type Streamed } from "../parity/chat-client.ts";
 import { synthLlama1GB } from "../samples/synth-model.ts";

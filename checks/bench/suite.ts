@@ -4,7 +4,7 @@
 // and TTFT through the gateway — with every ratio computed pair by pair within the run.
 import { evenSplit, formatRange, parseSplit } from "../../src/engine/layer-range.ts";
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { fileFacts } from "../../server/model/facts.ts";
 import { metaNumber } from "../../src/gguf/reader.ts";
 import type { EngineFigures } from "./figures.ts";

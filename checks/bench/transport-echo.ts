@@ -3,11 +3,11 @@
 // WebSocket (npm ws, TCP_NODELAY), and length-prefixed frames on plain TCP — and the Strata
 // seam again over TLS, with a certificate from a CA made here. Prints its ports and the CA.
 import { WebSocketServer } from "ws";
-import { serveSeams } from "../../server/seam/grpc.ts";
+import { serveSeams } from "../../node-apis/seam/grpc.ts";
 import { create } from "@bufbuild/protobuf";
 import { NodeInfoSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import type { SeamServe } from "../../src/seam/link.ts";
-import { certifiedPair, newNetworkCa, openNetworkCa } from "../../server/tls/certs.ts";
+import { certifiedPair, newNetworkCa, openNetworkCa } from "../../node-apis/tls/certs.ts";
 
 const echo: SeamServe = async (frames, reply) => {
   for await (const f of frames) reply(f);

@@ -9,11 +9,11 @@ import { WebSocket } from "ws";
 import { decodeFrame, encodeFrame } from "../../src/seam/frame.ts";
 import { ElementType, type SeamFrame } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import type { SeamLink } from "../../src/seam/link.ts";
-import { FastSeams } from "../../server/seam/fast.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
+import { FastSeams } from "../../node-apis/seam/fast.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 import { quantile } from "./route-throughput.ts";
 import { hiddenStepFrame } from "./step-frame.ts";
-import { trustNetworkCa } from "../../server/tls/trust.ts";
+import { trustNetworkCa } from "../../node-apis/tls/trust.ts";
 import { unpackTensor } from "../../src/seam/tensor.ts";
 
 const ROUNDS = 400;

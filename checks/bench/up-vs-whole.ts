@@ -3,7 +3,7 @@
 // greedy tokens. Prints figures; asserts nothing.
 import type { Tokenizer } from "../../src/engine/tokenizer.ts";
 import { timedChat } from "./timed-chat.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { PARITY_QUESTIONS, parityPrompts } from "../parity/prompts.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import { up } from "../../server/up/up.ts";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { RangeEngine } from "../../src/engine/range-engine.ts";
 import { top2 } from "../../src/parity/compare.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
-import { ensureWasmEngine } from "../../server/engine/wasm/build.ts";
+import { ensureWasmEngine } from "../../server/build/wasm.ts";
 import { loadWasmEngine } from "../../server/engine/wasm/load.ts";
 import { WorkerEngine } from "../../src/engine/wasm/worker-engine.ts";
 

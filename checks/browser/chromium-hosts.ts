@@ -5,7 +5,7 @@ import type { EngineMemory, ModelFacts, SeqId } from "../../src/engine/range-eng
 import { f32FromBase64, toBase64 } from "../../src/bytes/base64.ts";
 import type { EngineTabApi, HostLoad } from "./engine-tab/main.ts";
 import { log } from "../../server/log/log.ts";
-import { type BrowserPage, Chromium } from "../../server/web/chromium.ts";
+import { type BrowserPage, Chromium } from "../../server/browser/chromium.ts";
 import { type HostOrigin, serveHostOrigin } from "./host-origin.ts";
 import {
   type EngineHost,

@@ -3,9 +3,9 @@
 // SharedArrayBuffer (and so the engine's pthreads) requires.
 import { Hono } from "hono";
 import { join } from "node:path";
-import { engineFileRoutes, ISOLATION_HEADERS } from "../../server/web/engine-files.ts";
-import { repoRoot } from "../../server/paths.ts";
-import { bundleWebEntry } from "../../server/web/bundle.ts";
+import { engineFileRoutes, ISOLATION_HEADERS } from "../../server/browser/engine-files.ts";
+import { repoRoot } from "../../server/process/paths.ts";
+import { bundleWebEntry } from "../../server/browser/bundle.ts";
 
 export interface HostOrigin {
   readonly url: string;

@@ -2,7 +2,7 @@
 // it runs: its own OS process (native or WASM engine) or a browser tab.
 import type { EngineMemory, ModelFacts, SeqId } from "../../src/engine/range-engine.ts";
 import type { LayerRange } from "../../src/engine/layer-range.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 
 /** Native libraries, the WASM engine on CPU, or the WASM engine on WebGPU (CPU when none). */
 export type HostBackend = NativeBackend | "wasm" | "webgpu";

@@ -4,7 +4,7 @@
 import { EngineError } from "../../src/engine/errors.ts";
 import type { RangeEngine, SeqId, ShardSpec } from "../../src/engine/range-engine.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { loadWasmEngine } from "../../server/engine/wasm/load.ts";
 import { top2 } from "../../src/parity/compare.ts";

@@ -7,7 +7,7 @@ import { downloadShard } from "../../src/artifact/download.ts";
 import { manifestFromResponse, manifestOfBytes, shardPieces } from "../../src/artifact/pieces.ts";
 import { MemoryPieceStore } from "../../src/artifact/store.ts";
 import { synthModel } from "../../src/model/synth.ts";
-import type { FuzzTarget } from "./targets.ts";
+import type { FuzzTarget } from "./target.ts";
 
 const file = synthModel({ arch: "qwen3", nLayer: 4 });
 /** the layers the downloading shard holds */

@@ -8,7 +8,7 @@
 // AddressSanitizer report; told apart by the error's kind, access and first frame) and an
 // EngineCrash (it died otherwise, e.g. SIGABRT from a failed GGML_ASSERT).
 import { mutate, prng } from "./mutate.ts";
-import type { FuzzTarget } from "./targets.ts";
+import type { FuzzTarget } from "./target.ts";
 
 /** An input slower than this is a timeout. */
 export const TIMEOUT_MS = 1000;

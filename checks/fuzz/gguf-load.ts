@@ -1,6 +1,6 @@
 // The `gguf-load` target: whole GGUF files (header and tensor data) loaded by the C API
 // (strata_model_load) in the AddressSanitizer build of the engine library
-// (server/engine/native/sanitizer-build.ts), then used a little and freed.
+// (server/build/sanitizer.ts), then used a little and freed.
 //
 // An input is one byte choosing the layer range (byte % 5: the whole model, layers [0, 2),
 // [2, end), [1, 2), or the vocabulary alone), then the file. The seeds are small synthetic
@@ -22,7 +22,7 @@ import { parseGgufHeader } from "../../src/gguf/reader.ts";
 import { DENO_V8_FLAGS } from "../../server/process/v8-flags.ts";
 import { mutate } from "./mutate.ts";
 import { EngineCrash, SanitizerReport } from "./fuzz.ts";
-import type { FuzzRun, FuzzTarget } from "./targets.ts";
+import type { FuzzRun, FuzzTarget } from "./target.ts";
 import type { LoadReply, LoadRequest } from "./gguf-load-child.ts";
 
 /** A load still running after this long is killed. */
@@ -188,7 +188,7 @@ export function ggufLoadTarget(o: GgufLoadOptions = {}): FuzzTarget {
   let env: Record<string, string> | undefined;
   const prepare = async () => {
     if (library) return;
-    const sb = await import("../../server/engine/native/sanitizer-build.ts");
+    const sb = await import("../../server/build/sanitizer.ts");
     library = await sb.ensureSanitizerLibrary();
     env = sb.asanEnv();
   };

@@ -3,7 +3,7 @@
 import { Command } from "commander";
 import { join } from "node:path";
 import { DEFAULT_MODEL } from "../../server/model/default-model.ts";
-import { int } from "../../server/cli-options.ts";
+import { int } from "../../server/cli/options.ts";
 import { benchGateA } from "./gate-a.ts";
 import { gateAMarkdown } from "./gate-a-report.ts";
 import { benchKey, signReport, verifyReport } from "./signed-report.ts";

@@ -7,13 +7,13 @@
 import { join } from "node:path";
 import { parseSplit } from "../../src/engine/layer-range.ts";
 import { NativeTokenizer } from "../../server/engine/native/native-tokenizer.ts";
-import { ensureNativeLibrary } from "../../server/engine/native/build.ts";
+import { ensureNativeLibrary } from "../../server/build/native.ts";
 import { DEFAULT_MODEL } from "../../server/model/default-model.ts";
 import { fileFacts } from "../../server/model/facts.ts";
 import { sha256File } from "../../server/model/hash.ts";
 import { graphShape } from "../../src/gguf/graph-shape.ts";
 import { resolveModel } from "../../server/model/fetch.ts";
-import { cacheDir, repoRoot } from "../../server/paths.ts";
+import { cacheDir, repoRoot } from "../../server/process/paths.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import { startLocalRoute } from "../hosts/local-route.ts";
 import { type EngineFigures, figures } from "../bench/figures.ts";

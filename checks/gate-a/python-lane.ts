@@ -1,7 +1,7 @@
 // Gate A's Python side: a venv of its own with pinned packages from PyPI (installed by the
 // bench, never by the tests), and transformers_lane.py run in it.
 import { join } from "node:path";
-import { cacheDir, repoRoot } from "../../server/paths.ts";
+import { cacheDir, repoRoot } from "../../server/process/paths.ts";
 
 /** What the reference lane runs on (torch from PyPI brings its CUDA libraries along, unused here). */
 export const PYTHON_PINS = [

@@ -10,7 +10,7 @@ import {
   type RouteKeyText,
 } from "../../src/route/keys.ts";
 import { fromBase64, toBase64 } from "../../src/bytes/base64.ts";
-import { cacheDir } from "../../server/paths.ts";
+import { cacheDir } from "../../server/process/paths.ts";
 
 export interface Signature {
   readonly algorithm: "Ed25519";

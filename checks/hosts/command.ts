@@ -1,7 +1,7 @@
 // `strata hosts link`: the user-space delay link in front of one service of a test host
 // (checks/hosts/delay-link.ts). SIGHUP re-reads the delay from --delay-file.
 import { Command } from "commander";
-import { hostPort, untilSignal } from "../../server/cli-options.ts";
+import { hostPort, untilSignal } from "../../server/cli/options.ts";
 import { startDelayLink } from "./delay-link.ts";
 
 export function hostsCommand(): Command {

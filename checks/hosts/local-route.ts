@@ -4,7 +4,7 @@ import { formatRange, type LayerRange } from "../../src/engine/layer-range.ts";
 import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../../src/route/keys.ts";
 import { peerToken } from "../../src/relay/token.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { StaticRoute } from "../../server/route/static-route.ts";

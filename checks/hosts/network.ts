@@ -7,7 +7,7 @@ import { peerToken } from "../../src/relay/token.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { resolveModel } from "../../server/model/fetch.ts";
 import { ensureReference } from "../../server/model/reference-file.ts";
-import { waitAdmitted } from "../../server/up/up.ts";
+import { waitAdmitted } from "../../server/up/plane.ts";
 import { trackedNodeArgs } from "../../server/up/node-args.ts";
 import { createHosts, type Host } from "./netns.ts";
 

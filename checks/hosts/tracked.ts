@@ -3,8 +3,8 @@
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ensureReference } from "../../server/model/reference-file.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { Dialer } from "../../server/seam/dialer.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { Dialer } from "../../node-apis/seam/dialer.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
 
 /**

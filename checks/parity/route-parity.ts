@@ -13,7 +13,7 @@ import { CROSS_ENGINE_TOLERANCE } from "../../src/parity/tolerance.ts";
 import { GREEDY, type SamplingPolicy } from "../../src/route/route-session.ts";
 import { parseHopUrl } from "../../src/route/hop-url.ts";
 import { choose } from "../../src/sampling/sampler.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { type LocalRoute, startLocalRoute, type Transport } from "../hosts/local-route.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import { parityPrompts, type PromptOptions } from "./prompts.ts";

@@ -12,7 +12,7 @@ import {
   EXACT,
   hiddenTolerance,
 } from "../../src/parity/tolerance.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { EngineProcess } from "../engine-host/engine-process.ts";
 import type { EngineHost, EngineHostLoad, HostBackend } from "../engine-host/engine-host.ts";
 import { parityPrompts, type PromptOptions } from "./prompts.ts";

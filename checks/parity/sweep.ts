@@ -3,7 +3,7 @@
 // verdict. A correctness sweep: it goes on past a failing case, and says which failed.
 import { join } from "node:path";
 import { synthModel } from "../../src/model/synth.ts";
-import type { NativeBackend } from "../../server/engine/native/build.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { resolveModel } from "../../server/model/fetch.ts";
 import { openParityModel } from "./parity-model.ts";
 import { type ParityReport, runParity } from "./run.ts";

@@ -1,7 +1,7 @@
 // The synthetic llama of 1 GB the big-model tests share, and its signed reference beside it
 // (certified under 40 % of its size): made once, kept in the cache (the same seed writes the
 // same bytes).
-import { cacheDir } from "../../server/paths.ts";
+import { cacheDir } from "../../server/process/paths.ts";
 import { referenceBeside } from "../../server/model/reference-file.ts";
 
 export const SYNTH_BYTES = 1e9;

@@ -2,8 +2,8 @@
 // without Strata's patches, through the same small llama.h program (logits.cpp). The patch
 // series only adds layer ranges: a whole-model load must stay bit for bit what llama.cpp does.
 import { join } from "node:path";
-import { cmakeConfigure, forkDir } from "../../server/engine/native/build.ts";
-import { buildDir, checkoutTag } from "../../server/paths.ts";
+import { cmakeConfigure, forkDir } from "../../server/build/native.ts";
+import { buildDir, checkoutTag } from "../../server/process/paths.ts";
 import { runCommand } from "../../server/process/run.ts";
 import { cmakeBuild } from "../../server/toolchain/cmake-build.ts";
 import { CATALOG } from "../../server/model/default-model.ts";

@@ -3,7 +3,7 @@
 import { Command } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { resolveModel } from "../model/fetch.ts";
-import { hostPort, publicUrl, untilSignal } from "../cli-options.ts";
+import { hostPort, publicUrl, untilSignal } from "../cli/options.ts";
 import { serveHttp } from "../http/serve-http.ts";
 import { artifactManifest } from "./manifest.ts";
 import { artifactRoutes } from "./routes.ts";

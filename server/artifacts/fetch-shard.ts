@@ -6,15 +6,15 @@ import { type DownloadReport, downloadShard, type PieceSource } from "../../src/
 import { isRelayHopUrl } from "../../src/route/hop-url.ts";
 import { RelayPeer } from "../../src/relay/peer.ts";
 import { relayPieceFetch } from "../../src/relay/piece-fetch.ts";
-import { connectRelay } from "../relay/ws-socket.ts";
+import { connectRelay } from "../../node-apis/relay/ws-socket.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";
-import { trackerClient } from "../tracker/client.ts";
-import { cacheDir } from "../paths.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
+import { cacheDir } from "../process/paths.ts";
 import { progress } from "../log/progress.ts";
 import { log } from "../log/log.ts";
-import { FsPieceStore } from "./fs-store.ts";
+import { pieceStore } from "../host/piece-store.ts";
 import { writeSparseFile } from "./sparse-file.ts";
-import { trustedFetch } from "../tls/trust.ts";
+import { trustedFetch } from "../../node-apis/tls/trust.ts";
 
 const ARTIFACT_URL = /^(https?:\/\/.+\/artifacts\/)([0-9a-f]{64})\/?$/;
 
@@ -82,7 +82,7 @@ export async function fetchShardFile(
     manifest,
     ...layers,
     sources: [{ url: url.replace(/\/$/, "") }, ...peers],
-    store: new FsPieceStore(),
+    store: pieceStore(),
     fetch: relayPeer ? relayPieceFetch(relayPeer, relayUrl!, trustedFetch()) : trustedFetch(),
     onProgress: (p) => bar.update(p.bytesDone, p.bytes),
   }).finally(() => own?.close());

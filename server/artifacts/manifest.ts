@@ -5,7 +5,7 @@ import { buildManifest } from "../../src/gguf/manifest.ts";
 import { type ArtifactManifest, pieceSpans } from "../../src/artifact/pieces.ts";
 import { readHeader } from "../model/facts.ts";
 import { sha256File } from "../model/hash.ts";
-import { cacheDir } from "../paths.ts";
+import { cacheDir } from "../process/paths.ts";
 import { log } from "../log/log.ts";
 import { progress } from "../log/progress.ts";
 

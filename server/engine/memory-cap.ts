@@ -10,9 +10,8 @@ import {
   type RangeModel,
   type SpecBudget,
 } from "../../src/engine/memory-cap.ts";
-import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
+import { WASM32_MEMORY_CAP, WASM64_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
 import { readGgufHeader } from "../../src/gguf/read-header.ts";
-import { WASM64_MEMORY_CAP } from "./wasm/build.ts";
 
 export type CapEngine = "native" | "wasm32" | "wasm64";
 

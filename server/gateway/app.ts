@@ -10,7 +10,7 @@ import { type ClientLimitOptions, ClientLimits, NO_CLIENT_LIMITS } from "../../s
 import { DEFAULT_REQUEST_QUEUE, type RequestQueueOptions } from "../../src/gateway/request-queue.ts";
 import { NativeTokenizer } from "../engine/native/native-tokenizer.ts";
 import { headerFacts } from "../model/facts.ts";
-import type { ModelHeader } from "../model/model-header.ts";
+import type { ModelHeader } from "../artifacts/model-header.ts";
 import { artifactManifest } from "../artifacts/manifest.ts";
 import { artifactRoutes } from "../artifacts/routes.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
@@ -18,8 +18,8 @@ import { kvShape } from "../../src/gguf/kv-shape.ts";
 import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import { chatPageRoutes } from "./chat-page.ts";
 import { type VolunteerOptions, volunteerRoutes } from "./volunteer.ts";
-import { trackerClient } from "../tracker/client.ts";
-import { Dialer } from "../seam/dialer.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
+import { Dialer } from "../../node-apis/seam/dialer.ts";
 import { log, logRelay } from "../log/log.ts";
 import { NodeWatch } from "../../src/gateway/node-watch.ts";
 import { ActiveRoutes } from "../../src/gateway/active-routes.ts";
@@ -41,7 +41,7 @@ import type { RouteLease } from "../../src/gateway/lease.ts";
 const REPAIR_LINE = "repair:";
 /** How long a session whose route broke waits for another (--repair-deadline-ms). */
 const REPAIR_DEADLINE_MS = 30_000;
-import type { CertPair } from "../tls/certs.ts";
+import type { CertPair } from "../../node-apis/tls/certs.ts";
 import { serveHttp } from "../http/serve-http.ts";
 import { addressGroup } from "../../src/gateway/address-group.ts";
 

@@ -2,8 +2,8 @@
 // route and each node's telemetry under every reply; and the stylesheet its pages share.
 import type { Hono } from "hono";
 import { join } from "node:path";
-import { bundleWebEntry } from "../web/bundle.ts";
-import { repoRoot } from "../paths.ts";
+import { bundleWebEntry } from "../browser/bundle.ts";
+import { repoRoot } from "../process/paths.ts";
 
 export async function chatPageRoutes(app: Hono): Promise<void> {
   const [page, css, bundle] = await Promise.all([

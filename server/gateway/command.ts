@@ -1,9 +1,9 @@
 // `strata gateway`: the OpenAI-compatible edge; `strata chat`: one streamed chat through it.
 import { Command, InvalidArgumentError } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
-import { openModelHeader } from "../model/model-header.ts";
-import { cacheDir } from "../paths.ts";
-import { count, hostPort, int, num, publicUrl, untilSignal } from "../cli-options.ts";
+import { openModelHeader } from "../artifacts/model-header.ts";
+import { cacheDir } from "../process/paths.ts";
+import { count, hostPort, int, num, publicUrl, untilSignal } from "../cli/options.ts";
 import { startGateway } from "./app.ts";
 import type { VolunteerOptions } from "./volunteer.ts";
 import { parseSplit } from "../../src/engine/layer-range.ts";
@@ -13,8 +13,8 @@ import { type GatewayHealth, statusText } from "../../src/gateway/status-text.ts
 import { DEFAULT_REQUEST_QUEUE } from "../../src/gateway/request-queue.ts";
 import { addClientLimitOptions, clientLimitsOf } from "./limit-options.ts";
 import { addCaOption, addCertFileOptions, tlsOf } from "../tls/options.ts";
-import { trustCaFile, trustedFetch } from "../tls/trust.ts";
-import { addSecretOption, needSecret, NODE_TOKEN, RELAY_SECRET, RELAY_TOKEN } from "../secrets.ts";
+import { trustCaFile, trustedFetch } from "../../node-apis/tls/trust.ts";
+import { addSecretOption, needSecret, NODE_TOKEN, RELAY_SECRET, RELAY_TOKEN } from "../cli/secrets.ts";
 
 const collect = (v: string, all: string[] = []) => [...all, v];
 

@@ -2,7 +2,7 @@
 // hands them on to its gateway).
 import type { Command } from "commander";
 import { type ClientLimitOptions, NO_CLIENT_LIMITS } from "../../src/gateway/client-limits.ts";
-import { count } from "../cli-options.ts";
+import { count } from "../cli/options.ts";
 
 export function addClientLimitOptions(c: Command): Command {
   return c

@@ -8,9 +8,9 @@ import type { ActiveRoutes } from "../../src/gateway/active-routes.ts";
 import type { LoadHistory } from "../../src/gateway/load-history.ts";
 import type { NetworkState } from "../../src/gateway/network-view.ts";
 import { type RangeModel, shardMemory } from "../../src/engine/memory-cap.ts";
-import type { trackerClient } from "../tracker/client.ts";
-import { bundleWebEntry } from "../web/bundle.ts";
-import { repoRoot } from "../paths.ts";
+import type { trackerClient } from "../../node-apis/tracker/client.ts";
+import { bundleWebEntry } from "../browser/bundle.ts";
+import { repoRoot } from "../process/paths.ts";
 import { bytesToHex } from "../../src/bytes/hex.ts";
 
 export async function networkPageRoutes(

@@ -5,7 +5,7 @@
 import type { Client } from "@connectrpc/connect";
 import type { PrefixInfo } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import type { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import type { GrpcSeams } from "../seam/grpc.ts";
+import type { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 
 /** Nodes asked at most per scrape: a large network's nodes report to their own collectors. */
 const MOST_NODES = 64;

@@ -11,7 +11,7 @@ import {
 } from "../../src/gateway/request-queue.ts";
 import type { Route } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { RepairAsk, RouteLease } from "../../src/gateway/lease.ts";
-import { sessionEnds, type trackerClient } from "../tracker/client.ts";
+import { sessionEnds, type trackerClient } from "../../node-apis/tracker/client.ts";
 import { log } from "../log/log.ts";
 
 /**

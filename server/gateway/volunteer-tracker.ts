@@ -13,7 +13,7 @@ import { verifyPeerToken } from "../../src/relay/token.ts";
 import { relayHopUrl } from "../../src/route/hop-url.ts";
 import { WASM32_MEMORY_CAP } from "../../src/engine/wasm/wasm-engine.ts";
 import { formatRange, layerRange } from "../../src/engine/layer-range.ts";
-import type { trackerClient } from "../tracker/client.ts";
+import type { trackerClient } from "../../node-apis/tracker/client.ts";
 import { log } from "../log/log.ts";
 
 /** Where the tabs' Connect client points (its base URL). */

@@ -12,10 +12,10 @@ import type {
   VolunteerIdentity,
   VolunteerModel,
 } from "../../src/tracker/placement/volunteer-assignment.ts";
-import { bundleWebEntry } from "../web/bundle.ts";
-import { engineFileRoutes, ISOLATION_HEADERS } from "../web/engine-files.ts";
-import type { trackerClient } from "../tracker/client.ts";
-import { repoRoot } from "../paths.ts";
+import { bundleWebEntry } from "../browser/bundle.ts";
+import { engineFileRoutes, ISOLATION_HEADERS } from "../browser/engine-files.ts";
+import type { trackerClient } from "../../node-apis/tracker/client.ts";
+import { repoRoot } from "../process/paths.ts";
 import { VOLUNTEER_CONNECT_PATH, volunteerTrackerRoutes } from "./volunteer-tracker.ts";
 
 export interface VolunteerOptions {

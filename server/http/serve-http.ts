@@ -1,5 +1,5 @@
 // An HTTP/1.1 server for a fetch handler (hono apps): browsers and Range clients speak it.
-import type { CertPair } from "../tls/certs.ts";
+import type { CertPair } from "../../node-apis/tls/certs.ts";
 
 export interface HttpServer {
   readonly url: string;

@@ -10,8 +10,7 @@ import {
 } from "../../src/model/synth.ts";
 import { describeSized, SIZE_ARCHS, synthModelForSize } from "../../src/model/synth-size.ts";
 import { progress } from "../log/progress.ts";
-import { memorySize } from "../cli-options.ts";
-import { certifyCommand } from "./certify-command.ts";
+import { memorySize } from "../cli/options.ts";
 import { CATALOG, catalogModel, DEFAULT_MODEL } from "./default-model.ts";
 import { fetchModel } from "./fetch.ts";
 import { readHeader } from "./facts.ts";
@@ -110,7 +109,6 @@ export function modelCommands(): Command {
       console.log(o.json ? JSON.stringify(manifest, null, 2) : formatManifest(manifest));
     });
 
-  model.addCommand(certifyCommand());
 
   return model;
 }

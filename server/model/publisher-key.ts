@@ -3,7 +3,7 @@
 import { dirname } from "node:path";
 import { importPrivateRouteKey, newRouteKeyText, type RouteKeyText } from "../../src/route/keys.ts";
 import { fromBase64 } from "../../src/bytes/base64.ts";
-import { cacheDir } from "../paths.ts";
+import { cacheDir } from "../process/paths.ts";
 import { log } from "../log/log.ts";
 
 export interface PublisherKey {

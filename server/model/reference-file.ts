@@ -1,8 +1,8 @@
 // Where a model's reference file lives: beside the model (as its publisher ships it), or in
 // the cache (as `strata up` certifies a model it was handed).
 import { dirname } from "node:path";
-import type { NativeBackend } from "../engine/native/build.ts";
-import { cacheDir } from "../paths.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
+import { cacheDir } from "../process/paths.ts";
 import { sha256File } from "./hash.ts";
 import { ServiceProcess } from "../process/service-process.ts";
 

@@ -16,20 +16,20 @@ import {
   nativeBackend,
   readJsonFile,
   untilSignal,
-} from "../cli-options.ts";
+} from "../cli/options.ts";
 import { checkMemoryCap, manifestModel } from "../../src/engine/memory-cap.ts";
 import { nodeDefaultPool, nodeMemoryCap } from "../engine/memory-cap.ts";
 import { type RunningNode, startNode } from "./start-node.ts";
 import { placedRange } from "./placed-range.ts";
-import { Dialer } from "../seam/dialer.ts";
+import { Dialer } from "../../node-apis/seam/dialer.ts";
 import { sha256File } from "../model/hash.ts";
 import { log, logRelay } from "../log/log.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { fetchManifest, fetchShardFile, isArtifactUrl } from "../artifacts/fetch-shard.ts";
 import { fileTap } from "../seam/tap.ts";
-import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../secrets.ts";
+import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../cli/secrets.ts";
 import { addCaOption } from "../tls/options.ts";
-import { trustCaFile } from "../tls/trust.ts";
+import { trustCaFile } from "../../node-apis/tls/trust.ts";
 
 /**
  * How long a native node keeps its core from idling after a step. A session's next step comes

@@ -2,7 +2,7 @@
 // runs, and the tracker answers the range to load.
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { type LayerRange, layerRange } from "../../src/engine/layer-range.ts";
-import { trackerClient } from "../tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 
 export interface PlaceAsk {
   readonly node: string;

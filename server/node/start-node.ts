@@ -1,27 +1,25 @@
 // A shard node process (Deno): the one node runtime (src/node/runtime.ts) with this host's
-// adapters: the native or WASM-in-a-worker engine, gRPC seams and/or a relay channel, the
-// tracker over Connect, and an artifact server for peers' downloads.
+// adapters (server/host/): the native or WASM-in-a-worker engine, gRPC seams and/or a relay
+// channel, the tracker over Connect; and an artifact server for peers' downloads.
 import type { LayerRange } from "../../src/engine/layer-range.ts";
 import type { ShardNode } from "../../src/node/shard-node.ts";
-import { nodeEngineSpec, type SeamListener, startShardNode } from "../../src/node/runtime.ts";
-import { relayListener } from "../../src/relay/relay-seams.ts";
+import { nodeEngineSpec, startShardNode } from "../../src/node/runtime.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
-import type { NativeBackend } from "../engine/native/build.ts";
-import { NativeEngine } from "../engine/native/native-engine.ts";
-import { checkFileMemory, nodeMemoryCap } from "../engine/memory-cap.ts";
-import { loadWasmEngine } from "../engine/wasm/load.ts";
+import type { NativeBackend } from "../../src/engine/backends.ts";
 import { artifactSha256 } from "../model/hash.ts";
 import type { ArtifactManifest } from "../../src/artifact/pieces.ts";
 import { bytesToHex, hexToBytes } from "../../src/bytes/hex.ts";
 import { artifactManifest } from "../artifacts/manifest.ts";
 import { artifactRoutes } from "../artifacts/routes.ts";
 import { type HttpServer, serveHttp } from "../http/serve-http.ts";
-import { Dialer } from "../seam/dialer.ts";
-import { grpcListener } from "../seam/grpc.ts";
-import { log, logRelay } from "../log/log.ts";
+import type { Dialer } from "../../node-apis/seam/dialer.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
+import { log } from "../log/log.ts";
 import { scaledOutputs } from "./fault.ts";
-import { trackerClient, trackerPort } from "../tracker/client.ts";
-import { trackerCert } from "../tls/tracker-cert.ts";
+import { checkEngineMemory, engineMemoryCap, loadEngine } from "../host/engine.ts";
+import { connectDialer } from "../host/dialer.ts";
+import { seamListeners } from "../host/listeners.ts";
+import { nodeCertificate, nodeTracker } from "../host/tracker.ts";
 
 export interface NodeConfig {
   readonly name: string;
@@ -103,35 +101,23 @@ export interface RunningNode {
 }
 
 export async function startNode(c: NodeConfig): Promise<RunningNode> {
-  const wasm = c.engine === "wasm";
-  const memoryCapBytes = nodeMemoryCap(
-    wasm ? (c.memory64 ? "wasm64" : "wasm32") : "native",
-    c.memoryCapBytes,
-  );
+  const memoryCapBytes = engineMemoryCap(c, c.memoryCapBytes);
   const spec = nodeEngineSpec({ ...c, batchInvariant: c.batchInvariant ?? true, memoryCapBytes });
   // refused from the header before the file is hashed or read (the engines check again)
-  await checkFileMemory(spec, {
-    capBytes: memoryCapBytes,
-    flashAttention: wasm ? !c.webgpu : c.backend === "cpu",
-  });
+  await checkEngineMemory(spec, c);
   const [artifact, loaded] = await Promise.all([
     c.manifest ? hexToBytes(c.manifest.artifact) : artifactSha256(c.modelPath),
-    wasm
-      ? loadWasmEngine(spec, { webgpu: c.webgpu, memory64: c.memory64 })
-      : NativeEngine.load(spec, c.backend),
+    loadEngine(spec, c),
   ]);
   // scale-later: honest until the tracker admits the node, wrong from then on
   let admitted = false;
-  if (loaded instanceof NativeEngine && c.keepAwakeMs) loaded.keepAwake(c.keepAwakeMs);
   const engine = c.fault ? scaledOutputs(loaded, () => c.fault === "scale" || admitted) : loaded;
   // a node moving to another range keeps its relay connection: the old range's sessions ride
   // it until they end, the new range's start on it (a second connection under the same name
   // would replace the first)
-  const dialer = c.dialer ?? await Dialer.connect(c.relay, c.tap, logRelay);
-  const listeners: SeamListener[] = [];
-  const cert = c.tls ? await certified(c) : undefined;
-  if (c.listen) listeners.push(grpcListener(c.listen, c.publicUrl, cert && (() => Promise.resolve(cert))));
-  if (dialer.relay) listeners.push(relayListener(dialer.relay.peer, dialer.relay.url));
+  const dialer = c.dialer ?? await connectDialer(c.relay, c.tap);
+  const cert = c.tls ? await nodeCertificate(c) : undefined;
+  const listeners = seamListeners(dialer, { listen: c.listen, publicUrl: c.publicUrl, cert });
   let artifactServer: HttpServer | undefined;
   if (c.serveArtifact) {
     const manifest = c.manifest ?? await artifactManifest(c.modelPath);
@@ -164,7 +150,7 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
     engine,
     dial: dialer.dial,
     listeners,
-    tracker: c.tracker && trackerPort(c.tracker.url, c.tracker.token, c.name),
+    tracker: c.tracker && nodeTracker(c.tracker, c.name),
     memoryCapBytes,
   }, {
     onAdmission: (a) => void (admitted = a === "admitted"),
@@ -232,17 +218,4 @@ export async function startNode(c: NodeConfig): Promise<RunningNode> {
       await engine.close();
     },
   };
-}
-
-/** The node's certificate from its tracker, for the host its seams are reached at. */
-async function certified(c: NodeConfig) {
-  if (!c.tracker) throw new Error("--tls takes its certificate from the tracker: give --tracker");
-  if (c.publicUrl && !c.publicUrl.startsWith("https://")) {
-    throw new Error(`--tls serves https://: the public URL ${c.publicUrl} says otherwise`);
-  }
-  const host = c.publicUrl ? new URL(c.publicUrl).hostname : c.listen?.host ?? c.serveArtifact?.host;
-  if (host === undefined) throw new Error("--tls serves seams or the artifact: give --listen");
-  const cert = await trackerCert(c.tracker, c.name, host);
-  log.debug("tls certificate", { node: c.name, host });
-  return cert;
 }

@@ -1,8 +1,8 @@
 // `strata relay`: the WebSocket hub; `strata relay token`: a peer's token.
 import { Command } from "commander";
-import { addSecretOption, needSecret, RELAY_SECRET } from "../secrets.ts";
+import { addSecretOption, needSecret, RELAY_SECRET } from "../cli/secrets.ts";
 import { peerToken } from "../../src/relay/token.ts";
-import { hostPort, publicUrl, untilSignal } from "../cli-options.ts";
+import { hostPort, publicUrl, untilSignal } from "../cli/options.ts";
 import { startRelay } from "./relay-server.ts";
 import { addCertFileOptions, tlsOf } from "../tls/options.ts";
 

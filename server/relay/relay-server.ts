@@ -8,7 +8,7 @@ import { type RawData, WebSocket, WebSocketServer } from "ws";
 import { admittedPeer, type HubSocket, RelayHub, type RelayStats } from "../../src/relay/hub.ts";
 import { MAX_FRAME_BYTES } from "../../src/seam/limits.ts";
 import { log } from "../log/log.ts";
-import type { CertPair } from "../tls/certs.ts";
+import type { CertPair } from "../../node-apis/tls/certs.ts";
 
 export interface RelayOptions {
   readonly host: string;

@@ -10,7 +10,7 @@ import { DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { artifactSha256 } from "../model/hash.ts";
-import { int, num, readJsonFile } from "../cli-options.ts";
+import { int, num, readJsonFile } from "../cli/options.ts";
 import { StaticRoute } from "./static-route.ts";
 
 export function keyCommand(): Command {

@@ -13,7 +13,7 @@ import { pipelineChunkFloor } from "../../src/route/prefill-pipeline.ts";
 import { checkCoverage, type HopPlan, signRoute } from "../../src/route/plan.ts";
 import { SeamError } from "../../src/seam/errors.ts";
 import type { FrameTap } from "../../src/seam/link.ts";
-import { Dialer } from "../seam/dialer.ts";
+import { Dialer } from "../../node-apis/seam/dialer.ts";
 
 export interface StaticRouteOptions {
   readonly nodes: readonly string[];

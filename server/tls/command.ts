@@ -1,7 +1,7 @@
 // `strata tls ca`: a network's CA (for the tracker's --ca/--ca-key, everyone else's --ca);
 // `strata tls issue`: a certificate from it for a relay or a gateway (nodes ask the tracker).
 import { Command } from "commander";
-import { certifiedPair, describeCert, newNetworkCa, openNetworkCa } from "./certs.ts";
+import { certifiedPair, describeCert, newNetworkCa, openNetworkCa } from "../../node-apis/tls/certs.ts";
 
 async function writeSecret(path: string, text: string): Promise<void> {
   await Deno.writeTextFile(path, text, { mode: 0o600, createNew: true });

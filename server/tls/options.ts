@@ -2,8 +2,8 @@
 // servers take a certificate from files (`--tls-cert`/`--tls-key`, e.g. a public one for a
 // gateway browsers reach) or, for nodes, `--tls`: a certificate the tracker signs.
 import type { Command } from "commander";
-import type { CertPair } from "./certs.ts";
-import { trustCaFile } from "./trust.ts";
+import type { CertPair } from "../../node-apis/tls/certs.ts";
+import { trustCaFile } from "../../node-apis/tls/trust.ts";
 
 export function addCaOption(c: Command): Command {
   return c.option(

@@ -1,8 +1,8 @@
 // A node's TLS certificate from the tracker: a fresh key made here (its private half never
 // leaves the process), its public half signed by the network's CA through Certify.
-import { trackerClient } from "../tracker/client.ts";
-import { certHosts, type CertPair, newTlsKey } from "./certs.ts";
-import { trustedCa } from "./trust.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
+import { certHosts, type CertPair, newTlsKey } from "../../node-apis/tls/certs.ts";
+import { trustedCa } from "../../node-apis/tls/trust.ts";
 
 export async function trackerCert(
   tracker: { url: string; token: string },

@@ -6,7 +6,7 @@
 // driver API) is compiled out.
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { buildDir } from "../paths.ts";
+import { buildDir } from "../process/paths.ts";
 import { runCommand } from "../process/run.ts";
 import { progress } from "../log/progress.ts";
 

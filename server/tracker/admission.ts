@@ -15,7 +15,7 @@ import type { SeamDialer } from "../../src/seam/link.ts";
 import { packTensor, unpackTensor } from "../../src/seam/tensor.ts";
 import type { ProbeTarget } from "../../src/tracker/admission/admission.ts";
 import { judgeProbe, PROBE_TOLERANCE, type ProbeVerdict } from "../../src/tracker/admission/probe.ts";
-import { TRACKER_ISSUER } from "../../src/tracker/tracker-core.ts";
+import { TRACKER_ISSUER } from "../../src/tracker/core/tracker-core.ts";
 import type { ProbeReference } from "../../src/tracker/admission/reference.ts";
 
 export async function probeNode(

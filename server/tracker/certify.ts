@@ -8,7 +8,7 @@ import {
   CertifyResponseSchema,
 } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import { TrackerError } from "../../src/tracker/errors.ts";
-import { issueCert, type NetworkCa } from "../tls/certs.ts";
+import { issueCert, type NetworkCa } from "../../node-apis/tls/certs.ts";
 
 const MAX_HOSTS = 16;
 const MAX_KEY_BYTES = 1024;

@@ -1,14 +1,14 @@
 // `strata tracker`: registrations, leases, admission probes and routes.
 import { Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_MODEL } from "../model/default-model.ts";
-import { openModelHeader } from "../model/model-header.ts";
-import { cacheDir } from "../paths.ts";
-import { count, hostPort, int, num, publicUrl, untilSignal } from "../cli-options.ts";
+import { openModelHeader } from "../artifacts/model-header.ts";
+import { cacheDir } from "../process/paths.ts";
+import { count, hostPort, int, num, publicUrl, untilSignal } from "../cli/options.ts";
 import { NODE_CALLS_PER_MIN } from "./call-limits.ts";
 import { startTracker } from "./tracker.ts";
 import { addCaOption } from "../tls/options.ts";
-import { trustCaFile } from "../tls/trust.ts";
-import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../secrets.ts";
+import { trustCaFile } from "../../node-apis/tls/trust.ts";
+import { addSecretOption, needSecret, NODE_TOKEN, RELAY_TOKEN } from "../cli/secrets.ts";
 
 export function trackerCommand(): Command {
   return addSecretOption(

@@ -18,7 +18,7 @@ import {
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { TrackerAnswerSchema } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import { type AnswerCall, CALLS_PREFACE, refusal, serveCalls } from "../../src/tracker/wire/calls-wire.ts";
-import type { SideProtocol } from "../http/http2.ts";
+import type { SideProtocol } from "../../node-apis/http/http2.ts";
 
 /** One unary method as registered: where it is, what runs it, what wraps it. */
 interface Unary {

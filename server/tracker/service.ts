@@ -2,7 +2,7 @@
 // check node tokens, limit each node's calls, and turn the core's errors into Connect statuses.
 import type { ConnectRouter } from "@connectrpc/connect";
 import { TrackerService } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
-import type { TrackerCore } from "../../src/tracker/tracker-core.ts";
+import type { TrackerCore } from "../../src/tracker/core/tracker-core.ts";
 import { nodeTokenAuth } from "./auth.ts";
 import { trackerErrors } from "./errors.ts";
 import type { Certify } from "./certify.ts";

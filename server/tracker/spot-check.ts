@@ -23,7 +23,7 @@ import { packTensor, unpackTensor } from "../../src/seam/tensor.ts";
 import type { ProbeTarget } from "../../src/tracker/admission/admission.ts";
 import { judgeProbe, PROBE_TOLERANCE, type ProbeVerdict } from "../../src/tracker/admission/probe.ts";
 import type { ProbeReference, ReferenceProbe } from "../../src/tracker/admission/reference.ts";
-import { TRACKER_ISSUER } from "../../src/tracker/tracker-core.ts";
+import { TRACKER_ISSUER } from "../../src/tracker/core/tracker-core.ts";
 
 /** The tracker's seam endpoint posing as a next shard: it takes only sessions it expects. */
 export class SpotSink {

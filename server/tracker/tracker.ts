@@ -1,24 +1,24 @@
 // The tracker process: the core (registrations, leases, admissions, routes) over SQLite,
 // probing nodes through a seam dialer against the model's signed reference file (it reads
 // the model's header, never a weight), served as a Connect service over HTTP/2.
-import { Dialer } from "../seam/dialer.ts";
-import { listenConnect } from "../http/http2.ts";
+import { Dialer } from "../../node-apis/seam/dialer.ts";
+import { listenConnect } from "../../node-apis/http/http2.ts";
 import { directCallsSide } from "./direct-calls.ts";
 import { log, logRelay } from "../log/log.ts";
 import { probeNode } from "./admission.ts";
 import { spotCheck, SpotSink } from "./spot-check.ts";
-import { seamRoutes } from "../seam/grpc.ts";
+import { seamRoutes } from "../../node-apis/seam/grpc.ts";
 import { create } from "@bufbuild/protobuf";
 import { NodeInfoSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { openReference, ReferenceError } from "../../src/tracker/admission/reference.ts";
 import { findReference, referenceBeside } from "../model/reference-file.ts";
-import type { ModelHeader } from "../model/model-header.ts";
+import type { ModelHeader } from "../artifacts/model-header.ts";
 import { readAtMost } from "../../src/bytes/read-at-most.ts";
-import { trustedFetch } from "../tls/trust.ts";
+import { trustedFetch } from "../../node-apis/tls/trust.ts";
 import { kvShape } from "../../src/gguf/kv-shape.ts";
 import { headerGraphShape } from "../../src/gguf/graph-shape.ts";
 import type { SeamCompressionPolicy } from "../../src/tracker/routes/route-compression.ts";
-import { TrackerCore, type TrackerEvent } from "../../src/tracker/tracker-core.ts";
+import { TrackerCore, type TrackerEvent } from "../../src/tracker/core/tracker-core.ts";
 import { TrackerStore } from "./store.ts";
 import { PgTrackerStore } from "./pg-store.ts";
 import { trackerRoutes } from "./service.ts";
@@ -27,8 +27,8 @@ import { ROUTE_KEY_META } from "../../src/tracker/routes/route-key.ts";
 import { newRouteKeyText } from "../../src/route/keys.ts";
 import { syncClaimSigner } from "./claim-signer.ts";
 import { certifier } from "./certify.ts";
-import { certHosts, certifiedPair, type CertPair, openNetworkCa } from "../tls/certs.ts";
-import { trustNetworkCa } from "../tls/trust.ts";
+import { certHosts, certifiedPair, type CertPair, openNetworkCa } from "../../node-apis/tls/certs.ts";
+import { trustNetworkCa } from "../../node-apis/tls/trust.ts";
 
 export interface TrackerOptions {
   /** the model's header and manifest (from a local GGUF or an artifact origin) */

@@ -2,7 +2,7 @@
 import { cutRule } from "../../src/gguf/cut-points.ts";
 import { Command, InvalidArgumentError } from "commander";
 import { evenSplit, formatRange, parseLayerRange, parseSplit } from "../../src/engine/layer-range.ts";
-import { ensureNativeLibrary } from "../engine/native/build.ts";
+import { ensureNativeLibrary } from "../build/native.ts";
 import { CATALOG, catalogModel, DEFAULT_MODEL } from "../model/default-model.ts";
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
@@ -15,7 +15,7 @@ import {
   memorySize,
   nativeBackend,
   untilSignal,
-} from "../cli-options.ts";
+} from "../cli/options.ts";
 import { up } from "./up.ts";
 import { DEFAULT_REQUEST_QUEUE } from "../../src/gateway/request-queue.ts";
 import { addClientLimitOptions, clientLimitsOf } from "../gateway/limit-options.ts";

@@ -1,8 +1,8 @@
 // `strata up --tls`: a CA made for this network alone, the relay's and the gateway's
 // certificates from it (files the processes read), and what each process is told. Nodes get
 // theirs from the tracker, which holds the CA key.
-import { certifiedPair, newNetworkCa, openNetworkCa } from "../tls/certs.ts";
-import { trustNetworkCa } from "../tls/trust.ts";
+import { certifiedPair, newNetworkCa, openNetworkCa } from "../../node-apis/tls/certs.ts";
+import { trustNetworkCa } from "../../node-apis/tls/trust.ts";
 import { certFileArgs } from "../tls/options.ts";
 
 /** Paths of the network's TLS files. */

@@ -4,11 +4,18 @@
 import { fileFacts } from "../model/facts.ts";
 import { resolveModel } from "../model/fetch.ts";
 import { ServiceProcess } from "../process/service-process.ts";
-import { trackerClient } from "../tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { gaps, type Span } from "../../src/tracker/placement/placement.ts";
-import { openVolunteerTab, type VolunteerTab } from "../web/volunteer-tab.ts";
+import { openVolunteerTab, type VolunteerTab } from "../browser/volunteer-tab.ts";
 import { nodeTuningArgs, trackedNodeArgs } from "./node-args.ts";
-import { gatewayProcess, type NodeProc, pagesOf, type UpOptions, type UpPlane, waitAdmitted } from "./up.ts";
+import {
+  gatewayProcess,
+  type NodeProc,
+  pagesOf,
+  type UpOptions,
+  type UpPlane,
+  waitAdmitted,
+} from "./plane.ts";
 import type { KeepUp } from "./keep-up.ts";
 
 /** More native nodes than this and the cap is too small for the model. */

@@ -22,6 +22,9 @@ export function parseHopUrl(url: string): HopAddress {
   throw new Error(`hop ${url}: use http://host:port or relay+ws://host:port/peer`);
 }
 
+/** The transport a gRPC link to a direct hop is: "grpcs" for a node reached over TLS. */
+export const grpcKind = (url: string): "grpc" | "grpcs" => url.startsWith("https:") ? "grpcs" : "grpc";
+
 export const relayHopUrl = (relay: string, peer: string) => `relay+${relay.replace(/\/$/, "")}/${peer}`;
 
 /** Whether the hop is reached through a relay (a node that cannot accept connections). */

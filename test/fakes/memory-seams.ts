@@ -1,4 +1,4 @@
-// Seam links in memory, standing in for the gRPC client and server of server/seam/grpc.ts.
+// Seam links in memory, standing in for the gRPC client and server of node-apis/seam/grpc.ts.
 // Each frame crosses as protobuf bytes (encoded and decoded again), so neither side ever
 // shares a message object with the other, just as over HTTP/2. What each side sees on
 // close, abort and failure follows the gRPC link:

@@ -8,10 +8,10 @@ import { buildManifest } from "../../src/gguf/manifest.ts";
 import { parseGgufHeader } from "../../src/gguf/reader.ts";
 import { synthModel } from "../../src/model/synth.ts";
 import { MemoryStorage } from "../../src/tracker/membership/storage.ts";
-import { TrackerCore } from "../../src/tracker/tracker-core.ts";
+import { TrackerCore } from "../../src/tracker/core/tracker-core.ts";
 import { trackerRoutes } from "../../server/tracker/service.ts";
 import { certifier } from "../../server/tracker/certify.ts";
-import type { NetworkCa } from "../../server/tls/certs.ts";
+import type { NetworkCa } from "../../node-apis/tls/certs.ts";
 
 export async function memoryTracker(o: {
   readonly artifact: string;

@@ -9,7 +9,7 @@ import { checkManifest, shardPieces } from "../../src/artifact/pieces.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import type { RangeEngine } from "../../src/engine/range-engine.ts";
 import { maxAbsDiff } from "../../src/parity/compare.ts";
-import { FsPieceStore } from "../../server/artifacts/fs-store.ts";
+import { FsPieceStore } from "../../node-apis/artifact/fs-store.ts";
 import { fetchManifest } from "../../server/artifacts/fetch-shard.ts";
 import { artifactManifest } from "../../server/artifacts/manifest.ts";
 import { artifactRoutes } from "../../server/artifacts/routes.ts";

@@ -3,15 +3,15 @@
 // headless tab, one Deno WASM node and native nodes for the rest, all placed by the tracker
 // (which reads the header and the signed reference, never a weight). Eight concurrent chats
 // against whole-model llama.cpp on the same file in a separate process.
-import { cacheDir } from "../../server/paths.ts";
+import { cacheDir } from "../../server/process/paths.ts";
 import { synthLlama1GB } from "../../checks/samples/synth-model.ts";
 import { sha256File } from "../../server/model/hash.ts";
 import { checkManifest, shardPieces } from "../../src/artifact/pieces.ts";
 import { peerToken } from "../../src/relay/token.ts";
-import { Chromium } from "../../server/web/chromium.ts";
-import { openVolunteerTab } from "../../server/web/volunteer-tab.ts";
+import { Chromium } from "../../server/browser/chromium.ts";
+import { openVolunteerTab } from "../../server/browser/volunteer-tab.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { chatReference, EIGHT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
 import { streamChat } from "../../checks/parity/chat-client.ts";
 

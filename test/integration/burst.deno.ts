@@ -8,7 +8,7 @@
 // Retry-After, nothing hangs, every node ends empty). Prints one JSON object; burst.test.ts
 // asserts on it.
 import OpenAI from "openai";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { CHAT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
 

@@ -4,7 +4,7 @@
 // one JSON object: each call's code and message, and whether the logits after equal those
 // before bit for bit. The process must survive all of it.
 import { synthModel } from "../../src/model/synth.ts";
-import { ensureNativeLibrary } from "../../server/engine/native/build.ts";
+import { ensureNativeLibrary } from "../../server/build/native.ts";
 import { cstr, ErrorBuffer, handleError, openStrata } from "../../server/engine/native/ffi.ts";
 
 const dir = Deno.makeTempDirSync();

@@ -5,7 +5,7 @@
 // network page's load charts after it; the volunteer page refusing, in words, where it is not a
 // secure context.
 // Screenshots go to SHOTS_DIR. Prints one JSON object; chat-page.test.ts asserts on it.
-import { Chromium } from "../../server/web/chromium.ts";
+import { Chromium } from "../../server/browser/chromium.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 
 const KEY = "page-key";

@@ -6,8 +6,8 @@
 // JSON object.
 import { existsSync } from "node:fs";
 import { synthModel } from "../../src/model/synth.ts";
-import { installChecked } from "../../server/engine/native/build.ts";
-import { SmokeCheckFailed } from "../../server/engine/smoke/smoke-check.ts";
+import { installChecked } from "../../server/build/native.ts";
+import { SmokeCheckFailed } from "../../server/build/smoke-check.ts";
 import { SYMBOLS } from "../../server/engine/native/ffi.ts";
 
 const dir = Deno.makeTempDirSync({ prefix: "strata-crash-" });

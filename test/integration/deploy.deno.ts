@@ -8,9 +8,9 @@
 // Prints one JSON object; deploy.test.ts asserts on it.
 import { createHosts, setHostNames } from "../../checks/hosts/netns.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { buildDir, repoRoot } from "../../server/paths.ts";
-import { Chromium } from "../../server/web/chromium.ts";
-import { openVolunteerTab } from "../../server/web/volunteer-tab.ts";
+import { buildDir, repoRoot } from "../../server/process/paths.ts";
+import { Chromium } from "../../server/browser/chromium.ts";
+import { openVolunteerTab } from "../../server/browser/volunteer-tab.ts";
 import { ensureDebianPackages } from "../../server/toolchain/apt.ts";
 import { type ArtifactManifest, shardPieces } from "../../src/artifact/pieces.ts";
 import { coverage, type NetworkState } from "../../src/gateway/network-view.ts";

@@ -4,7 +4,7 @@
 // killed mid-generation, their sessions repaired onto the other route.
 // Prints one JSON object; gateway.test.ts asserts on it.
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
 import { streamChat as gatewayStream } from "../../checks/parity/chat-client.ts";

@@ -7,7 +7,7 @@
 // node of its range. Prints one JSON object; kv-snapshot.test.ts asserts on it.
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 import { longSystemPrompt } from "../../checks/bench/prefix-reuse.ts";
 import { chatThroughALoss } from "../../checks/bench/snapshot-repair.ts";
 import { type ChatMessages, chatReference } from "../../checks/parity/chat-reference.ts";

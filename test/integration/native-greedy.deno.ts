@@ -7,7 +7,7 @@ import { layerRange } from "../../src/engine/layer-range.ts";
 import type { RangeEngine } from "../../src/engine/range-engine.ts";
 import { top2 } from "../../src/parity/compare.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
-import { ensureWasmEngine } from "../../server/engine/wasm/build.ts";
+import { ensureWasmEngine } from "../../server/build/wasm.ts";
 import { loadWasmEngine } from "../../server/engine/wasm/load.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 

@@ -1,5 +1,5 @@
 // The Python `openai` package in a venv of its own (pip-installed once, beside the builds).
-import { buildDir } from "../../server/paths.ts";
+import { buildDir } from "../../server/process/paths.ts";
 
 /** The venv's folder (its python is <dir>/bin/python). */
 export async function openaiVenv(): Promise<string> {

@@ -7,7 +7,7 @@ import { defaultModelPath } from "../../server/model/fetch.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { localTracker, routeTokens, trackedNode } from "../../checks/hosts/tracked.ts";
 import { streamChat } from "../../checks/parity/chat-client.ts";
 

@@ -7,7 +7,7 @@
 // Prints one JSON object; prefix.test.ts asserts on it.
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { upWithColdGateway } from "../../checks/bench/prefix-reuse.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 import { type ChatMessages, chatReference, EIGHT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
 
 const KEY = "test-key";

@@ -13,7 +13,7 @@ import { freePort } from "../../server/http/free-port.ts";
 import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
 import { streamChat } from "../../checks/parity/chat-client.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { parseMemorySize } from "../../src/engine/memory-cap.ts";
 
 const MAX = 24;

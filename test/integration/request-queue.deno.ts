@@ -6,8 +6,8 @@
 // queue; (e) a third gateway with limits per client: one key's second request at once and its
 // fourth in a minute get 429, while another key's request beside them is served. Prints one
 // JSON object; request-queue.test.ts asserts on it.
-import { trackerClient } from "../../server/tracker/client.ts";
-import { GrpcSeams } from "../../server/seam/grpc.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
+import { GrpcSeams } from "../../node-apis/seam/grpc.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
 import { CHAT_QUESTIONS } from "../../checks/parity/chat-reference.ts";
 import { sseData } from "../../src/gateway/sse.ts";

@@ -29,7 +29,7 @@ import type { SeamLink } from "../../src/seam/link.ts";
 import { packTensor } from "../../src/seam/tensor.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
-import { connectRelay } from "../../server/relay/ws-socket.ts";
+import { connectRelay } from "../../node-apis/relay/ws-socket.ts";
 import { type LocalRoute, startLocalRoute, type Transport } from "../../checks/hosts/local-route.ts";
 
 const model = defaultModelPath();

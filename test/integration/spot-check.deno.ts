@@ -2,7 +2,7 @@
 // the last layer, checked through the tracker posing as its next shard; one last, checked by
 // its sampled token and margin). The liars leave; the honest nodes stay through every check.
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { localTracker, trackedNode } from "../../checks/hosts/tracked.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "strata-spot-" });

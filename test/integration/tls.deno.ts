@@ -4,10 +4,10 @@
 // network's trust meets. Prints one JSON object; tls.test.ts asserts on it.
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { ServiceProcess } from "../../server/process/service-process.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
-import { GrpcSeams, serveSeams } from "../../server/seam/grpc.ts";
-import { certifiedPair, newNetworkCa, newTlsKey, openNetworkCa } from "../../server/tls/certs.ts";
-import { trustedFetch, trustNetworkCa } from "../../server/tls/trust.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
+import { GrpcSeams, serveSeams } from "../../node-apis/seam/grpc.ts";
+import { certifiedPair, newNetworkCa, newTlsKey, openNetworkCa } from "../../node-apis/tls/certs.ts";
+import { trustedFetch, trustNetworkCa } from "../../node-apis/tls/trust.ts";
 import { create } from "@bufbuild/protobuf";
 import { NodeInfoSchema } from "../../src/gen/strata/seam/v1/seam_pb.ts";
 import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";

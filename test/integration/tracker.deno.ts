@@ -1,7 +1,7 @@
 // The tracker keeps registrations, admissions and its route key across a restart; leases
 // are re-learned from heartbeats, and routes work again without a new probe.
 // Prints one JSON object; tracker.test.ts asserts on it.
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { artifactSha256 } from "../../server/model/hash.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
 import { localTracker, nodeStates, routeTokens, trackedNode } from "../../checks/hosts/tracked.ts";

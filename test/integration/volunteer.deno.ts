@@ -8,7 +8,7 @@
 import { Ajv } from "ajv";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import { defaultModelPath } from "../../server/model/fetch.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { up } from "../../server/up/up.ts";
 import { CHAT_QUESTIONS, chatReference } from "../../checks/parity/chat-reference.ts";
 import { streamChat } from "../../checks/parity/chat-client.ts";

@@ -16,8 +16,8 @@ import { hexToBytes } from "../../src/bytes/hex.ts";
 import { importPrivateRouteKey, importPublicRouteKey, newRouteKeyText } from "../../src/route/keys.ts";
 import { signRoute } from "../../src/route/plan.ts";
 import { RouteSession } from "../../src/route/route-session.ts";
-import { Dialer } from "../../server/seam/dialer.ts";
-import { folderWasmFiles } from "../../server/engine/wasm/folder-files.ts";
+import { Dialer } from "../../node-apis/seam/dialer.ts";
+import { folderWasmFiles } from "../../node-apis/wasm/folder-files.ts";
 import { startNodeJsNode } from "../../nodejs/start-node.ts";
 
 const [dir, modelPath, plan, logitsFile] = process.argv.slice(2);

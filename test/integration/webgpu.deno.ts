@@ -10,7 +10,7 @@
 import { forcedAgreement, maxAbsDiff, type Step, top2 } from "../../src/parity/compare.ts";
 import { CROSS_ENGINE_TOLERANCE } from "../../src/parity/tolerance.ts";
 import { NativeEngine } from "../../server/engine/native/native-engine.ts";
-import { findNativeLibrary } from "../../server/engine/native/build.ts";
+import { findNativeLibrary } from "../../server/build/native.ts";
 import { instantiateStrata } from "../../server/engine/wasm/load.ts";
 import { WasmAbi } from "../../src/engine/wasm/abi.ts";
 import { WasmCalls } from "../../src/engine/wasm/wasm-calls.ts";

@@ -13,9 +13,9 @@ import {
 } from "../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import { CALLS_ACCEPT, CALLS_LIMITS, CALLS_PREFACE, serveCalls } from "../../src/tracker/wire/calls-wire.ts";
 import { MessageReader, sendMessage } from "../../src/seam/mux.ts";
-import { type Http2Server, listenConnect } from "../../server/http/http2.ts";
+import { type Http2Server, listenConnect } from "../../node-apis/http/http2.ts";
 import { directAnswers, directCallsSide } from "../../server/tracker/direct-calls.ts";
-import { trackerClient } from "../../server/tracker/client.ts";
+import { trackerClient } from "../../node-apis/tracker/client.ts";
 import { pair } from "../fakes/memory-duplex.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

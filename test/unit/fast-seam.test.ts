@@ -14,8 +14,8 @@ import { MAX_FRAME_BYTES, SCHEMA_VERSION } from "../../src/seam/limits.ts";
 import type { SeamLink, SeamServe } from "../../src/seam/link.ts";
 import { FAST_ACCEPT, FAST_PREFACE, MessageReader, MuxClient, serveMux } from "../../src/seam/mux.ts";
 import { packTensor } from "../../src/seam/tensor.ts";
-import { FastSeams } from "../../server/seam/fast.ts";
-import { GrpcSeams, serveSeams } from "../../server/seam/grpc.ts";
+import { FastSeams } from "../../node-apis/seam/fast.ts";
+import { GrpcSeams, serveSeams } from "../../node-apis/seam/grpc.ts";
 import { Inbox } from "../fakes/inbox.ts";
 import { type MemoryEnd, pair } from "../fakes/memory-duplex.ts";
 

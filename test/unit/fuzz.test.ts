@@ -6,7 +6,8 @@ import { describe, expect, it } from "vitest";
 import { fuzzTarget } from "../../checks/fuzz/fuzz.ts";
 import { mutate, prng } from "../../checks/fuzz/mutate.ts";
 import { regressionsOf } from "../../checks/fuzz/regressions.ts";
-import { type FuzzTarget, TARGETS } from "../../checks/fuzz/targets.ts";
+import { TARGETS } from "../../checks/fuzz/targets.ts";
+import type { FuzzTarget } from "../../checks/fuzz/target.ts";
 import { parseAsanReport } from "../../checks/fuzz/gguf-load.ts";
 
 describe("fuzzing", () => {

@@ -1,6 +1,6 @@
 // A client's HTTP/2 bytes less its GOAWAY frames, however TCP cuts them.
 import { describe, expect, it } from "vitest";
-import { GoawayStrip } from "../../server/http/goaway-strip.ts";
+import { GoawayStrip } from "../../node-apis/http/goaway-strip.ts";
 import { xorshift32 } from "../../src/model/seeded.ts";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { needSecret, NODE_TOKEN, secretOf, type SecretSource } from "../../server/secrets.ts";
+import { needSecret, NODE_TOKEN, secretOf, type SecretSource } from "../../server/cli/secrets.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "strata-secrets-"));
 const file = (name: string, text: string) => {

@@ -34,7 +34,7 @@ import { routeCompression } from "../../src/tracker/routes/route-compression.ts"
 import { type Beat, MemoryStorage, type PlanEntry } from "../../src/tracker/membership/storage.ts";
 import { PLAN_BATCH_MS } from "../../src/tracker/placement/placer.ts";
 import { BlockEpochs, ClockEpochs } from "../../src/tracker/routes/epochs.ts";
-import { TrackerCore, type TrackerCoreOptions } from "../../src/tracker/tracker-core.ts";
+import { TrackerCore, type TrackerCoreOptions } from "../../src/tracker/core/tracker-core.ts";
 import {
   offeredRanges,
   TAB_ENGINE,

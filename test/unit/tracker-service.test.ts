@@ -9,7 +9,7 @@ import {
   newNetworkCa,
   newTlsKey,
   openNetworkCa,
-} from "../../server/tls/certs.ts";
+} from "../../node-apis/tls/certs.ts";
 import { X509Certificate } from "@peculiar/x509";
 
 const ARTIFACT = "ab".repeat(32);

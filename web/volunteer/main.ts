@@ -10,10 +10,7 @@ import { relayHopUrl } from "../../src/route/hop-url.ts";
 import { type ArtifactManifest, manifestFromResponse } from "../../src/artifact/pieces.ts";
 import { layerRange } from "../../src/engine/layer-range.ts";
 import { WASM32_MEMORY_CAP, WASM_MAX_THREADS } from "../../src/engine/wasm/wasm-engine.ts";
-import { startServedEngine } from "../../src/engine/wasm/served-engine.ts";
 import { nodeEngineSpec, startShardNode } from "../../src/node/runtime.ts";
-import { RelayPeer } from "../../src/relay/peer.ts";
-import { relayListener, relayOnlyDialer } from "../../src/relay/relay-seams.ts";
 import { hexToBytes } from "../../src/bytes/hex.ts";
 import { ConnectError } from "@connectrpc/connect";
 import {
@@ -24,11 +21,13 @@ import {
   type VolunteerConfig,
   type VolunteerIdentity,
 } from "../../src/tracker/placement/volunteer-assignment.ts";
-import { type TabTracker, tabTracker, tabTrackerPort } from "../node/tracker-connect.ts";
+import { loadEngine } from "../host/engine.ts";
+import { connectDialer } from "../host/dialer.ts";
+import { seamListeners } from "../host/listeners.ts";
+import { nodeTracker, type TabTracker, tabTracker } from "../host/tracker.ts";
+import { pieceStore } from "../host/piece-store.ts";
 import { probeMainThread } from "./main-thread-probe.ts";
 import { cannotRun, pageAbilities } from "./can-run.ts";
-import { OpfsPieceStore } from "../node/opfs-store.ts";
-import { connectBrowserRelay } from "../node/relay-socket.ts";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
@@ -156,20 +155,18 @@ async function contribute(): Promise<void> {
   const { config, id, manifest, trackerUrl } = held!;
   const relayUrl = config.relayUrl;
   // a dropped connection is dialed again, and the tab serves on under its name (no reload)
-  const peer = new RelayPeer(await connectBrowserRelay(relayUrl, id.token), id.name, undefined, {
-    connect: () => connectBrowserRelay(relayUrl, id.token),
-    onChange: (up, detail) => {
-      if (up === "down" && state.relay !== "down") state.relayDrops++;
-      state.relay = up;
-      $("note").textContent = up === "up"
-        ? `relay: ${detail}`
-        : `relay connection lost (${detail}); reconnecting`;
-    },
+  const dialer = await connectDialer({ url: relayUrl, token: id.token }, id.name, (up, detail) => {
+    if (up === "down" && state.relay !== "down") state.relayDrops++;
+    state.relay = up;
+    $("note").textContent = up === "up"
+      ? `relay: ${detail}`
+      : `relay connection lost (${detail}); reconnecting`;
   });
+  const { peer } = dialer.relay;
   state.relay = "up";
 
   phase("downloading");
-  const store = await OpfsPieceStore.open();
+  const store = await pieceStore();
   const { model, ...report } = await downloadShard({
     manifest,
     start: a.range.start,
@@ -193,7 +190,7 @@ async function contribute(): Promise<void> {
   const threads = Number(params.get("threads")) ||
     Math.max(1, Math.min(WASM_MAX_THREADS, Math.floor((navigator.hardwareConcurrency ?? 2) / 2)));
   // in a worker of its own: this page's thread carries the seams
-  const { engine, fallback } = await startServedEngine(new URL("/volunteer/engine", location.href), {
+  const { engine, fallback } = await loadEngine(new URL("/volunteer/engine", location.href), {
     spec: nodeEngineSpec({
       modelPath: "shard.gguf",
       range: layerRange(a.range.start, a.range.end, a.nLayer),
@@ -209,10 +206,10 @@ async function contribute(): Promise<void> {
   state.fallback = fallback ?? "";
   state.engine = engine.backend;
 
-  const tracker = tabTrackerPort(trackerUrl, id.name, id.token);
+  const tracker = nodeTracker(trackerUrl, id.name, id.token);
   addEventListener("pagehide", () => {
     void tracker.leave();
-    peer.close();
+    dialer.close();
   });
 
   phase("joining");
@@ -228,8 +225,8 @@ async function contribute(): Promise<void> {
     artifactUrl: relayHopUrl(relayUrl, id.name),
   }, {
     engine,
-    dial: relayOnlyDialer(peer, relayUrl),
-    listeners: [relayListener(peer, relayUrl)],
+    dial: dialer.dial,
+    listeners: seamListeners(dialer),
     tracker,
     memoryCapBytes: memoryCap,
   }, {

@@ -12,7 +12,7 @@ import {
 } from "../../../src/gen/strata/tracker/v1/tracker_pb.ts";
 import type { RangeModel } from "../../../src/engine/memory-cap.ts";
 import { MemoryStorage } from "../../../src/tracker/membership/storage.ts";
-import { TrackerCore } from "../../../src/tracker/tracker-core.ts";
+import { TrackerCore } from "../../../src/tracker/core/tracker-core.ts";
 import { type AgentSpec, drawAgents, KV_CELLS, MAX_SESSIONS, placeAsk, rangeRate } from "./agents.ts";
 import { chooseRoutes } from "../../../src/tracker/routes/route-choice.ts";
 import type { Candidate } from "../../../src/tracker/routes/select.ts";

@@ -5,7 +5,7 @@
 import { EngineError } from "../../../src/engine/errors.ts";
 import { layerRange } from "../../../src/engine/layer-range.ts";
 import type { RangeEngine, SeqId } from "../../../src/engine/range-engine.ts";
-import { startServedEngine } from "../../../src/engine/wasm/served-engine.ts";
+import { loadEngine } from "../../../web/host/engine.ts";
 import { f32FromBase64, fromBase64, i32FromBase64, toBase64 } from "../../../src/bytes/base64.ts";
 
 export interface HostLoad {
@@ -46,7 +46,7 @@ const api = {
       const r = await fetch("/model");
       if (!r.ok) throw new EngineError("load_failed", `model download: HTTP ${r.status}`);
       const range = o.start === undefined ? "whole" as const : layerRange(o.start, o.end!);
-      const loaded = await startServedEngine(new URL("/engine", location.href), {
+      const loaded = await loadEngine(new URL("/engine", location.href), {
         spec: {
           modelPath: "model.gguf",
           range,

@@ -11,7 +11,8 @@ import {
   StrataEngine,
 } from "../../../src/engine/strata-engine.ts";
 import { checkFileMemory } from "../memory-cap.ts";
-import { ensureNativeLibrary, type NativeBackend } from "./build.ts";
+import { ensureNativeLibrary } from "../../build/native.ts";
+import type { NativeBackend } from "../../../src/engine/backends.ts";
 import { openStrata } from "./ffi.ts";
 import { FfiCalls } from "./ffi-calls.ts";
 

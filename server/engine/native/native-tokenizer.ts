@@ -9,7 +9,7 @@ import type {
   ToolChat,
   ToolPrompt,
 } from "../../../src/engine/tokenizer.ts";
-import { ensureNativeLibrary } from "./build.ts";
+import { ensureNativeLibrary } from "../../build/native.ts";
 import { cstr, ErrorBuffer, handleError, openStrata, readString, type StrataLib } from "./ffi.ts";
 import { CallsGrammar, modelFacts } from "../../../src/engine/strata-engine.ts";
 import { FfiCalls } from "./ffi-calls.ts";

@@ -6,7 +6,7 @@ import type { RangeEngine, ShardSpec } from "../../../src/engine/range-engine.ts
 import { WasmEngine } from "../../../src/engine/wasm/wasm-engine.ts";
 import { NativeEngine } from "../native/native-engine.ts";
 import { instantiateStrata } from "../wasm/load.ts";
-import type { WasmFlavor } from "../wasm/build.ts";
+import type { WasmFlavor } from "../../../src/engine/wasm/wasm-files.ts";
 
 const dir = Deno.makeTempDirSync({ prefix: "strata-smoke-" });
 const modelPath = `${dir}/smoke.gguf`;

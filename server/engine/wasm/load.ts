@@ -6,10 +6,11 @@ import { instantiateStrata as instantiateWith } from "../../../src/engine/wasm/l
 import type { StrataModule } from "../../../src/engine/wasm/strata-module.ts";
 import type { WasmFlavor } from "../../../src/engine/wasm/wasm-files.ts";
 import { WorkerEngine } from "../../../src/engine/wasm/worker-engine.ts";
+import { WASM64_MEMORY_CAP } from "../../../src/engine/wasm/wasm-engine.ts";
 import { log } from "../../log/log.ts";
-import { cacheDir } from "../../paths.ts";
+import { cacheDir } from "../../process/paths.ts";
 import { addressLimit, checkFileMemory } from "../memory-cap.ts";
-import { WASM64_MEMORY_CAP, type WasmBuildOptions } from "./build.ts";
+import type { WasmBuildOptions } from "../../build/wasm.ts";
 import { cachedWasmFiles } from "./cache-files.ts";
 import { readRangeBytes } from "../../model/range-bytes.ts";
 import { moduleWorkersOnly } from "./module-workers.ts";

@@ -1,7 +1,7 @@
 // The worker side of WorkerEngine: owns one emscripten module and its WasmEngine (the
 // module's pthread workers start from here), answers requests one at a time in order, and
 // asks its host for the engine's files. A runtime's worker entry calls serveEngineWorker
-// (server/engine/wasm/engine-worker.ts under Deno, web/engine-worker/main.ts in pages).
+// (server/engine/wasm/engine-worker.ts under Deno, web/host/engine-worker.ts in pages).
 import { EngineError } from "../errors.ts";
 import type { Grammar, SeqId } from "../range-engine.ts";
 import { loadWasmEngineFrom } from "./load-engine.ts";

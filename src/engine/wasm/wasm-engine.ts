@@ -19,6 +19,8 @@ export type { StrataModule } from "./strata-module.ts";
 
 /** wasm32 addresses at most 4 GiB, and the engine needs room beyond the weights. */
 export const WASM32_MEMORY_CAP = 4 * 2 ** 30;
+/** what a wasm64 build is linked with (server/build/wasm.ts: STRATA_WASM_MAX_MEMORY) */
+export const WASM64_MEMORY_CAP = 16 * 2 ** 30;
 
 /** How a module was built: wasm64 passes pointers as BigInt and has a larger cap. */
 export interface WasmLoadOptions {
