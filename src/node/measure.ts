@@ -42,17 +42,19 @@ async function round(engine: RangeEngine, steps: number, salt: number): Promise<
 export const MEASURED_BATCH = 16;
 
 /**
- * One decode step of `n` sessions in one batch, ms (the cohort rule's `batchMs`): scratch
- * sequences from position 0, steps of one token each, the mean of all but the first (which may
- * pay for first-use buffers), as measureDecode takes a mean over a round. At least two steps,
- * more while `budgetMs` lasts. Undefined where the engine gives fewer than two sequences, or
- * its KV pool holds fewer than two such steps.
+ * One decode step of one session and of `n` sessions in one batch, ms (the cohort rule's
+ * `oneMs` and `batchMs`): scratch sequences from position 0, steps of one token each, the two
+ * kinds in alternation so that both see the engine equally warm (a tab's first steps run
+ * baseline WASM code: timed apart, its one step came out slower than its batch of 8), the mean
+ * of all but the first of each (which may pay for first-use buffers). At least two of each, more
+ * while `budgetMs` lasts. Undefined where the engine gives fewer than two sequences, or its KV
+ * pool holds fewer than two such steps.
  */
 export async function measureBatch(
   engine: RangeEngine,
   n: number,
   o: { steps?: number; budgetMs?: number } = {},
-): Promise<{ sessions: number; ms: number } | undefined> {
+): Promise<{ sessions: number; ms: number; oneMs: number } | undefined> {
   const { steps = 4, budgetMs = 10_000 } = o;
   const seqs: SeqId[] = [];
   try {
@@ -63,26 +65,37 @@ export async function measureBatch(
   try {
     const k = seqs.length;
     if (k < 2) return undefined;
-    const seq = Int32Array.from(seqs);
-    const outputs = new Uint8Array(k).fill(1);
+    const pos = new Int32Array(k);
     const width = engine.facts.seamWidth;
+    const step = async (members: number, salt: number): Promise<number> => {
+      const input = engine.input === "tokens"
+        ? { tokens: Int32Array.from({ length: members }, (_, s) => 1 + salt + s) }
+        : { hidden: Float32Array.from({ length: members * width }, (_, x) => Math.sin(x + salt)) };
+      const t0 = performance.now();
+      await engine.decode({
+        ...input,
+        seq: Int32Array.from(seqs.slice(0, members)),
+        pos: pos.slice(0, members),
+        outputs: new Uint8Array(members).fill(1),
+      });
+      const ms = performance.now() - t0;
+      for (let s = 0; s < members; s++) pos[s]++;
+      return ms;
+    };
     const began = performance.now();
-    const ms: number[] = [];
+    const one: number[] = [];
+    const batch: number[] = [];
     try {
       for (let i = 0; i < steps && (i < 2 || performance.now() - began < budgetMs); i++) {
-        const input = engine.input === "tokens"
-          ? { tokens: Int32Array.from({ length: k }, (_, s) => 1 + i + s) }
-          : { hidden: Float32Array.from({ length: k * width }, (_, x) => Math.sin(x + i)) };
-        const t0 = performance.now();
-        await engine.decode({ ...input, seq, pos: new Int32Array(k).fill(i), outputs });
-        ms.push(performance.now() - t0);
+        one.push(await step(1, i));
+        batch.push(await step(k, i));
       }
     } catch {
       // a KV pool too small for the scratch steps: what was timed, if enough
     }
-    if (ms.length < 2) return undefined;
-    const later = ms.slice(1);
-    return { sessions: k, ms: later.reduce((a, b) => a + b, 0) / later.length };
+    if (batch.length < 2) return undefined;
+    const mean = (ms: number[]) => ms.slice(1).reduce((a, b) => a + b, 0) / (ms.length - 1);
+    return { sessions: k, ms: mean(batch), oneMs: mean(one.slice(0, batch.length)) };
   } finally {
     for (const s of seqs) await engine.releaseSequence(s);
   }

@@ -123,7 +123,8 @@ export async function startShardNode(
   const { engine } = host;
   const tokensPerS = await measureDecode(engine);
   const batch = await measureBatch(engine, Math.min(s.maxSessions, MEASURED_BATCH));
-  const oneMs = tokensPerS > 0 ? 1000 / tokensPerS : 0;
+  // one step timed beside the batch, as warm as it; else the decode rate's
+  const oneMs = batch?.oneMs ?? (tokensPerS > 0 ? 1000 / tokensPerS : 0);
   const cost = batch && { oneMs, batchMs: batch.ms, batchSessions: batch.sessions };
   const chosen = decideCohorts(s.cohorts, cost, costsPerToken(engine.backend));
   const batchCost = create(BatchCostSchema, {
