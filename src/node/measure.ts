@@ -47,7 +47,7 @@ export const MEASURED_BATCH = 16;
  * kinds in alternation so that both see the engine equally warm (a tab's first steps run
  * baseline WASM code: timed apart, its one step came out slower than its batch of 8), the mean
  * of all but the first of each (which may pay for first-use buffers). At least two of each, more
- * while `budgetMs` lasts. Undefined where the engine gives fewer than two sequences, or its KV
+ * while `budgetMs` lasts (short: every node start pays it, a WASM node's or a tab's most). Undefined where the engine gives fewer than two sequences, or its KV
  * pool holds fewer than two such steps.
  */
 export async function measureBatch(
@@ -55,7 +55,7 @@ export async function measureBatch(
   n: number,
   o: { steps?: number; budgetMs?: number } = {},
 ): Promise<{ sessions: number; ms: number; oneMs: number } | undefined> {
-  const { steps = 4, budgetMs = 10_000 } = o;
+  const { steps = 4, budgetMs = 3_000 } = o;
   const seqs: SeqId[] = [];
   try {
     while (seqs.length < n) seqs.push(engine.openSequence());
