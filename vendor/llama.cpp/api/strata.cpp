@@ -607,6 +607,12 @@ strata_ctx * strata_ctx_new(strata_model * model, int32_t n_ctx, int32_t n_seq_m
         // that happens to call decode would get a team of its own.
         if (n_threads > 1) {
             ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
+            // No polling between graphs: at llama.cpp's default (50) every worker spins about
+            // 200 ms after each graph, holding a core the node's JavaScript, another node or
+            // another context on the same machine needs (a route of 3 and the whole model,
+            // 2 threads each on 2 cores: 21 s of parity against 2.7 s). Workers sleep on the
+            // pool's condition instead; one wake a graph costs an engine alone nothing seen.
+            tpp.poll = 0;
             s->threadpool = ggml_threadpool_new(&tpp);
             if (!s->threadpool) {
                 fail(e.slot, STRATA_ERR_ENGINE, "failed to start " + std::to_string(n_threads) + " threads");
