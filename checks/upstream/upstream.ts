@@ -2,7 +2,7 @@
 // without Strata's patches, through the same small llama.h program (logits.cpp). The patch
 // series only adds layer ranges: a whole-model load must stay bit for bit what llama.cpp does.
 import { join } from "node:path";
-import { cmakeConfigure, forkDir } from "../../server/build/native.ts";
+import { cmakeConfigure, forkDir, NATIVE_FLAGS, nativeBuildDir } from "../../server/build/native.ts";
 import { buildDir, checkoutTag } from "../../server/process/paths.ts";
 import { runCommand } from "../../server/process/run.ts";
 import { cmakeBuild } from "../../server/toolchain/cmake-build.ts";
@@ -37,9 +37,14 @@ export async function logitsTool(flavor: Flavor): Promise<string> {
     env: flavor === "patched" ? {} : { STRATA_PATCHES_ONLY: CRASH_FIXES.join(" ") },
     onLine: (l) => console.error(l),
   });
-  const work = buildDir("native", `build-logits-${flavor}-${checkoutTag}`);
-  const env = await cmakeConfigure("cpu", work, [
-    `-DSTRATA_LLAMA_TREE=${join(forkDir, flavor === "patched" ? "tree" : "upstream")}`,
+  // the patched tool is one more target of the CPU engine's own build (the same tree and
+  // settings), so it links the llama and ggml objects the engine library was built from
+  // instead of compiling them again; the unpatched tree gets a build of its own
+  const work = flavor === "patched"
+    ? nativeBuildDir("cpu")
+    : buildDir("native", `build-logits-unpatched-${checkoutTag}`);
+  const env = await cmakeConfigure("cpu", work, flavor === "patched" ? NATIVE_FLAGS.cpu : [
+    `-DSTRATA_LLAMA_TREE=${join(forkDir, "upstream")}`,
   ]);
   await cmakeBuild(
     `upstream: compiling the logits tool (${flavor})`,

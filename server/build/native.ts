@@ -13,7 +13,7 @@ import { nativeCpuFeatures } from "./cpu-features.ts";
 import { smokeCheck } from "./smoke-check.ts";
 import { cudaKeyFacts, cudaToolkit } from "../toolchain/cuda.ts";
 
-const FLAGS: Record<NativeBackend, string[]> = {
+export const NATIVE_FLAGS: Record<NativeBackend, readonly string[]> = {
   cpu: [],
   vulkan: ["-DGGML_VULKAN=ON"],
   // the toolkit's paths and the GPU architecture come from cudaToolkit() at build time
@@ -44,7 +44,7 @@ const CPU_FEATURES = nativeCpuFeatures();
 async function libraryPath(backend: NativeBackend): Promise<string> {
   const key = await forkBuildKey({
     backend,
-    flags: FLAGS[backend],
+    flags: NATIVE_FLAGS[backend],
     cpu: CPU_FEATURES,
     ...backendFacts(backend),
   });
@@ -86,6 +86,10 @@ export async function cmakeConfigure(
   return env;
 }
 
+/** The CMake folder a CPU or Vulkan library is built in (kept: later builds reuse its objects). */
+export const nativeBuildDir = (backend: "cpu" | "vulkan"): string =>
+  buildDir("native", `build-${backend}-${checkoutTag}`);
+
 /** Path of libstrata.so for this backend, building it first when the cache lacks it. */
 export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promise<string> {
   const found = await findNativeLibrary(backend);
@@ -98,23 +102,20 @@ export async function ensureNativeLibrary(backend: NativeBackend = "cpu"): Promi
   await runCommand(join(forkDir, "materialize.sh"), [], { onLine: (l) => console.error(l) });
 
   // a CUDA build folder per toolkit and architecture: CMake refuses a changed CUDA compiler
-  const work = buildDir(
-    "native",
-    backend === "cuda" ? `build-cuda-${key}` : `build-${backend}-${checkoutTag}`,
-  );
+  const work = backend === "cuda" ? buildDir("native", `build-cuda-${key}`) : nativeBuildDir(backend);
   const cuda = backend === "cuda" ? await cudaToolkit() : undefined;
   if (cuda) {
     console.error(`engine: CUDA from ${cuda.source} (${cuda.nvcc}), GPU architecture sm_${cuda.arch}`);
   }
   console.error(`engine: building the native ${backend} library (first use only; a few minutes)`);
-  const env = await cmakeConfigure(backend, work, cuda?.cmakeArgs ?? FLAGS[backend]);
+  const env = await cmakeConfigure(backend, work, cuda?.cmakeArgs ?? NATIVE_FLAGS[backend]);
 
   const seconds = await cmakeBuild(`engine: compiling (${backend})`, work, ["strata"], env, started);
 
   await installChecked(join(work, "libstrata.so"), lib, {
     backend,
     key,
-    flags: cuda?.cmakeArgs ?? FLAGS[backend],
+    flags: cuda?.cmakeArgs ?? NATIVE_FLAGS[backend],
     ...backendFacts(backend),
     cpu_features: CPU_FEATURES,
     seconds,
