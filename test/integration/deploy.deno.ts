@@ -62,6 +62,14 @@ const procs = new Map<string, ServiceProcess>();
 let chromium: Chromium | undefined;
 const report: Record<string, unknown> = { fileBytes, reference: ref.texts };
 let modelUrl = "";
+// when each phase ended, seconds from the start: where the test's time goes
+const t0 = performance.now();
+const phases: Record<string, number> = {};
+report.phases = phases;
+const mark = (phase: string) => {
+  phases[phase] = Math.round(performance.now() - t0) / 1000;
+  console.error(`deploy: ${phase} at ${phases[phase]} s`);
+};
 
 /** A host's environment: its own HOME and empty cache, the builds shared as the software is. */
 const envOf = (name: string): Record<string, string> => ({
@@ -214,6 +222,7 @@ try {
     if (name === "origin") modelUrl = String((p.ready.artifacts as string[])[0]);
   }
   report.modelUrl = modelUrl;
+  mark("servers up");
   const clientLines = blocks.find((b) => b.on === "a client")!.lines;
 
   // a volunteer: the guide's certutil lines on the client host, then Chromium there with that HOME
@@ -229,6 +238,7 @@ try {
   chromium = await Chromium.launch([], { executable: wrapper });
   const tab = await openVolunteerTab(GATEWAY, { chromium, memoryCapBytes: TAB_CAP, threads: 1 });
   const served = await tab.contribute(600_000);
+  mark("tab serving");
   report.tab = {
     name: served.name,
     range: served.assignment?.range,
@@ -240,8 +250,10 @@ try {
     started[`${name} node`] = p.ready;
   }
   report.started = started;
+  mark("nodes started");
   const placed = await settled(600_000, "the nodes placed beside the tab");
   report.placed = placed.state.nodes;
+  mark("placed and settled");
   report.statusText = await sh("client", clientLines[0]);
 
   // what each host holds, once the nodes are placed and serving
@@ -269,6 +281,7 @@ try {
     };
   }
   report.caches = caches;
+  mark("caches read");
   const withTab = placed;
   if (!admitted(withTab.state).some((n) => n.node === served.name)) {
     throw new Error("the tab is not admitted");
@@ -276,6 +289,7 @@ try {
   report.withTab = withTab.state.nodes;
   // 3. the guide's client line, as written, once the network covers the model
   report.guideChat = (await sh("client", clientLines[1])).trim();
+  mark("guide chat");
 
   // 8 concurrent chats through the gateway, the openai package on the client host over HTTPS
   const env = `SSL_CERT_FILE=ca.pem OPENAI_BASE_URL=${GATEWAY}/v1 OPENAI_API_KEY=$(cat api-keys)`;
@@ -293,6 +307,7 @@ try {
 
   // a node host loses its link mid-chat: a native node whose range nobody doubles if there is
   // one (every route runs through it), else the first; the hole is filled by what doubles it
+  mark("8 chats");
   const before = withTab.state;
   const hosts = coverage(before.model.nLayer, before.nodes);
   const natives = admitted(before).filter((n) => n.node.startsWith("node"));
@@ -331,6 +346,7 @@ try {
   }
   const cutStatus = await cut.status;
   const cutErr = new TextDecoder().decode(await new Response(cut.stderr).arrayBuffer());
+  mark("cut chat");
   report.cutChat = {
     text: done,
     exact: done === ref.texts[1],
@@ -346,6 +362,7 @@ try {
     "the hole filled",
   );
   report.filled = filled.state.nodes;
+  mark("hole filled");
   report.filledText = await sh("client", clientLines[0]);
 
   // the tracker restarts with --data: its nodes stay admitted, its route key is the same
@@ -369,6 +386,7 @@ try {
     "serving again after the restart",
   );
   (report.restart as Record<string, unknown>).admittedAfter = admitted(again.state).map((n) => n.node).sort();
+  mark("tracker restarted");
 } catch (e) {
   // what it got to, for whoever reads the failure
   console.error(JSON.stringify({ failed: String(e), lastStatus, ...report }));

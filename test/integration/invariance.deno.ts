@@ -37,7 +37,8 @@ const spec = (kvCells: number, maxSequences: number): ShardSpec => ({
   kvCells,
   maxSequences,
   batchTokens: 1024,
-  threads: 1,
+  // THREADS=2: the pool a node runs by default; results must not depend on it either
+  threads: Number(Deno.env.get("THREADS") ?? 1),
   batchInvariant: invariant,
 });
 const load = (s: ShardSpec): Promise<RangeEngine> =>

@@ -25,11 +25,12 @@ interface Result {
 // One session alone, then batched with 1–15 batch-mates that join over time, half of them
 // released out of order and new ones joining into the holes, while its context crosses 512
 // cells; then in a pool that compacts under it; MODEL=synth: past 8192 positions. Bit for bit.
-async function invariance(engine: string, o: { invariant?: boolean; model?: string } = {}) {
+async function invariance(engine: string, o: { invariant?: boolean; model?: string; threads?: number } = {}) {
   const r = await denoRun(`${root}test/integration/invariance.deno.ts`, {
     ENGINE: engine,
     INVARIANT: o.invariant === false ? "0" : "1",
     MODEL: o.model ?? "",
+    THREADS: String(o.threads ?? 1),
   });
   expect(r.code, r.stderr.slice(-3000)).toBe(0);
   const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
@@ -53,7 +54,7 @@ function expectIdentical(results: Result[]) {
 
 describe("batch-invariant decoding: a session's logits do not depend on who else is in the batch", () => {
   it("native CPU: bit-identical alone and batched with 1 to 15 mates in one ordered pool, through holes, out-of-order releases and a compaction; every batch one graph pass", async () => {
-    const out = await invariance("native");
+    const out = await invariance("native", { threads: 2 });
     expect(out.kv_layout).toBe("ordered");
     expect(out.cells_crossed).toBeGreaterThan(512);
     expect(out.results.map((r) => r.pool ?? r.mates)).toEqual([1, 3, 15, "compacted"]);
@@ -87,7 +88,7 @@ describe("batch-invariant decoding: a session's logits do not depend on who else
   });
 
   it.skipIf(!wasmBuilt)("WASM CPU: bit-identical alone and batched, the same runs", async () => {
-    const out = await invariance("wasm");
+    const out = await invariance("wasm", { threads: 2 });
     expect(out.engine).toBe("wasm-cpu");
     expect(out.kv_layout).toBe("ordered");
     expectIdentical(out.results);
