@@ -305,9 +305,10 @@ try {
     return { q, text, exact, at: exact ? undefined : ref.divergence(q, text) };
   });
 
+  mark("8 chats");
+
   // a node host loses its link mid-chat: a native node whose range nobody doubles if there is
   // one (every route runs through it), else the first; the hole is filled by what doubles it
-  mark("8 chats");
   const before = withTab.state;
   const hosts = coverage(before.model.nLayer, before.nodes);
   const natives = admitted(before).filter((n) => n.node.startsWith("node"));

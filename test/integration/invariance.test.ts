@@ -30,7 +30,7 @@ async function invariance(engine: string, o: { invariant?: boolean; model?: stri
     ENGINE: engine,
     INVARIANT: o.invariant === false ? "0" : "1",
     MODEL: o.model ?? "",
-    THREADS: String(o.threads ?? 1),
+    ...(o.threads ? { THREADS: String(o.threads) } : {}),
   });
   expect(r.code, r.stderr.slice(-3000)).toBe(0);
   const out = JSON.parse(r.stdout.trim().split("\n").pop()!);
