@@ -93,7 +93,10 @@ async function sh(name: string, line: string, extraEnv: Record<string, string> =
   }).output();
   const out = new TextDecoder().decode(o.stdout);
   if (o.code !== 0) {
-    throw new Error(`on ${name}: ${line}\n${new TextDecoder().decode(o.stderr).slice(-3000)}`);
+    // the last line (the exception) first: a long report is cut in its middle
+    const err = new TextDecoder().decode(o.stderr).trimEnd();
+    const last = err.slice(err.lastIndexOf("\n") + 1);
+    throw new Error(`on ${name}: ${last}\n  from: ${line}\n${err.slice(-3000)}`);
   }
   return out;
 }
@@ -389,8 +392,9 @@ try {
   (report.restart as Record<string, unknown>).admittedAfter = admitted(again.state).map((n) => n.node).sort();
   mark("tracker restarted");
 } catch (e) {
-  // what it got to, for whoever reads the failure
-  console.error(JSON.stringify({ failed: String(e), lastStatus, ...report }));
+  // what it got to, for whoever reads the failure (the caches' file lists left out: they are long)
+  const { caches: _, ...got } = report;
+  console.error(JSON.stringify({ failed: String(e), lastStatus, ...got }));
   throw e;
 } finally {
   await chromium?.close();

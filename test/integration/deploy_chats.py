@@ -16,9 +16,14 @@ max_tokens = int(os.environ["DEPLOY_MAX_TOKENS"])
 
 
 def ask(q):
-    r = client.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": q}], temperature=0, max_tokens=max_tokens
-    )
+    try:
+        r = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": q}], temperature=0, max_tokens=max_tokens
+        )
+    except openai.APIError as e:
+        # one short line a failure report keeps whole: the status and the gateway's own words
+        status = getattr(e, "status_code", None)
+        sys.exit(f"deploy_chats: {q!r}: {type(e).__name__} {status or ''}: {e.message} {e.body or ''}")
     return r.choices[0].message.content
 
 
