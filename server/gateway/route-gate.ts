@@ -5,6 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import {
   BUSY,
   ClientLeft,
+  NOT_YET,
   QueueRefused,
   RequestQueue,
   type RequestQueueOptions,
@@ -70,11 +71,12 @@ export class RouteGate {
       } catch (e) {
         if (e instanceof ConnectError && e.code === Code.ResourceExhausted) return BUSY;
         // no complete route now (a range between two nodes) or no tracker (restarting): the
-        // request waits its turn a while, as for a busy one, then hears why
+        // request waits its turn a while, as for a busy one, then hears why; a repair that
+        // avoids nodes it lost lets the requests behind it try meanwhile (theirs may exist)
         if (
           e instanceof ConnectError && e.code === Code.Unavailable &&
           performance.now() - since < coverageWaitMs
-        ) return BUSY;
+        ) return repair?.avoid?.length ? NOT_YET : BUSY;
         throw e;
       }
     };

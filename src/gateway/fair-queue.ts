@@ -23,6 +23,11 @@ export class FairQueue<T> {
     return true;
   }
 
+  /** Every item in turn order: each key's line in the rotation's order, oldest first. */
+  *inTurn(): Generator<{ key: string; item: T }> {
+    for (const [key, line] of this.#byKey) for (const item of line) yield { key, item };
+  }
+
   /** The item whose turn it is, left in place. */
   peek(): { key: string; item: T } | undefined {
     for (const [key, line] of this.#byKey) return { key, item: line[0] };

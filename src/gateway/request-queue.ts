@@ -10,7 +10,12 @@ import { type WaitSummary, WaitTimes } from "./wait-times.ts";
 
 /** What an attempt returns when every route is at its limit (as opposed to failing). */
 export const BUSY: unique symbol = Symbol("busy");
-export type Attempt<R> = () => Promise<R | typeof BUSY>;
+/**
+ * What an attempt returns when no route suits this request now, for reasons of its own (a
+ * repair that avoids the nodes it lost): it keeps its place, and the requests after it try.
+ */
+export const NOT_YET: unique symbol = Symbol("not yet");
+export type Attempt<R> = () => Promise<R | typeof BUSY | typeof NOT_YET>;
 
 export interface RequestQueueOptions {
   /** most requests waiting at once; one more is refused at once */
@@ -91,7 +96,7 @@ export class RequestQueue<R> {
     if (this.#queue.size === 0) {
       const wakes = this.#wakes;
       const r = await attempt();
-      if (r !== BUSY) return r;
+      if (r !== BUSY && r !== NOT_YET) return r;
       if (signal.aborted) throw new ClientLeft();
       woken = this.#wakes !== wakes;
     }
@@ -192,7 +197,11 @@ export class RequestQueue<R> {
     this.#pollWhileWaiting();
   }
 
-  /** Gives the head its turns while its attempts succeed; stops at the first busy answer. */
+  /**
+   * Gives waiters their turns in order while their attempts succeed; stops at the first busy
+   * answer. A waiter no route suits yet is passed over this round: a repair waiting for a
+   * range to come back must not hold every request behind it until its deadline.
+   */
   async #pump(): Promise<void> {
     if (this.#pumping) {
       this.#again = true;
@@ -202,36 +211,45 @@ export class RequestQueue<R> {
     try {
       for (;;) {
         this.#again = false;
-        const head = this.#queue.peek();
-        if (!head) break;
-        const w = head.item;
-        w.attempting = true;
-        let out: { ok: R } | { busy: true } | { error: unknown };
-        try {
-          const r = await w.attempt();
-          out = r === BUSY ? { busy: true } : { ok: r };
-        } catch (error) {
-          out = { error };
-        }
-        w.attempting = false;
-        if (!("busy" in out)) {
-          this.#queue.served(w.key, w);
-          w.cleanup();
-          if ("error" in out) w.reject(out.error);
-          else {
-            this.#waits.add(this.now() - w.since);
-            w.resolve(out.ok);
+        const passed = new Set<Waiter<R>>();
+        for (let next = this.#nextWaiter(passed); next; next = this.#nextWaiter(passed)) {
+          const w = next;
+          w.attempting = true;
+          let out: { ok: R } | { busy: true } | { notYet: true } | { error: unknown };
+          try {
+            const r = await w.attempt();
+            out = r === BUSY ? { busy: true } : r === NOT_YET ? { notYet: true } : { ok: r };
+          } catch (error) {
+            out = { error };
           }
-          continue; // the next one may fit too
+          w.attempting = false;
+          if ("ok" in out || "error" in out) {
+            this.#queue.served(w.key, w);
+            w.cleanup();
+            if ("error" in out) w.reject(out.error);
+            else {
+              this.#waits.add(this.now() - w.since);
+              w.resolve(out.ok);
+            }
+            continue; // the next one may fit too
+          }
+          passed.add(w);
+          if (w.ending) this.#end(w, w.ending);
+          if ("busy" in out) break;
         }
-        if (w.ending) this.#end(w, w.ending);
-        // still busy: wait for the next wake or poll, unless one came meanwhile
+        // still busy, or nobody suited: wait for the next wake or poll, unless one came meanwhile
         if (!this.#again) break;
       }
     } finally {
       this.#pumping = false;
       this.#pollWhileWaiting();
     }
+  }
+
+  /** The first waiter in turn order not passed over this round. */
+  #nextWaiter(passed: ReadonlySet<Waiter<R>>): Waiter<R> | undefined {
+    for (const { item } of this.#queue.inTurn()) if (!passed.has(item)) return item;
+    return undefined;
   }
 
   /** A poll runs exactly while someone waits. */

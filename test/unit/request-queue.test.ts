@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { BUSY, ClientLeft, QueueRefused, RequestQueue } from "../../src/gateway/request-queue.ts";
+import { BUSY, ClientLeft, NOT_YET, QueueRefused, RequestQueue } from "../../src/gateway/request-queue.ts";
 import { FairQueue } from "../../src/gateway/fair-queue.ts";
 import { WaitTimes } from "../../src/gateway/wait-times.ts";
 
@@ -158,6 +158,31 @@ describe("request queue", () => {
     expect(await blocker).toBe("blocker");
     await expect(queuedBroken).rejects.toThrow("no route");
     expect(a.stats().waiting).toBe(0);
+  });
+
+  it("a waiter no route suits yet is passed over: the requests behind it are served, it keeps its turn", async () => {
+    const cap = capacity(0);
+    const a = new RequestQueue<string>(QUIET);
+    // a repair that avoids the nodes it lost, until its range comes back
+    let back = false;
+    const repair = () => back ? cap.attempt("repair")() : Promise.resolve(NOT_YET);
+    const repaired = a.admit("repairs", repair, never());
+    const first = a.admit("client", cap.attempt("first"), never());
+    const second = a.admit("client", cap.attempt("second"), never());
+    await tick();
+    expect(a.stats().waiting).toBe(3);
+    // room for two: both new requests, behind the repair in line, take it
+    cap.free();
+    cap.free();
+    a.wake();
+    expect([await first, await second]).toEqual(["first", "second"]);
+    expect(a.stats().waiting).toBe(1);
+    // its range is back and a route frees: the repair gets it
+    back = true;
+    cap.free();
+    a.wake();
+    expect(await repaired).toBe("repair");
+    expect(cap.order).toEqual(["first", "second", "repair"]);
   });
 
   it("a deadline during an attempt lets the attempt decide", async () => {

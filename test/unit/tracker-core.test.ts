@@ -648,6 +648,36 @@ describe("tracker core: placement", () => {
     expect(span(movedA)).toBe(span(core.placement().get("a")));
   });
 
+  it("a rebalance leaves a node with sessions of its own where it is until they end; one without moves", async () => {
+    const { core, clock } = await tracker({ leaseMs: 60_000 });
+    // a holds 0:3; b (room for five layers) and c double 3:6
+    const a = (await core.place(placeAsk("a"))).range!;
+    const b = (await core.place(placeAsk("b", BigInt(need(0, 5) + 1)))).range!;
+    const c = (await core.place(placeAsk("c"))).range!;
+    expect([span(a), span(b), span(c)]).toEqual(["0:3", "3:6", "3:6"]);
+    for (const [node, r, tokensPerS] of [["a", a, 10], ["b", b, 100], ["c", c, 10]] as const) {
+      const req = registration(node, r.start, r.end);
+      req.shard!.decodeTokensPerS = tokensPerS;
+      core.register(req);
+    }
+    await core.admissionsSettled();
+    // a session on a+b; c serves none
+    expect((await core.route(ask("s1"))).routes[0].name).toBe("a+b");
+    clock.now += 30_001;
+    const beatOf = (n: string) => core.heartbeat(beat(n, n === "c" ? [] : ["s1"]));
+    const told = Object.fromEntries(["a", "b", "c"].map((n) => [n, beatOf(n).place]));
+    // the faster plan moves all three; only c, with no session and no layer alone, goes now
+    for (const n of ["a", "b", "c"]) expect(span(core.placement().get(n)), n).not.toBe(span({ a, b, c }[n]));
+    expect(told.a).toBeUndefined();
+    expect(told.b).toBeUndefined();
+    expect(span(told.c)).toBe(span(core.placement().get("c")));
+    // the session ends: a and b go too
+    core.done(create(DoneRequestSchema, { sessionId: "s1" }));
+    clock.now += 1_001;
+    expect(span(core.heartbeat(beat("a")).place)).toBe(span(core.placement().get("a")));
+    expect(span(core.heartbeat(beat("b")).place)).toBe(span(core.placement().get("b")));
+  });
+
   it("with replicas, one leads: a follower answers an ask with the leader's plan, the same everywhere", async () => {
     // what the database carries between them, moved by hand: asks to everyone, the plan out
     const asks: Array<{ req: ReturnType<typeof placeAsk>; at: number }> = [];

@@ -218,7 +218,7 @@ export class TrackerCore {
     // a placed node whose plan changed is told where to go now, unless leaving would break the
     // network's last route while it serves sessions (it waits for another holder, or for quiet)
     const place = this.#placer.places(req.node) ? this.#placer.placeOf(req.node, now) : undefined;
-    const moved = place && (place.start !== rec.start || place.end !== rec.end) && this.#mayLeave(rec, now);
+    const moved = place && (place.start !== rec.start || place.end !== rec.end) && this.#mayLeave(rec, place, now);
     return create(HeartbeatResponseSchema, {
       known: true,
       admission: rec.admission,
@@ -227,13 +227,16 @@ export class TrackerCore {
   }
 
   /**
-   * Whether a node may leave the range it holds now. A node reloading another range serves
-   * nothing for minutes with a large model; a rebalance that took the only holder of some
-   * layers away while sessions ran left every request without a route meanwhile (seen with
-   * 2 GB ranges on a busy machine). So an admitted, live node leaves a layer nobody else holds
-   * only while no node of the network has sessions.
+   * Whether a node may leave the range it holds now for `to`. A node reloading another range
+   * serves nothing for minutes with a large model; a rebalance that took the only holder of
+   * some layers away while sessions ran left every request without a route meanwhile (seen
+   * with 2 GB ranges on a busy machine). So an admitted, live node leaves a layer nobody else
+   * holds only while no node of the network has sessions. And a node with sessions of its own
+   * stays until they end, unless it goes to layers nobody holds: each of them would have to
+   * be repaired elsewhere, and a rebalance of three nodes under 8 chats sent every chat through
+   * repairs for half a minute (the deploy test).
    */
-  #mayLeave(rec: NodeRecord, now: number): boolean {
+  #mayLeave(rec: NodeRecord, to: { start: number; end: number }, now: number): boolean {
     if (rec.admission !== "admitted" || !this.#registry.isLive(rec.node, now)) return true;
     // holders per layer and whether any node has sessions, looked at once a second at most
     // (a rebalance of thousands of nodes asks this for each)
@@ -249,6 +252,9 @@ export class TrackerCore {
       this.#cover = { second, holders, busy };
     }
     const c = this.#cover;
+    let fillsHole = false;
+    for (let l = to.start; l < to.end; l++) fillsHole ||= c.holders[l] === 0;
+    if (!fillsHole && this.#loads.load(rec.node, now) > 0) return false;
     let alone = false;
     for (let l = rec.start; l < rec.end; l++) alone ||= c.holders[l] < 2;
     if (alone && c.busy) return false;
