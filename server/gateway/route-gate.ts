@@ -55,12 +55,13 @@ export class RouteGate {
     const since = performance.now();
     const attempt = async () => {
       try {
+        const avoid = repair ? await this.#stillLost(repair) : [];
         const { routes } = await this.tracker.route(
           {
             artifactSha256: this.artifact,
             sessionId,
             count: 1,
-            avoidNodes: [...repair?.avoid ?? []],
+            avoidNodes: avoid,
             keepNodes: [...repair?.keep ?? []],
             preferNodes: [...prefer, ...repair?.prefer ?? []],
             afterEpoch: repair?.afterEpoch ?? 0n,
@@ -96,6 +97,27 @@ export class RouteGate {
       throw new ClientLeft();
     }
     return lease;
+  }
+
+  /**
+   * The nodes a repair still avoids: those it lost, but any the tracker now lists live and
+   * admitted at another range than the one it held (it moved and reloaded: a rebalance, or a
+   * hole it filled). Without a word from the tracker, all of them.
+   */
+  async #stillLost(repair: RepairAsk): Promise<string[]> {
+    const avoid = [...repair.avoid ?? []];
+    const lostAt = repair.lostAt;
+    if (!lostAt?.size || avoid.length === 0) return avoid;
+    const r = await this.tracker.nodes({ nodes: avoid }, { timeoutMs: 5000 }).catch(() => undefined);
+    const moved = new Set(
+      (r?.nodes ?? []).filter((n) => {
+        const range = n.shard?.range;
+        const was = lostAt.get(n.node);
+        return n.live && n.admission === "admitted" && range && was !== undefined &&
+          `${range.start}:${range.end}` !== was;
+      }).map((n) => n.node),
+    );
+    return avoid.filter((n) => !moved.has(n));
   }
 
   /**

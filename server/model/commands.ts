@@ -109,6 +109,5 @@ export function modelCommands(): Command {
       console.log(o.json ? JSON.stringify(manifest, null, 2) : formatManifest(manifest));
     });
 
-
   return model;
 }

@@ -147,7 +147,16 @@ export async function generate(
     // set while a repair is under way: when the failure came, why, whom it blamed, and the
     // route whose nodes may still hold the session (parked: a lost-hop repair resumes it)
     let broken:
-      | { at: number; why: string; nodes: string[]; parked?: Lease; routed?: number; opened?: number }
+      | {
+        at: number;
+        why: string;
+        nodes: string[];
+        /** the range each of `nodes` held when it was lost */
+        lostAt: Map<string, string>;
+        parked?: Lease;
+        routed?: number;
+        opened?: number;
+      }
       | undefined;
     // routes that refused the session as full before giving it a token
     let refusedFull = 0;
@@ -293,7 +302,11 @@ export async function generate(
           ]),
         ];
         const parked = resumable && failed ? route : broken?.parked;
-        broken = { at, why: `${e.code}: ${e.message}`, nodes, parked };
+        const lostAt = new Map(broken?.lostAt);
+        for (const h of route.route.hops) {
+          if (nodes.includes(h.node) && h.range) lostAt.set(h.node, `${h.range.start}:${h.range.end}`);
+        }
+        broken = { at, why: `${e.code}: ${e.message}`, nodes, lostAt, parked };
         ctx.log("repairing a route", {
           session: route.sessionId,
           route: route.route.name,
@@ -305,6 +318,7 @@ export async function generate(
         const ask = {
           sessionId: route.sessionId,
           avoid: nodes,
+          lostAt,
           keep,
           afterEpoch: route.route.epoch,
           prefer: [...mirrors.keys()].filter((n) => !nodes.includes(n)),

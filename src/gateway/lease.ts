@@ -16,6 +16,11 @@ export interface RouteLease {
 export interface RepairAsk {
   readonly sessionId?: string;
   readonly avoid?: readonly string[];
+  /**
+   * the range ("start:end") each avoided node held when it was lost: one the tracker lists live
+   * at another range since (it moved and reloaded) is not avoided any more
+   */
+  readonly lostAt?: ReadonlyMap<string, string>;
   readonly keep?: readonly string[];
   /** the route epoch the session had: the new one is above it */
   readonly afterEpoch?: bigint;

@@ -218,7 +218,8 @@ export class TrackerCore {
     // a placed node whose plan changed is told where to go now, unless leaving would break the
     // network's last route while it serves sessions (it waits for another holder, or for quiet)
     const place = this.#placer.places(req.node) ? this.#placer.placeOf(req.node, now) : undefined;
-    const moved = place && (place.start !== rec.start || place.end !== rec.end) && this.#mayLeave(rec, place, now);
+    const moved = place && (place.start !== rec.start || place.end !== rec.end) &&
+      this.#mayLeave(rec, place, now);
     return create(HeartbeatResponseSchema, {
       known: true,
       admission: rec.admission,
