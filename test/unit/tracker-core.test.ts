@@ -671,6 +671,8 @@ describe("tracker core: placement", () => {
     expect(told.a).toBeUndefined();
     expect(told.b).toBeUndefined();
     expect(span(told.c)).toBe(span(core.placement().get("c")));
+    // no new route goes through c while it leaves: without b, none at all
+    expect(await refusal(() => core.route(ask("s2", 1, ["b"])))).toMatch(/^unavailable/);
     // the session ends: a and b go too
     core.done(create(DoneRequestSchema, { sessionId: "s1" }));
     clock.now += 1_001;

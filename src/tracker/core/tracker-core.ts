@@ -131,6 +131,11 @@ export class TrackerCore {
   // nodes a gateway found gone (named in a request's avoid list), and when: no route takes
   // them until they beat again, so a dead node does not keep drawing sessions for a lease
   readonly #suspects = new Map<string, number>();
+  /**
+   * told to move to another range, when: no new route goes through it until it registers
+   * again, leaves, or (it did not go) a lease has passed
+   */
+  readonly #leaving = new Map<string, number>();
 
   private constructor(o: TrackerCoreOptions, key: TrackerRouteKey) {
     this.#o = o;
@@ -183,6 +188,7 @@ export class TrackerCore {
   register(req: RegisterRequest): RegisterResponse {
     const rec = checkRegistration(req, this.#o.model);
     this.#registry.add(rec, this.#now());
+    this.#leaving.delete(rec.node);
     this.#version++;
     // a node registering again lost whatever it held
     this.#loads.forget(rec.node);
@@ -220,6 +226,11 @@ export class TrackerCore {
     const place = this.#placer.places(req.node) ? this.#placer.placeOf(req.node, now) : undefined;
     const moved = place && (place.start !== rec.start || place.end !== rec.end) &&
       this.#mayLeave(rec, place, now);
+    // a session routed through it now would find it shutting down
+    if (moved && !this.#leaving.has(req.node)) {
+      this.#leaving.set(req.node, now);
+      this.#version++;
+    }
     return create(HeartbeatResponseSchema, {
       known: true,
       admission: rec.admission,
@@ -365,6 +376,7 @@ export class TrackerCore {
     this.#placer.forget(req.node);
     const known = this.#registry.remove(req.node);
     this.#suspects.delete(req.node);
+    this.#leaving.delete(req.node);
     this.#version++;
     this.#loads.forget(req.node);
     if (known) this.#o.onEvent?.({ kind: "left", node: req.node });
@@ -480,11 +492,21 @@ export class TrackerCore {
       const r = this.#registry.get(c.node);
       if (
         !r || r.admission !== "admitted" || r.start !== c.range.start || r.end !== c.range.end ||
-        !this.#registry.isLive(c.node, now) || this.#suspected(c.node)
+        !this.#registry.isLive(c.node, now) || this.#suspected(c.node) || this.#isLeaving(c.node, now)
       ) return undefined;
       worst = Math.max(worst, this.#loads.load(c.node, now) / Math.max(1, r.maxSessions));
     }
     return worst;
+  }
+
+  /** Told to move, and neither gone nor back since (for a lease at most). */
+  #isLeaving(node: string, now: number): boolean {
+    const at = this.#leaving.get(node);
+    if (at === undefined) return false;
+    if (now - at <= this.#o.leaseMs) return true;
+    this.#leaving.delete(node);
+    this.#version++;
+    return false;
   }
 
   /** Named gone by a gateway, and not heard from since. */
@@ -563,6 +585,7 @@ export class TrackerCore {
     }
     for (const node of gone) {
       this.#suspects.delete(node);
+      this.#leaving.delete(node);
       this.#placer.forget(node);
       this.#loads.forget(node);
       if (this.#registry.forget(node)) this.#o.onEvent?.({ kind: "left", node });
@@ -593,7 +616,7 @@ export class TrackerCore {
       if (tick()) yield;
       if (
         r.admission !== "admitted" || !this.#registry.isLive(r.node, now) || avoid.includes(r.node) ||
-        this.#suspected(r.node)
+        this.#suspected(r.node) || this.#isLeaving(r.node, now)
       ) {
         continue;
       }
