@@ -105,6 +105,19 @@ const beat = (node: string, sessionIds: string[] = []) =>
   create(HeartbeatRequestSchema, { node, sessions: sessionIds.length, sessionIds });
 
 /** The TrackerError a call raises, as "code: message". */
+/** Registers each node at its placed range with the decode rate it measured; admits them all. */
+async function measured(
+  core: TrackerCore,
+  nodes: ReadonlyArray<readonly [string, { start: number; end: number }, number]>,
+): Promise<void> {
+  for (const [node, r, tokensPerS] of nodes) {
+    const req = registration(node, r.start, r.end);
+    req.shard!.decodeTokensPerS = tokensPerS;
+    core.register(req);
+  }
+  await core.admissionsSettled();
+}
+
 async function refusal(f: () => unknown): Promise<string> {
   try {
     await f();
@@ -626,12 +639,7 @@ describe("tracker core: placement", () => {
     const { core, clock } = await tracker({ leaseMs: 60_000 });
     const a = (await core.place(placeAsk("a"))).range!;
     const b = (await core.place(placeAsk("b", BigInt(need(0, 5) + 1)))).range!;
-    for (const [node, r, tokensPerS] of [["a", a, 10], ["b", b, 100]] as const) {
-      const req = registration(node, r.start, r.end);
-      req.shard!.decodeTokensPerS = tokensPerS;
-      core.register(req);
-    }
-    await core.admissionsSettled();
+    await measured(core, [["a", a, 10], ["b", b, 100]]);
     // a session on the only route: the faster plan is made, but nobody is told to move
     expect((await core.route(ask("s1"))).routes[0].name).toBe("a+b");
     clock.now += 30_001;
@@ -655,12 +663,7 @@ describe("tracker core: placement", () => {
     const b = (await core.place(placeAsk("b", BigInt(need(0, 5) + 1)))).range!;
     const c = (await core.place(placeAsk("c"))).range!;
     expect([span(a), span(b), span(c)]).toEqual(["0:3", "3:6", "3:6"]);
-    for (const [node, r, tokensPerS] of [["a", a, 10], ["b", b, 100], ["c", c, 10]] as const) {
-      const req = registration(node, r.start, r.end);
-      req.shard!.decodeTokensPerS = tokensPerS;
-      core.register(req);
-    }
-    await core.admissionsSettled();
+    await measured(core, [["a", a, 10], ["b", b, 100], ["c", c, 10]]);
     // a session on a+b; c serves none
     expect((await core.route(ask("s1"))).routes[0].name).toBe("a+b");
     clock.now += 30_001;
