@@ -54,8 +54,8 @@ export class RouteGate {
     const sessionId = repair?.sessionId ?? crypto.randomUUID();
     const since = performance.now();
     const attempt = async () => {
+      const avoid = repair ? await this.#stillLost(repair) : [];
       try {
-        const avoid = repair ? await this.#stillLost(repair) : [];
         const { routes } = await this.tracker.route(
           {
             artifactSha256: this.artifact,
@@ -77,7 +77,7 @@ export class RouteGate {
         if (
           e instanceof ConnectError && e.code === Code.Unavailable &&
           performance.now() - since < coverageWaitMs
-        ) return repair?.avoid?.length ? NOT_YET : BUSY;
+        ) return avoid.length ? NOT_YET : BUSY;
         throw e;
       }
     };
